@@ -7,7 +7,12 @@ import json
 import pandas as pd
 import pytest
 
-from llama_index_ext_advrag.evaluation import answer_covered, load_documents, load_qa, normalize_for_match
+from llama_index_ext_advrag.evaluation import (
+    answer_covered,
+    load_documents,
+    load_qa,
+    normalize_for_match,
+)
 from llama_index_ext_advrag.evaluation.metrics import QuestionRun, format_table, summarize_runs
 
 
@@ -42,7 +47,9 @@ def test_load_documents_text_and_workbook(tmp_path) -> None:
     (tmp_path / "a.md").write_text("# Title\nBody text.", encoding="utf-8")
     (tmp_path / "README.md").write_text("not a document", encoding="utf-8")
     with pd.ExcelWriter(tmp_path / "t.xlsx") as writer:
-        pd.DataFrame({"Name": ["A\nB", "C"], "N": [1, 2]}).to_excel(writer, sheet_name="2023年", index=False)
+        pd.DataFrame({"Name": ["A\nB", "C"], "N": [1, 2]}).to_excel(
+            writer, sheet_name="2023年", index=False
+        )
         pd.DataFrame({"X": [3]}).to_excel(writer, sheet_name="Other", index=False)
     docs = {d.id_: d for d in load_documents(tmp_path)}
     assert set(docs) == {"a.md", "t.xlsx#2023年", "t.xlsx#Other"}
@@ -60,7 +67,8 @@ def test_load_documents_errors(tmp_path) -> None:
 def test_load_qa_validates(tmp_path) -> None:
     path = tmp_path / "qa.jsonl"
     path.write_text(
-        json.dumps({"id": 1, "question": "q?", "answers": ["a"], "type": "distractor", "x": 1}) + "\n\n",
+        json.dumps({"id": 1, "question": "q?", "answers": ["a"], "type": "distractor", "x": 1})
+        + "\n\n",
         encoding="utf-8",
     )
     (item,) = load_qa(path)
