@@ -1,0 +1,114 @@
+"""Node construction shared by the parsers: deterministic ids, metadata, relationships, stats."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
+
+logger = logging.getLogger(__name__)
+
+# A fixed namespace, so the same document and span give the same id in every process.
+NODE_ID_NAMESPACE = uuid.UUID("5d1f7a52-3c4b-4e0a-9a55-8f6a2b1c0d7e")
+
+DOCUMENT_ID_KEY = "document_id"
+SENTENCE_SPAN_KEY = "sentence_span"
+CHAR_SPAN_KEY = "char_span"
+SECTION_TITLE_KEY = "section_title"
+# Positional bookkeeping that helps code, not the embedding model or the LLM.
+BOOKKEEPING_KEYS = (DOCUMENT_ID_KEY, SENTENCE_SPAN_KEY, CHAR_SPAN_KEY)
+
+
+def deterministic_node_id(document_id: str, *parts: object) -> str:
+    """A UUID derived from the document id and the node's position (span, level, centre), so
+    re-ingesting the same document produces the same ids and a vector store upserts them.
+
+    >>> deterministic_node_id("doc", 0, 3) == deterministic_node_id("doc", 0, 3)
+    True
+    """
+    key = "\x1f".join([document_id, *(str(part) for part in parts)])
+    return str(uuid.uuid5(NODE_ID_NAMESPACE, key))
+
+
+def source_info(document: BaseNode) -> RelatedNodeInfo:
+    """The SOURCE relationship for nodes cut from ``document``: the document's own source when it
+    has one (as LlamaIndex core does), else the document. Computed once per document since it
+    hashes the whole text."""
+    return document.source_node or document.as_related_node_info()
+
+
+def new_text_node(
+    document: BaseNode,
+    node_id: str,
+    text: str,
+    start: int,
+    end: int,
+    metadata: dict[str, object],
+    source: RelatedNodeInfo,
+    include_metadata: bool,
+    excluded_keys: Sequence[str],
+) -> TextNode:
+    """Build a node that inherits the document's metadata settings without sharing its lists."""
+    merged = {**document.metadata, **metadata} if include_metadata else dict(metadata)
+    excluded_embed = list(dict.fromkeys([*document.excluded_embed_metadata_keys, *excluded_keys]))
+    excluded_llm = list(dict.fromkeys([*document.excluded_llm_metadata_keys, *excluded_keys]))
+    return TextNode(
+        id_=node_id,
+        text=text,
+        start_char_idx=start,
+        end_char_idx=end,
+        metadata=merged,
+        excluded_embed_metadata_keys=excluded_embed,
+        excluded_llm_metadata_keys=excluded_llm,
+        metadata_separator=document.metadata_separator,
+        metadata_template=document.metadata_template,
+        text_template=getattr(document, "text_template", TextNode().text_template),
+        relationships={NodeRelationship.SOURCE: source},
+    )
+
+
+def link_prev_next(
+    nodes: Sequence[BaseNode], infos: Sequence[RelatedNodeInfo] | None = None
+) -> None:
+    """Set PREVIOUS/NEXT between consecutive nodes (all of one document and one level);
+    ``infos`` are the nodes' ``as_related_node_info()`` when the caller already has them."""
+    if infos is None:
+        infos = [node.as_related_node_info() for node in nodes]
+    for index, node in enumerate(nodes):
+        if index > 0:
+            node.relationships[NodeRelationship.PREVIOUS] = infos[index - 1]
+        if index + 1 < len(nodes):
+            node.relationships[NodeRelationship.NEXT] = infos[index + 1]
+
+
+@dataclass(frozen=True)
+class ParseStats:
+    """What one parse produced; ``storage_expansion`` is stored window characters over source
+    characters (1.0 means no overlap; sliding windows of 3 sentences by 1 store about 3x)."""
+
+    documents: int
+    sentences: int
+    nodes: int
+    source_chars: int
+    window_chars: int
+
+    @property
+    def storage_expansion(self) -> float:
+        return self.window_chars / self.source_chars if self.source_chars else 0.0
+
+
+__all__ = [
+    "BOOKKEEPING_KEYS",
+    "CHAR_SPAN_KEY",
+    "DOCUMENT_ID_KEY",
+    "SECTION_TITLE_KEY",
+    "SENTENCE_SPAN_KEY",
+    "ParseStats",
+    "deterministic_node_id",
+    "link_prev_next",
+    "new_text_node",
+    "source_info",
+]

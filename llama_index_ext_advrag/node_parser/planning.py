@@ -1,0 +1,313 @@
+"""Pure window planning: sentence counts, token counts and barriers in, sentence spans out.
+
+Nothing here touches text, models or nodes, so the arithmetic of every window mode can be
+tested by hand. A span is ``[first, last)`` in sentence indices.
+
+Vocabulary
+----------
+unit
+    One sentence, or several sentences glued together (the ``qa`` preset glues a question to the
+    sentence that answers it). Adaptive windows begin and end on unit boundaries.
+segment
+    A run of units that no window crosses: a new segment begins at every section change and
+    after every semantic breakpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+STOP_SIZE = "window_size"
+STOP_BUDGET = "token_budget"
+STOP_MAX_SENTENCES = "max_sentences"
+STOP_SECTION = "section"
+STOP_BREAKPOINT = "breakpoint"
+STOP_DOCUMENT_END = "document_end"
+
+_QUESTION_END = re.compile(r"[?？][\"'”’)）」』]*$")
+_QUESTION_LABEL = re.compile(r"^(?:Q|Question|问|问题)\s*\d*\s*[:：.]", re.IGNORECASE)
+
+
+class WindowSpan(NamedTuple):
+    """A planned window: sentences ``[first, last)``, the embedded sentence, why it ends."""
+
+    first: int
+    last: int
+    centre: int | None = None  # set when one sentence is embedded and the window is context
+    stop: str = STOP_SIZE  # what ended the window (for the trace)
+
+
+class Unit(NamedTuple):
+    """Sentences ``[first, last)`` that a window never separates, their tokens and segment."""
+
+    first: int
+    last: int
+    tokens: int
+    segment: int
+
+
+# --- fixed mode ---------------------------------------------------------------------------------
+
+
+def plan_fixed_windows(num_sentences: int, window_size: int, stride: int) -> list[WindowSpan]:
+    """Slide ``window_size`` sentences by ``stride``; the last window may be partial.
+
+    >>> [(w.first, w.last) for w in plan_fixed_windows(5, 3, 1)]
+    [(0, 3), (1, 4), (2, 5)]
+    >>> [(w.first, w.last) for w in plan_fixed_windows(6, 3, 2)]
+    [(0, 3), (2, 5), (4, 6)]
+    """
+    spans: list[WindowSpan] = []
+    first = 0
+    while first < num_sentences:
+        last = min(first + window_size, num_sentences)
+        spans.append(
+            WindowSpan(first, last, None, STOP_DOCUMENT_END if last == num_sentences else STOP_SIZE)
+        )
+        if last == num_sentences:
+            break
+        first += stride
+    return spans
+
+
+def plan_fixed_centred(num_sentences: int, window_size: int, stride: int) -> list[WindowSpan]:
+    """One window of ``window_size`` sentences around every ``stride``-th sentence, clipped at
+    the document's edges (a window of 3 around sentence 0 holds sentences 0 and 1).
+
+    >>> [(w.first, w.last, w.centre) for w in plan_fixed_centred(3, 3, 1)]
+    [(0, 2, 0), (0, 3, 1), (1, 3, 2)]
+    """
+    before = (window_size - 1) // 2
+    spans = []
+    for centre in range(0, num_sentences, stride):
+        first = max(0, centre - before)
+        last = min(num_sentences, centre - before + window_size)
+        spans.append(WindowSpan(first, last, centre, STOP_SIZE))
+    return spans
+
+
+# --- barriers and units -------------------------------------------------------------------------
+
+
+def find_breakpoints(
+    embeddings: np.ndarray,
+    percentile: float | None = None,
+    threshold: float | None = None,
+    buffer: int = 1,
+) -> list[bool]:
+    """Flag the sentences after which the topic shifts.
+
+    The similarity between sentence ``i`` and ``i + 1`` is the cosine of the mean embedding of
+    the ``buffer`` sentences ending at ``i`` and of the ``buffer`` sentences starting at
+    ``i + 1`` (``buffer=1`` compares the two sentences themselves). A break is placed where the
+    similarity is below ``threshold`` or, without a threshold, where the distance
+    ``1 - similarity`` is above the ``percentile``-th percentile of the document's distances.
+
+    Returns:
+        ``break_after`` with one flag per sentence (the last one is always ``False``).
+    """
+    count = len(embeddings)
+    flags = [False] * count
+    if count < 2 or (percentile is None and threshold is None):
+        return flags
+    vectors = np.asarray(embeddings, dtype=np.float64)
+    prefix = np.vstack([np.zeros((1, vectors.shape[1])), np.cumsum(vectors, axis=0)])
+    cut = np.arange(1, count)  # a cut before sentence `cut`
+    left = prefix[cut] - prefix[np.maximum(cut - buffer, 0)]
+    right = prefix[np.minimum(cut + buffer, count)] - prefix[cut]
+    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
+    similarity = np.einsum("ij,ij->i", left, right) / np.where(norms == 0, 1.0, norms)
+    if threshold is not None:
+        breaks = similarity < threshold
+    else:
+        distance = 1.0 - similarity
+        breaks = distance > np.percentile(distance, float(percentile))  # type: ignore[arg-type]
+    for index in np.flatnonzero(breaks):
+        flags[int(index)] = True
+    return flags
+
+
+def find_question_glue(texts: Sequence[str]) -> list[bool]:
+    """Flag the sentences that must stay with the next one: questions and ``Q:`` labels.
+
+    >>> find_question_glue(["What is it?", "A cat.", "Q: Why", "Because."])
+    [True, False, True, False]
+    """
+    return [
+        bool(_QUESTION_END.search(text) or _QUESTION_LABEL.match(text)) and index + 1 < len(texts)
+        for index, text in enumerate(texts)
+    ]
+
+
+def build_units(
+    tokens: Sequence[int],
+    sections: Sequence[int],
+    break_after: Sequence[bool] | None = None,
+    glue_after: Sequence[bool] | None = None,
+) -> list[Unit]:
+    """Group sentences into units and number the segments.
+
+    Glue binds a sentence to the next one even across a semantic breakpoint, but never across a
+    section change. A segment ends at a section change or after a (non-glued) breakpoint.
+    """
+    count = len(tokens)
+    units: list[Unit] = []
+    segment = 0
+    first = 0
+    total = 0
+    for index in range(count):
+        total += tokens[index]
+        at_end = index + 1 == count
+        new_section = not at_end and sections[index + 1] != sections[index]
+        glued = bool(glue_after and glue_after[index]) and not new_section
+        if at_end or not glued:
+            units.append(Unit(first, index + 1, total, segment))
+            first, total = index + 1, 0
+            if new_section or bool(break_after and break_after[index]):
+                segment += 1
+    return units
+
+
+def _segment_stop(units: Sequence[Unit], sections: Sequence[int], index: int) -> str:
+    """Why the segment ends after unit ``index``."""
+    if index + 1 >= len(units):
+        return STOP_DOCUMENT_END
+    last_sentence = units[index].last - 1
+    if sections[last_sentence] != sections[last_sentence + 1]:
+        return STOP_SECTION
+    return STOP_BREAKPOINT
+
+
+def _segments(units: Sequence[Unit]) -> list[tuple[int, int]]:
+    """``[start, stop)`` unit ranges of the segments."""
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for index in range(1, len(units) + 1):
+        if index == len(units) or units[index].segment != units[start].segment:
+            ranges.append((start, index))
+            start = index
+    return ranges
+
+
+# --- adaptive mode ------------------------------------------------------------------------------
+
+
+def _grow_right(
+    units: Sequence[Unit], start: int, stop: int, budget: int, max_sentences: int | None
+) -> tuple[int, int, str]:
+    """Extend a window from unit ``start`` to the right within ``[start, stop)``.
+
+    Returns ``(end, tokens, reason)``; a window always holds at least one unit, even one larger
+    than the budget (a sentence is never cut).
+    """
+    end, total = start + 1, units[start].tokens
+    while end < stop:
+        sentences = units[end].last - units[start].first
+        if max_sentences is not None and sentences > max_sentences:
+            return end, total, STOP_MAX_SENTENCES
+        if total + units[end].tokens > budget:
+            return end, total, STOP_BUDGET
+        total += units[end].tokens
+        end += 1
+    return end, total, ""
+
+
+def plan_adaptive_windows(
+    units: Sequence[Unit],
+    sections: Sequence[int],
+    max_tokens: int,
+    stride_ratio: float,
+    max_sentences: int | None = None,
+) -> list[WindowSpan]:
+    """Token-budgeted sliding windows that stay inside their segment.
+
+    Each window takes as many whole units as fit in ``max_tokens``; the next one starts after
+    at least ``stride_ratio`` of the previous window's tokens (and at least one unit), so a fact
+    cut by one window's edge is whole in its neighbour. A window that would end where its
+    predecessor ended is skipped, so no window is contained in the previous one.
+    """
+    spans: list[WindowSpan] = []
+    for seg_start, seg_stop in _segments(units):
+        start, previous_end = seg_start, seg_start
+        while start < seg_stop:
+            end, total, reason = _grow_right(units, start, seg_stop, max_tokens, max_sentences)
+            if end <= previous_end:  # nothing new: restart at the unit that blocked the growth
+                start = previous_end
+                continue
+            reason = reason or _segment_stop(units, sections, seg_stop - 1)
+            spans.append(WindowSpan(units[start].first, units[end - 1].last, None, reason))
+            if end == seg_stop:
+                break
+            previous_end, advanced, nxt = end, 0, start
+            while nxt < end and advanced < stride_ratio * total:
+                advanced += units[nxt].tokens
+                nxt += 1
+            start = max(nxt, start + 1)
+    return spans
+
+
+def plan_adaptive_centred(
+    units: Sequence[Unit],
+    sections: Sequence[int],
+    max_tokens: int,
+    max_sentences: int | None = None,
+) -> list[WindowSpan]:
+    """One window per sentence: its unit, grown a unit at a time to the right, then the left,
+    alternately, while ``max_tokens`` and ``max_sentences`` allow and the segment goes on."""
+    spans: list[WindowSpan] = []
+    for seg_start, seg_stop in _segments(units):
+        for index in range(seg_start, seg_stop):
+            left, right = index, index + 1
+            total = units[index].tokens
+            blocked = {"right": right >= seg_stop, "left": left <= seg_start}
+            reason = ""
+            while not (blocked["right"] and blocked["left"]):
+                for side in ("right", "left"):
+                    if blocked[side]:
+                        continue
+                    candidate = right if side == "right" else left - 1
+                    first = units[min(left, candidate)].first
+                    last = units[max(right - 1, candidate)].last
+                    if max_sentences is not None and last - first > max_sentences:
+                        blocked[side], reason = True, STOP_MAX_SENTENCES
+                    elif total + units[candidate].tokens > max_tokens:
+                        blocked[side], reason = True, STOP_BUDGET
+                    else:
+                        total += units[candidate].tokens
+                        if side == "right":
+                            right += 1
+                            blocked[side] = right >= seg_stop
+                        else:
+                            left -= 1
+                            blocked[side] = left <= seg_start
+            if not reason:
+                reason = _segment_stop(units, sections, seg_stop - 1)
+            for centre in range(units[index].first, units[index].last):
+                spans.append(WindowSpan(units[left].first, units[right - 1].last, centre, reason))
+    return spans
+
+
+__all__ = [
+    "STOP_BREAKPOINT",
+    "STOP_BUDGET",
+    "STOP_DOCUMENT_END",
+    "STOP_MAX_SENTENCES",
+    "STOP_SECTION",
+    "STOP_SIZE",
+    "Unit",
+    "WindowSpan",
+    "build_units",
+    "find_breakpoints",
+    "find_question_glue",
+    "plan_adaptive_centred",
+    "plan_adaptive_windows",
+    "plan_fixed_centred",
+    "plan_fixed_windows",
+]

@@ -1,0 +1,368 @@
+"""Sentence-unit sliding windows, fixed or adapted to the text, for LlamaIndex.
+
+A window of sentences slides over the document, so a fact that spans the boundary between two
+sentences is whole in at least one window, and no sentence is ever cut. In ``fixed`` mode the
+window holds exactly ``window_size`` sentences and moves by ``stride``; in ``adaptive`` mode it
+holds as many whole sentences as fit a token budget, never crosses a heading or a semantic
+breakpoint (an embedding-similarity drop between adjacent sentences), and moves by a share of
+its own tokens.
+
+Each window becomes a node (``embed_unit="window"``), or each sentence becomes a node that keeps
+its window in metadata (``embed_unit="sentence"``, for ``MetadataReplacementPostProcessor``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.node_parser.interface import NodeParser
+from llama_index.core.node_parser.node_utils import default_id_func
+from llama_index.core.schema import BaseNode, Document, MetadataMode
+from llama_index.core.utils import get_tqdm_iterable
+from pydantic import Field, PrivateAttr, model_validator
+
+from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.node_parser._nodes import (
+    BOOKKEEPING_KEYS,
+    CHAR_SPAN_KEY,
+    DOCUMENT_ID_KEY,
+    SECTION_TITLE_KEY,
+    SENTENCE_SPAN_KEY,
+    ParseStats,
+    deterministic_node_id,
+    link_prev_next,
+    new_text_node,
+    source_info,
+)
+from llama_index_ext_advrag.node_parser.planning import (
+    WindowSpan,
+    build_units,
+    find_breakpoints,
+    find_question_glue,
+    plan_adaptive_centred,
+    plan_adaptive_windows,
+    plan_fixed_centred,
+    plan_fixed_windows,
+)
+from llama_index_ext_advrag.node_parser.presets import DocumentPreset, preset_values
+from llama_index_ext_advrag.text import Sentence, count_tokens, split_sentences
+from llama_index_ext_advrag.trace import add_trace
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WINDOW_SIZE = 3
+DEFAULT_STRIDE = 1
+DEFAULT_MAX_WINDOW_TOKENS = 256
+DEFAULT_WINDOW_METADATA_KEY = "window"
+DEFAULT_ORIGINAL_TEXT_METADATA_KEY = "original_text"
+TRACE_COMPONENT = "sliding_window"
+
+
+class WindowMode(str, Enum):
+    """How windows are sized."""
+
+    FIXED = "fixed"
+    ADAPTIVE = "adaptive"
+
+
+class EmbedUnit(str, Enum):
+    """What a node's text (and so its embedding) is."""
+
+    WINDOW = "window"
+    SENTENCE = "sentence"
+
+
+class _DocumentPlan:
+    """A document's sentences with what the planner needs; embeddings are filled in later."""
+
+    __slots__ = ("break_after", "document", "sentences", "source", "text")
+
+    def __init__(self, document: BaseNode) -> None:
+        self.document = document
+        self.text = document.get_content(metadata_mode=MetadataMode.NONE)
+        self.sentences: list[Sentence] = split_sentences(self.text)
+        self.break_after: list[bool] | None = None
+        self.source = source_info(document) if self.sentences else None
+
+
+class AdaptiveSlidingWindowNodeParser(NodeParser):
+    """Split documents into overlapping windows of whole sentences.
+
+    Args:
+        window_size: sentences per window in ``fixed`` mode.
+        stride: sentences between consecutive windows (``fixed``), or between consecutive
+            embedded sentences with ``embed_unit="sentence"`` in ``fixed`` mode.
+        mode: ``"fixed"`` or ``"adaptive"`` (token budget, headings, semantic breakpoints).
+        embed_unit: ``"window"`` embeds each window; ``"sentence"`` makes each sentence a node
+            and keeps its window under ``window_metadata_key``.
+        preset: ``"general"``, ``"technical"``, ``"legal"`` or ``"qa"``: adaptive settings for
+            that document type; explicitly passed fields override the preset.
+        max_window_tokens: adaptive token budget per window (one longer sentence stays whole).
+        embed_model: model for semantic breakpoints, resolved with ``resolve_embed_model`` only
+            when adaptive mode needs breakpoints; not serialised.
+
+    Raises:
+        ValueError: ``window_size < 1``, ``stride`` outside ``[1, window_size]``, an unknown
+            ``mode``, ``embed_unit`` or ``preset``, or a bound violated by another field.
+
+    Example:
+        >>> from llama_index.core import Document
+        >>> parser = AdaptiveSlidingWindowNodeParser(window_size=3, stride=1)
+        >>> nodes = parser.get_nodes_from_documents([Document(text="A a. B b. C c. D d. E e.")])
+        >>> [n.text for n in nodes]
+        ['A a. B b. C c.', 'B b. C c. D d.', 'C c. D d. E e.']
+
+    Node ids are derived from the document id and the sentence span, so re-ingesting a document
+    whose id is stable (e.g. ``filename_as_id=True``) upserts instead of duplicating.
+    """
+
+    window_size: int = Field(
+        default=DEFAULT_WINDOW_SIZE, ge=1, description="Sentences per window (fixed mode)."
+    )
+    stride: int = Field(
+        default=DEFAULT_STRIDE, ge=1, description="Sentences the window moves by (fixed mode)."
+    )
+    mode: WindowMode = Field(default=WindowMode.FIXED, description="'fixed' or 'adaptive'.")
+    embed_unit: EmbedUnit = Field(
+        default=EmbedUnit.WINDOW,
+        description="'window': embed the window; 'sentence': embed one sentence, window in metadata.",
+    )
+    preset: DocumentPreset | None = Field(
+        default=None,
+        description="Adaptive settings by document type: general, technical, legal, qa.",
+    )
+    max_window_tokens: int = Field(
+        default=DEFAULT_MAX_WINDOW_TOKENS, ge=1, description="Adaptive: token budget per window."
+    )
+    max_window_sentences: int | None = Field(
+        default=None, ge=1, description="Adaptive: optional cap on sentences per window."
+    )
+    stride_ratio: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="Adaptive, window unit: the next window starts after this share of the window's tokens.",
+    )
+    breakpoint_percentile: float | None = Field(
+        default=95.0,
+        gt=0.0,
+        lt=100.0,
+        description="Adaptive: a break where the adjacent-sentence distance exceeds this percentile of the document's; None disables.",
+    )
+    breakpoint_threshold: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Adaptive: a break where adjacent-sentence cosine similarity falls below this; overrides the percentile.",
+    )
+    breakpoint_buffer: int = Field(
+        default=1,
+        ge=1,
+        le=10,
+        description="Sentences averaged on each side when comparing adjacent sentences.",
+    )
+    keep_questions_with_answers: bool = Field(
+        default=False,
+        description="Adaptive: a question always shares its window with the next sentence.",
+    )
+    window_metadata_key: str = Field(
+        default=DEFAULT_WINDOW_METADATA_KEY,
+        min_length=1,
+        description="Metadata key of the window text (sentence unit).",
+    )
+    original_text_metadata_key: str = Field(
+        default=DEFAULT_ORIGINAL_TEXT_METADATA_KEY,
+        min_length=1,
+        description="Metadata key of the sentence text (sentence unit).",
+    )
+    embed_model: BaseEmbedding | None = Field(
+        default=None, exclude=True, description="Embedding model for semantic breakpoints."
+    )
+
+    _last_stats: ParseStats | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        if data.get("preset") is not None:
+            data = {**preset_values(data["preset"]), **data}
+        super().__init__(**data)
+
+    @model_validator(mode="after")
+    def _check_stride(self) -> AdaptiveSlidingWindowNodeParser:
+        if self.stride > self.window_size:
+            raise ValueError(
+                f"stride must be between 1 and window_size={self.window_size}, got {self.stride}"
+            )
+        return self
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AdaptiveSlidingWindowNodeParser"
+
+    @property
+    def last_parse_stats(self) -> ParseStats | None:
+        """Counts of the latest parse, including ``storage_expansion``."""
+        return self._last_stats
+
+    @property
+    def uses_breakpoints(self) -> bool:
+        """Whether parsing needs sentence embeddings (adaptive mode with breakpoints on)."""
+        return self.mode is WindowMode.ADAPTIVE and (
+            self.breakpoint_percentile is not None or self.breakpoint_threshold is not None
+        )
+
+    # --- planning (pure given the sentences and break flags) -----------------------------------
+
+    def _plan(self, plan: _DocumentPlan) -> list[WindowSpan]:
+        planners: dict[WindowMode, Callable[[_DocumentPlan], list[WindowSpan]]] = {
+            WindowMode.FIXED: self._plan_fixed,
+            WindowMode.ADAPTIVE: self._plan_adaptive,
+        }
+        return planners[self.mode](plan)
+
+    def _plan_fixed(self, plan: _DocumentPlan) -> list[WindowSpan]:
+        count = len(plan.sentences)
+        if self.embed_unit is EmbedUnit.SENTENCE:
+            return plan_fixed_centred(count, self.window_size, self.stride)
+        return plan_fixed_windows(count, self.window_size, self.stride)
+
+    def _plan_adaptive(self, plan: _DocumentPlan) -> list[WindowSpan]:
+        sentences = plan.sentences
+        sections = [s.section_index for s in sentences]
+        glue = (
+            find_question_glue([s.text for s in sentences])
+            if self.keep_questions_with_answers
+            else None
+        )
+        units = build_units(
+            [count_tokens(s.text) for s in sentences], sections, plan.break_after, glue
+        )
+        if self.embed_unit is EmbedUnit.SENTENCE:
+            return plan_adaptive_centred(
+                units, sections, self.max_window_tokens, self.max_window_sentences
+            )
+        return plan_adaptive_windows(
+            units, sections, self.max_window_tokens, self.stride_ratio, self.max_window_sentences
+        )
+
+    def _needs_embeddings(self, plans: Sequence[_DocumentPlan]) -> list[_DocumentPlan]:
+        if not self.uses_breakpoints:
+            return []
+        return [plan for plan in plans if len(plan.sentences) >= 2]
+
+    def _set_breakpoints(
+        self, plans: Sequence[_DocumentPlan], vectors: Sequence[Sequence[float]]
+    ) -> None:
+        offset = 0
+        for plan in plans:
+            count = len(plan.sentences)
+            block = np.asarray(vectors[offset : offset + count], dtype=np.float64)
+            offset += count
+            plan.break_after = find_breakpoints(
+                block, self.breakpoint_percentile, self.breakpoint_threshold, self.breakpoint_buffer
+            )
+
+    # --- node building ------------------------------------------------------------------------
+
+    def _node_id(self, index: int, plan: _DocumentPlan, span: WindowSpan) -> str:
+        if self.id_func is not default_id_func:  # the user asked for their own ids
+            return str(self.id_func(index, plan.document))
+        unit = "window" if span.centre is None else f"sentence{span.centre}"
+        return deterministic_node_id(plan.document.node_id, unit, span.first, span.last)
+
+    def _build_nodes(self, plan: _DocumentPlan) -> tuple[list[BaseNode], int]:
+        """The document's nodes and the characters of their windows."""
+        sentences, text, document = plan.sentences, plan.text, plan.document
+        nodes: list[BaseNode] = []
+        window_chars = 0
+        for index, span in enumerate(self._plan(plan)):
+            start, end = sentences[span.first].start, sentences[span.last - 1].end
+            window = text[start:end]
+            window_chars += len(window)
+            middle = span.centre if span.centre is not None else (span.first + span.last - 1) // 2
+            metadata: dict[str, object] = {
+                DOCUMENT_ID_KEY: document.node_id,
+                SENTENCE_SPAN_KEY: [span.first, span.last],
+                CHAR_SPAN_KEY: [start, end],
+                SECTION_TITLE_KEY: sentences[middle].section_title,
+            }
+            excluded: list[str] = list(BOOKKEEPING_KEYS)
+            node_text, node_start, node_end = window, start, end
+            if span.centre is not None:
+                centre = sentences[span.centre]
+                node_text, node_start, node_end = centre.text, centre.start, centre.end
+                metadata[self.window_metadata_key] = window
+                metadata[self.original_text_metadata_key] = centre.text
+                excluded += [self.window_metadata_key, self.original_text_metadata_key]
+            node = new_text_node(
+                document, self._node_id(index, plan, span), node_text, node_start, node_end,
+                metadata, plan.source, self.include_metadata, excluded,  # type: ignore[arg-type]
+            )  # fmt: skip
+            add_trace(node, TRACE_COMPONENT, {"mode": self.mode.value, "stop": span.stop})
+            nodes.append(node)
+        if self.include_prev_next_rel:
+            link_prev_next(nodes)
+        return nodes, window_chars
+
+    def _finish(self, plans: Sequence[_DocumentPlan], show_progress: bool) -> list[BaseNode]:
+        all_nodes: list[BaseNode] = []
+        window_chars = 0
+        for plan in get_tqdm_iterable(plans, show_progress, "Building windows"):
+            if not plan.sentences:
+                continue
+            nodes, chars = self._build_nodes(plan)
+            window_chars += chars
+            all_nodes.extend(nodes)
+        self._last_stats = ParseStats(
+            documents=len(plans),
+            sentences=sum(len(plan.sentences) for plan in plans),
+            nodes=len(all_nodes),
+            source_chars=sum(len(plan.text.strip()) for plan in plans),
+            window_chars=window_chars,
+        )
+        logger.info(
+            "%s: %d nodes from %d documents, storage expansion %.2fx",
+            self.class_name(), len(all_nodes), len(plans), self._last_stats.storage_expansion,
+        )  # fmt: skip
+        return all_nodes
+
+    def _parse_nodes(
+        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
+    ) -> list[BaseNode]:
+        plans = [_DocumentPlan(node) for node in nodes]
+        pending = self._needs_embeddings(plans)
+        if pending:
+            embed_model = resolve_embed_model(self.embed_model)
+            texts = [s.text for plan in pending for s in plan.sentences]
+            self._set_breakpoints(
+                pending, embed_model.get_text_embedding_batch(texts, show_progress=show_progress)
+            )
+        return self._finish(plans, show_progress)
+
+    async def _aparse_nodes(
+        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
+    ) -> list[BaseNode]:
+        plans = [_DocumentPlan(node) for node in nodes]
+        pending = self._needs_embeddings(plans)
+        if pending:
+            embed_model = resolve_embed_model(self.embed_model)
+            texts = [s.text for plan in pending for s in plan.sentences]
+            vectors = await embed_model.aget_text_embedding_batch(
+                texts, show_progress=show_progress
+            )
+            self._set_breakpoints(pending, vectors)
+        return self._finish(plans, show_progress)
+
+    def _postprocess_parsed_nodes(
+        self, nodes: list[BaseNode], parent_doc_map: dict[str, Document]
+    ) -> list[BaseNode]:
+        """Keep what ``_parse_nodes`` built: offsets are exact and prev/next already link the
+        windows of each document (core's pass would re-find offsets with ``str.find``)."""
+        return nodes
+
+
+__all__ = ["AdaptiveSlidingWindowNodeParser", "EmbedUnit", "WindowMode"]
