@@ -83,9 +83,10 @@ def _jieba() -> Any:
 
 
 def cut_chinese(run: str, mode: ChineseMode = ChineseMode.SEARCH) -> list[str]:
-    """Cut a run of CJK characters into words with jieba; whitespace-only pieces are dropped."""
+    """Cut a run of CJK characters into words with jieba; pieces without a letter are dropped."""
     cutter = getattr(_jieba(), _CHINESE_CUTTERS[ChineseMode(mode)])
-    return [word for word in cutter(run, HMM=True) if word.strip()]
+    # Unassigned code points inside the CJK ranges are not words.
+    return [word for word in cutter(run, HMM=True) if any(ch.isalnum() for ch in word)]
 
 
 class WordTokenizer(BaseModel):

@@ -29,7 +29,7 @@ def test_invalid_arguments_name_the_value() -> None:
     with pytest.raises(ValueError, match="klingon"):
         WordTokenizer(stemmer_language="klingon")
     with pytest.raises(ValueError, match="fast"):
-        WordTokenizer(chinese_mode="fast")
+        WordTokenizer(chinese_mode="fast")  # type: ignore[arg-type]
 
 
 def test_english_stems_lowercases_and_drops_stop_words() -> None:
@@ -51,7 +51,7 @@ def test_chinese_search_mode_emits_sub_words() -> None:
     tokens = WordTokenizer()("新冠病毒的潜伏期")
     assert "潜伏期" in tokens and "潜伏" in tokens
     assert "的" not in tokens  # a stop word
-    accurate = WordTokenizer(chinese_mode="accurate")("新冠病毒的潜伏期")
+    accurate = WordTokenizer(chinese_mode=ChineseMode.ACCURATE)("新冠病毒的潜伏期")
     assert "潜伏" not in accurate and "潜伏期" in accurate
 
 
@@ -80,7 +80,7 @@ def test_cut_chinese_drops_whitespace() -> None:
 
 
 def test_round_trip() -> None:
-    tokenizer = WordTokenizer(stem=False, chinese_mode="accurate")
+    tokenizer = WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE)
     again = WordTokenizer.from_dict(tokenizer.to_dict())
     assert again == tokenizer
     assert tokenize_words("Cats 首富", stem=False) == ["cats", "首富"]
