@@ -1,0 +1,252 @@
+"""Rank fusion maths: weighted reciprocal rank fusion and normalised score fusion.
+
+Pure functions over node ids and scores, shared by :class:`HybridFusionRetriever` and usable
+on their own. A *leg* is one retriever's result list, best first. Ranks start at 1 and come
+from the leg's order; a node id repeated within a leg keeps its first (best) position.
+
+* ``rrf``: ``score(d) = sum_i w_i / (k + rank_i(d))`` over the legs that returned ``d``.
+* ``score``: each leg's scores are normalised (min-max to [0, 1], or z-score with the
+  population standard deviation), then ``score(d) = sum_i w_i * norm_i(d)``. A node a leg did
+  not return gets that leg's lowest normalised score (0 for min-max), so being absent is never
+  better than being last. A leg whose scores are all equal normalises to 1 (min-max) or 0
+  (z-score); a leg with missing (``None``) scores is scored ``1 / rank``.
+
+Ties are broken deterministically: higher fused score, then the best rank in any leg, then
+the ranks leg by leg, then the node id.
+
+Example:
+    >>> legs = [[LegHit("a", 0.9), LegHit("b", 0.5)], [LegHit("b", 7.0), LegHit("c", 3.0)]]
+    >>> [(h.node_id, round(h.score, 5)) for h in fuse_rrf(legs, weights=(1.0, 1.0), k=60)]
+    [('b', 0.03252), ('a', 0.01639), ('c', 0.01613)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import NamedTuple
+
+DEFAULT_RRF_K = 60
+_TIE_DIGITS = 12  # fused scores equal to 12 decimals are ties (float sums depend on order)
+
+
+class FusionMode(str, Enum):
+    """How the legs are merged."""
+
+    RRF = "rrf"
+    SCORE = "score"
+
+
+class Normalization(str, Enum):
+    """Per-leg score normalisation for :attr:`FusionMode.SCORE`."""
+
+    MINMAX = "minmax"
+    ZSCORE = "zscore"
+
+
+class LegHit(NamedTuple):
+    """One result of one leg: the node id and the leg's own score (``None`` if it has none)."""
+
+    node_id: str
+    score: float | None
+
+
+class FusedHit(NamedTuple):
+    """One fused result, with where it stood in every leg (``None`` where a leg missed it)."""
+
+    node_id: str
+    score: float
+    ranks: tuple[int | None, ...]
+    scores: tuple[float | None, ...]
+
+
+def validate_weights(weights: Sequence[float] | None, n_legs: int) -> tuple[float, ...]:
+    """Return the weights as a tuple (all 1.0 when ``None``).
+
+    Raises:
+        ValueError: wrong length, a negative or non-finite weight, or all weights zero.
+    """
+    if weights is None:
+        return (1.0,) * n_legs
+    values = tuple(float(w) for w in weights)
+    if len(values) != n_legs:
+        raise ValueError(f"weights {list(values)} has {len(values)} entries for {n_legs} legs")
+    bad = [w for w in values if not math.isfinite(w) or w < 0]
+    if bad:
+        raise ValueError(f"weights must be finite and >= 0, got {list(values)}")
+    if n_legs and not any(values):
+        raise ValueError(f"at least one weight must be > 0, got {list(values)}")
+    return values
+
+
+def dedupe_leg(leg: Sequence[LegHit]) -> list[LegHit]:
+    """Keep the first occurrence of every node id, in order."""
+    seen: set[str] = set()
+    kept = []
+    for hit in leg:
+        if hit.node_id not in seen:
+            seen.add(hit.node_id)
+            kept.append(hit)
+    return kept
+
+
+def minmax_normalize(scores: Sequence[float]) -> list[float]:
+    """Scale to [0, 1]: ``(s - min) / (max - min)``; all-equal scores become 1.0."""
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    if high == low:
+        return [1.0] * len(scores)
+    return [(s - low) / (high - low) for s in scores]
+
+
+def zscore_normalize(scores: Sequence[float]) -> list[float]:
+    """Standardise: ``(s - mean) / std`` (population std); all-equal scores become 0.0."""
+    if not scores:
+        return []
+    mean = math.fsum(scores) / len(scores)
+    std = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / len(scores))
+    if std == 0:
+        return [0.0] * len(scores)
+    return [(s - mean) / std for s in scores]
+
+
+NORMALIZERS: dict[Normalization, Callable[[Sequence[float]], list[float]]] = {
+    Normalization.MINMAX: minmax_normalize,
+    Normalization.ZSCORE: zscore_normalize,
+}
+
+
+def _raw_scores(leg: Sequence[LegHit]) -> list[float]:
+    if any(hit.score is None for hit in leg):
+        return [1.0 / rank for rank in range(1, len(leg) + 1)]
+    return [float(hit.score) for hit in leg]  # type: ignore[arg-type]
+
+
+def _positions(legs: Sequence[Sequence[LegHit]]) -> tuple[list[str], list[dict[str, int]]]:
+    """Node ids in first-seen order across legs, and per leg ``node_id -> 1-based rank``."""
+    order: dict[str, None] = {}
+    ranks = []
+    for leg in legs:
+        ranks.append({hit.node_id: rank for rank, hit in enumerate(leg, start=1)})
+        for hit in leg:
+            order.setdefault(hit.node_id, None)
+    return list(order), ranks
+
+
+def _collect(
+    legs: Sequence[Sequence[LegHit]], fused: dict[str, float], ranks: list[dict[str, int]]
+) -> list[FusedHit]:
+    leg_scores = [{hit.node_id: hit.score for hit in leg} for leg in legs]
+    hits = [
+        FusedHit(
+            node_id=node_id,
+            score=score,
+            ranks=tuple(r.get(node_id) for r in ranks),
+            scores=tuple(s.get(node_id) for s in leg_scores),
+        )
+        for node_id, score in fused.items()
+    ]
+    return sorted(hits, key=tie_break_key)
+
+
+def tie_break_key(hit: FusedHit) -> tuple:
+    """Sort key: fused score (desc), best rank, ranks leg by leg (absent last), node id."""
+    present = [r for r in hit.ranks if r is not None]
+    per_leg = tuple(math.inf if r is None else r for r in hit.ranks)
+    return (-round(hit.score, _TIE_DIGITS), min(present, default=math.inf), per_leg, hit.node_id)
+
+
+def fuse_rrf(
+    legs: Sequence[Sequence[LegHit]], weights: Sequence[float] | None = None, k: int = DEFAULT_RRF_K
+) -> list[FusedHit]:
+    """Weighted reciprocal rank fusion: ``sum_i w_i / (k + rank_i)``, ranks from 1.
+
+    Raises:
+        ValueError: ``k < 0`` or invalid weights.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    legs = [dedupe_leg(leg) for leg in legs]
+    weight = validate_weights(weights, len(legs))
+    order, ranks = _positions(legs)
+    fused = {node_id: 0.0 for node_id in order}
+    for w, leg_ranks in zip(weight, ranks, strict=True):
+        for node_id, rank in leg_ranks.items():
+            fused[node_id] += w / (k + rank)
+    return _collect(legs, fused, ranks)
+
+
+def fuse_scores(
+    legs: Sequence[Sequence[LegHit]],
+    weights: Sequence[float] | None = None,
+    normalization: Normalization | str = Normalization.MINMAX,
+) -> list[FusedHit]:
+    """Normalise each leg's scores, then take the weighted sum (absent = the leg's minimum).
+
+    Raises:
+        ValueError: an unknown ``normalization`` or invalid weights.
+    """
+    normalize = NORMALIZERS[_normalization(normalization)]
+    legs = [dedupe_leg(leg) for leg in legs]
+    weight = validate_weights(weights, len(legs))
+    order, ranks = _positions(legs)
+    fused = {node_id: 0.0 for node_id in order}
+    for w, leg in zip(weight, legs, strict=True):
+        if not leg:
+            continue
+        normalized = normalize(_raw_scores(leg))
+        floor = min(normalized)
+        by_id = {hit.node_id: value for hit, value in zip(leg, normalized, strict=True)}
+        for node_id in order:
+            fused[node_id] += w * by_id.get(node_id, floor)
+    return _collect(legs, fused, ranks)
+
+
+def fuse(
+    legs: Sequence[Sequence[LegHit]],
+    mode: FusionMode | str = FusionMode.RRF,
+    weights: Sequence[float] | None = None,
+    k: int = DEFAULT_RRF_K,
+    normalization: Normalization | str = Normalization.MINMAX,
+) -> list[FusedHit]:
+    """Fuse ``legs`` with ``mode`` (``"rrf"`` or ``"score"``); see the module docstring."""
+    dispatch: dict[FusionMode, Callable[[], list[FusedHit]]] = {
+        FusionMode.RRF: lambda: fuse_rrf(legs, weights, k),
+        FusionMode.SCORE: lambda: fuse_scores(legs, weights, normalization),
+    }
+    return dispatch[_mode(mode)]()
+
+
+def _mode(mode: FusionMode | str) -> FusionMode:
+    try:
+        return FusionMode(mode)
+    except ValueError:
+        allowed = [m.value for m in FusionMode]
+        raise ValueError(f"mode {mode!r} is not one of {allowed}") from None
+
+
+def _normalization(normalization: Normalization | str) -> Normalization:
+    try:
+        return Normalization(normalization)
+    except ValueError:
+        allowed = [n.value for n in Normalization]
+        raise ValueError(f"normalization {normalization!r} is not one of {allowed}") from None
+
+
+__all__ = [
+    "DEFAULT_RRF_K",
+    "FusedHit",
+    "FusionMode",
+    "LegHit",
+    "Normalization",
+    "dedupe_leg",
+    "fuse",
+    "fuse_rrf",
+    "fuse_scores",
+    "minmax_normalize",
+    "tie_break_key",
+    "validate_weights",
+    "zscore_normalize",
+]

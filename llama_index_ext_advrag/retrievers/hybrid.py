@@ -1,0 +1,294 @@
+"""Hybrid retrieval: several legs (typically dense Milvus + BM25) fused into one ranking.
+
+Each leg over-fetches ``leg_top_k`` results; the legs are merged with weighted reciprocal rank
+fusion or normalised score fusion (the maths is in :mod:`.fusion`), and the best
+``similarity_top_k`` are returned as copies whose score is the fused score. Every returned node
+records, under ``metadata["advrag_trace"]["hybrid_fusion"]``, its rank and score in every leg
+(``None`` where a leg missed it). In async the legs run concurrently. A leg that raises or
+returns nothing is skipped with a logged warning and the others carry on; only when every leg
+raises is the first error re-raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llama_index_ext_advrag.retrievers.fusion import (
+    DEFAULT_RRF_K,
+    FusedHit,
+    FusionMode,
+    LegHit,
+    Normalization,
+    fuse,
+    validate_weights,
+)
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SIMILARITY_TOP_K = 10
+DEFAULT_OVERFETCH = 3  # leg_top_k = 3 * similarity_top_k unless given
+TRACE_COMPONENT = "hybrid_fusion"
+
+
+class HybridFusionConfig(BaseModel):
+    """The serialisable settings of a :class:`HybridFusionRetriever` (everything but the legs)."""
+
+    model_config = ConfigDict(frozen=True, use_enum_values=False)
+
+    weights: tuple[float, ...] | None = Field(
+        default=None, description="One weight >= 0 per leg; None = all 1.0."
+    )
+    mode: FusionMode = Field(default=FusionMode.RRF, description="'rrf' or 'score'.")
+    k: int = Field(default=DEFAULT_RRF_K, ge=0, le=100_000, description="RRF constant k.")
+    normalization: Normalization = Field(
+        default=Normalization.MINMAX, description="Per-leg normalisation in 'score' mode."
+    )
+    similarity_top_k: int = Field(
+        default=DEFAULT_SIMILARITY_TOP_K, ge=1, le=10_000, description="Fused results returned."
+    )
+    leg_top_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Results fetched per leg before fusion; None = 3 * similarity_top_k.",
+    )
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> HybridFusionConfig:
+        if self.weights is not None:
+            validate_weights(self.weights, len(self.weights))
+        return self
+
+    @property
+    def effective_leg_top_k(self) -> int:
+        return self.leg_top_k or DEFAULT_OVERFETCH * self.similarity_top_k
+
+
+def with_top_k(retriever: BaseRetriever, top_k: int) -> BaseRetriever:
+    """A shallow copy of ``retriever`` fetching ``top_k`` (the caller's object is untouched);
+    retrievers without a ``similarity_top_k`` attribute are returned as they are."""
+    if not hasattr(retriever, "similarity_top_k"):
+        logger.debug("%s has no similarity_top_k; used as configured", type(retriever).__name__)
+        return retriever
+    clone = copy.copy(retriever)
+    clone.similarity_top_k = top_k  # type: ignore[attr-defined]
+    return clone
+
+
+def leg_hits(results: Sequence[NodeWithScore]) -> list[LegHit]:
+    return [LegHit(r.node.node_id, r.score) for r in results]
+
+
+def build_fused_nodes(
+    fused: Sequence[FusedHit],
+    legs: Sequence[Sequence[NodeWithScore]],
+    leg_names: Sequence[str],
+    config: HybridFusionConfig,
+    degraded: Sequence[dict[str, Any]],
+) -> list[NodeWithScore]:
+    """Copies of the fused nodes (taken from the first leg holding each) with traces."""
+    first: dict[str, NodeWithScore] = {}
+    for leg in legs:
+        for result in leg:
+            first.setdefault(result.node.node_id, result)
+    nodes = []
+    for hit in fused[: config.similarity_top_k]:
+        result = copy_node_with_score(first[hit.node_id])
+        result.score = hit.score
+        record = {
+            "mode": config.mode.value,
+            "fused_score": hit.score,
+            "legs": [
+                {"leg": name, "rank": rank, "score": score}
+                for name, rank, score in zip(leg_names, hit.ranks, hit.scores, strict=True)
+            ],
+        }
+        if degraded:
+            record["degraded"] = list(degraded)
+        add_trace(result.node, TRACE_COMPONENT, record)
+        nodes.append(result)
+    return nodes
+
+
+class HybridFusionRetriever(BaseRetriever):
+    """Fuse several retrievers (dense + BM25) with weighted RRF or normalised score fusion.
+
+    Args:
+        retrievers: the legs, e.g. ``[vector_index.as_retriever(), BM25Retriever(nodes)]``.
+        weights: one weight per leg (default all 1.0); honoured in both modes.
+        mode: ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
+        k: the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
+        similarity_top_k: fused results returned. leg_top_k: results fetched per leg
+            (default ``3 * similarity_top_k``); legs with a ``similarity_top_k`` attribute are
+            shallow-copied with it set, the caller's retrievers are not modified.
+        leg_names: names used in the trace (default: the legs' class names).
+
+    Raises:
+        ValueError: no legs, weights of the wrong length or negative, an unknown ``mode`` or
+            ``normalization``, a top-k below 1.
+
+    Example:
+        >>> hybrid = HybridFusionRetriever(  # doctest: +SKIP
+        ...     retrievers=[index.as_retriever(), BM25Retriever(nodes)],
+        ...     weights=[0.4, 0.6], mode="rrf", similarity_top_k=5)
+        >>> nodes = hybrid.retrieve("潜伏期有多长？")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        retrievers: Sequence[BaseRetriever],
+        weights: Sequence[float] | None = None,
+        mode: FusionMode | str = FusionMode.RRF,
+        k: int = DEFAULT_RRF_K,
+        normalization: Normalization | str = Normalization.MINMAX,
+        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+        leg_top_k: int | None = None,
+        leg_names: Sequence[str] | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if not retrievers:
+            raise ValueError("retrievers must hold at least one retriever, got none")
+        self.config = HybridFusionConfig(
+            weights=None if weights is None else tuple(weights),
+            mode=_enum_value(FusionMode, mode, "mode"),
+            k=k,
+            normalization=_enum_value(Normalization, normalization, "normalization"),
+            similarity_top_k=similarity_top_k,
+            leg_top_k=leg_top_k,
+        )
+        self.weights = validate_weights(self.config.weights, len(retrievers))
+        names = list(leg_names) if leg_names is not None else [type(r).__name__ for r in retrievers]
+        if len(names) != len(retrievers):
+            raise ValueError(
+                f"leg_names {names} has {len(names)} entries for {len(retrievers)} legs"
+            )
+        self.leg_names = names
+        top_k = self.config.effective_leg_top_k
+        self._legs = [with_top_k(r, top_k) for r in retrievers]
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HybridFusionRetriever"
+
+    @classmethod
+    def from_defaults(
+        cls,
+        vector_index: Any,
+        nodes: Sequence[BaseNode] | None = None,
+        bm25_retriever: BaseRetriever | None = None,
+        **kwargs: Any,
+    ) -> HybridFusionRetriever:
+        """Dense leg from ``vector_index`` + a BM25 leg (given, or built over ``nodes``)."""
+        from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever
+
+        if bm25_retriever is None:
+            if nodes is None:
+                raise ValueError("give nodes or bm25_retriever for the BM25 leg, got neither")
+            bm25_retriever = BM25Retriever(nodes)
+        legs = [vector_index.as_retriever(), bm25_retriever]
+        kwargs.setdefault("leg_names", ["dense", "bm25"])
+        return cls(retrievers=legs, **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fusion settings (the legs are live objects and are not serialised)."""
+        return self.config.model_dump(mode="json")
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any], retrievers: Sequence[BaseRetriever]
+    ) -> HybridFusionRetriever:
+        config = HybridFusionConfig.model_validate(data)
+        return cls(retrievers=retrievers, **_init_kwargs(config))
+
+    def _fuse(self, outcomes: Sequence[list[NodeWithScore] | BaseException]) -> list[NodeWithScore]:
+        legs, degraded = self._triage(outcomes)
+        fused = fuse(
+            [leg_hits(leg) for leg in legs],
+            mode=self.config.mode,
+            weights=self.weights,
+            k=self.config.k,
+            normalization=self.config.normalization,
+        )
+        return build_fused_nodes(fused, legs, self.leg_names, self.config, degraded)
+
+    def _triage(
+        self, outcomes: Sequence[list[NodeWithScore] | BaseException]
+    ) -> tuple[list[list[NodeWithScore]], list[dict[str, Any]]]:
+        """Turn failed legs into empty ones, log why, and re-raise when all legs failed."""
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors and len(errors) == len(outcomes):
+            raise errors[0]
+        legs: list[list[NodeWithScore]] = []
+        degraded = []
+        top_k = self.config.effective_leg_top_k
+        for name, outcome in zip(self.leg_names, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                logger.warning("hybrid leg %s failed (%r); fusing the other legs", name, outcome)
+                degraded.append({"leg": name, "reason": f"error: {outcome!r}"})
+                legs.append([])
+            elif not outcome:
+                logger.warning("hybrid leg %s returned nothing; fusing the other legs", name)
+                degraded.append({"leg": name, "reason": "empty"})
+                legs.append([])
+            else:
+                legs.append(list(outcome[:top_k]))
+        return legs, degraded
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        outcomes: list[list[NodeWithScore] | BaseException] = []
+        for leg in self._legs:
+            try:
+                outcomes.append(leg.retrieve(query_bundle))
+            except Exception as exc:
+                outcomes.append(exc)
+        return self._fuse(outcomes)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        gathered = await asyncio.gather(
+            *(leg.aretrieve(query_bundle) for leg in self._legs), return_exceptions=True
+        )
+        outcomes: list[list[NodeWithScore] | BaseException] = []
+        for outcome in gathered:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome  # cancellation and interrupts are not a leg failure
+            outcomes.append(outcome)
+        return self._fuse(outcomes)
+
+
+def _enum_value(enum: Any, value: Any, name: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        raise ValueError(f"{name} {value!r} is not one of {[m.value for m in enum]}") from None
+
+
+def _init_kwargs(config: HybridFusionConfig) -> dict[str, Any]:
+    return {
+        "weights": config.weights,
+        "mode": config.mode,
+        "k": config.k,
+        "normalization": config.normalization,
+        "similarity_top_k": config.similarity_top_k,
+        "leg_top_k": config.leg_top_k,
+    }
+
+
+__all__ = [
+    "HybridFusionConfig",
+    "HybridFusionRetriever",
+    "build_fused_nodes",
+    "leg_hits",
+    "with_top_k",
+]

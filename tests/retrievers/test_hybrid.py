@@ -1,0 +1,218 @@
+"""HybridFusionRetriever: fusion of legs, traces, degradation, concurrency, config round trip."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_ext_advrag.retrievers import BM25Retriever, HybridFusionRetriever
+from llama_index_ext_advrag.retrievers.fusion import FusionMode, Normalization
+from llama_index_ext_advrag.retrievers.hybrid import HybridFusionConfig, with_top_k
+from llama_index_ext_advrag.trace import TRACE_KEY
+
+
+class ListRetriever(BaseRetriever):
+    """Returns fixed results (the same objects every time), honouring similarity_top_k."""
+
+    def __init__(self, results: list[NodeWithScore], similarity_top_k: int = 100) -> None:
+        self.results = results
+        self.similarity_top_k = similarity_top_k
+        self.calls = 0
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.calls += 1
+        return self.results[: self.similarity_top_k]
+
+
+class FailingRetriever(BaseRetriever):
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        raise RuntimeError("leg down")
+
+
+class HandshakeRetriever(BaseRetriever):
+    """Finishes only when its partner has started: sequential legs would dead-lock."""
+
+    def __init__(self, mine: asyncio.Event, partner: asyncio.Event, results) -> None:
+        self.mine, self.partner, self.results = mine, partner, results
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.results
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.mine.set()
+        await asyncio.wait_for(self.partner.wait(), timeout=5)
+        return self.results
+
+
+def hits(pairs: list[tuple[str, float]]) -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=f"text {i}", id_=i), score=s) for i, s in pairs]
+
+
+DENSE = hits([("a", 0.9), ("b", 0.5), ("c", 0.1)])
+SPARSE = hits([("c", 12.0), ("a", 6.0), ("d", 3.0)])
+
+
+def ids(results) -> list[str]:
+    return [r.node.node_id for r in results]
+
+
+def test_defaults() -> None:
+    hybrid = HybridFusionRetriever([ListRetriever(DENSE), ListRetriever(SPARSE)])
+    assert hybrid.config.mode is FusionMode.RRF and hybrid.config.k == 60
+    assert hybrid.config.normalization is Normalization.MINMAX
+    assert hybrid.config.similarity_top_k == 10 and hybrid.config.effective_leg_top_k == 30
+    assert hybrid.weights == (1.0, 1.0)
+    assert hybrid.leg_names == ["ListRetriever", "ListRetriever"]
+    assert HybridFusionRetriever.class_name() == "HybridFusionRetriever"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"mode": "max"}, "'max'"),
+        ({"normalization": "l2"}, "'l2'"),
+        ({"weights": [1.0]}, r"\[1.0\]"),
+        ({"weights": [1.0, -2.0]}, "-2.0"),
+        ({"k": -5}, "-5"),
+        ({"similarity_top_k": 0}, "0"),
+        ({"leg_top_k": 0}, "0"),
+        ({"leg_names": ["only"]}, "only"),
+    ],
+)
+def test_invalid_arguments_name_the_value(kwargs, named) -> None:
+    with pytest.raises(ValueError, match=named):
+        HybridFusionRetriever([ListRetriever(DENSE), ListRetriever(SPARSE)], **kwargs)
+
+
+def test_no_legs_rejected() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        HybridFusionRetriever([])
+
+
+def test_weighted_rrf_order_scores_and_trace() -> None:
+    hybrid = HybridFusionRetriever(
+        [ListRetriever(DENSE), ListRetriever(SPARSE)],
+        weights=[0.3, 0.7],
+        leg_names=["dense", "bm25"],
+    )
+    results = hybrid.retrieve("q")
+    assert ids(results) == ["c", "a", "d", "b"]
+    assert results[0].score == pytest.approx(0.3 / 63 + 0.7 / 61)
+    trace = results[1].node.metadata[TRACE_KEY]["hybrid_fusion"]
+    assert trace["mode"] == "rrf"
+    assert trace["legs"] == [
+        {"leg": "dense", "rank": 1, "score": 0.9},
+        {"leg": "bm25", "rank": 2, "score": 6.0},
+    ]
+    assert results[3].node.metadata[TRACE_KEY]["hybrid_fusion"]["legs"][1]["rank"] is None
+
+
+@pytest.mark.parametrize(
+    ("normalization", "expected"),
+    [("minmax", ["a", "c", "b", "d"]), ("zscore", ["a", "c", "b", "d"])],
+)
+def test_score_mode(normalization, expected) -> None:
+    hybrid = HybridFusionRetriever(
+        [ListRetriever(DENSE), ListRetriever(SPARSE)], mode="score", normalization=normalization
+    )
+    results = hybrid.retrieve("q")
+    assert ids(results) == expected
+    if normalization == "minmax":
+        assert results[0].score == pytest.approx(1 + 1 / 3)
+
+
+def test_inputs_never_mutated() -> None:
+    before = [(r.node.node_id, r.score, dict(r.node.metadata)) for r in DENSE + SPARSE]
+    HybridFusionRetriever([ListRetriever(DENSE), ListRetriever(SPARSE)], mode="score").retrieve("q")
+    assert [(r.node.node_id, r.score, dict(r.node.metadata)) for r in DENSE + SPARSE] == before
+
+
+def test_similarity_top_k_and_leg_over_fetch() -> None:
+    dense = ListRetriever(DENSE, similarity_top_k=1)
+    hybrid = HybridFusionRetriever([dense, ListRetriever(SPARSE)], similarity_top_k=2, leg_top_k=2)
+    results = hybrid.retrieve("q")
+    assert len(results) == 2
+    assert dense.similarity_top_k == 1  # the caller's leg is not modified
+    # dense leg over-fetched 2 (a, b), sparse 2 (c, a): d was never fetched
+    traces = [r.node.metadata[TRACE_KEY]["hybrid_fusion"] for r in results]
+    assert ids(results) == ["a", "c"] and traces[0]["legs"][1]["rank"] == 2
+    assert "d" not in ids(hybrid.retrieve("q"))
+
+
+def test_with_top_k_copies() -> None:
+    leg = ListRetriever(DENSE, similarity_top_k=1)
+    clone = with_top_k(leg, 7)
+    assert clone is not leg and clone.similarity_top_k == 7 and leg.similarity_top_k == 1  # type: ignore[attr-defined]
+    failing = FailingRetriever()
+    assert with_top_k(failing, 3) is failing
+
+
+def test_failed_leg_degrades_with_warning(caplog) -> None:
+    hybrid = HybridFusionRetriever(
+        [FailingRetriever(), ListRetriever(SPARSE)], leg_names=["d", "s"]
+    )
+    with caplog.at_level(logging.WARNING):
+        results = hybrid.retrieve("q")
+    assert ids(results) == ["c", "a", "d"]
+    assert "leg d failed" in caplog.text
+    assert results[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["degraded"][0]["leg"] == "d"
+
+
+def test_empty_leg_degrades_with_warning(caplog) -> None:
+    hybrid = HybridFusionRetriever([ListRetriever(DENSE), ListRetriever([])], mode="score")
+    with caplog.at_level(logging.WARNING):
+        results = hybrid.retrieve("q")
+    assert ids(results) == ["a", "b", "c"]
+    assert "returned nothing" in caplog.text
+
+
+def test_all_legs_empty_or_failing() -> None:
+    assert HybridFusionRetriever([ListRetriever([]), ListRetriever([])]).retrieve("q") == []
+    with pytest.raises(RuntimeError, match="leg down"):
+        HybridFusionRetriever([FailingRetriever(), FailingRetriever()]).retrieve("q")
+
+
+async def test_async_runs_legs_concurrently_and_matches_sync() -> None:
+    first, second = asyncio.Event(), asyncio.Event()
+    legs = [HandshakeRetriever(first, second, DENSE), HandshakeRetriever(second, first, SPARSE)]
+    hybrid = HybridFusionRetriever(legs, weights=[0.3, 0.7])
+    asynchronous = await hybrid.aretrieve("q")
+    sync = hybrid.retrieve("q")
+    assert [(r.node.node_id, r.score) for r in asynchronous] == [
+        (r.node.node_id, r.score) for r in sync
+    ]
+
+
+async def test_async_failed_leg_degrades() -> None:
+    hybrid = HybridFusionRetriever([ListRetriever(DENSE), FailingRetriever()])
+    assert ids(await hybrid.aretrieve("q")) == ["a", "b", "c"]
+
+
+def test_config_round_trip() -> None:
+    legs = [ListRetriever(DENSE), ListRetriever(SPARSE)]
+    hybrid = HybridFusionRetriever(
+        legs, weights=[0.2, 0.8], mode="score", normalization="zscore", k=10, similarity_top_k=3
+    )
+    data = hybrid.to_dict()
+    assert data["mode"] == "score" and data["weights"] == [0.2, 0.8]
+    again = HybridFusionRetriever.from_dict(data, retrievers=legs)
+    assert again.config == hybrid.config
+    assert ids(again.retrieve("q")) == ids(hybrid.retrieve("q"))
+    assert HybridFusionConfig.model_validate(data) == hybrid.config
+
+
+def test_with_real_bm25_leg_on_chinese() -> None:
+    nodes = [
+        TextNode(text="埃隆·马斯克在2022年成为世界首富。", id_="musk"),
+        TextNode(text="新冠病毒的潜伏期一般为三到七天。", id_="covid"),
+        TextNode(text="Masks reduce the spread of viruses.", id_="masks"),
+    ]
+    dense = ListRetriever(hits([("masks", 0.8), ("covid", 0.7), ("musk", 0.1)]))
+    hybrid = HybridFusionRetriever([dense, BM25Retriever(nodes)], weights=[0.2, 0.8], k=1)
+    assert ids(hybrid.retrieve("潜伏期有多长"))[0] == "covid"
