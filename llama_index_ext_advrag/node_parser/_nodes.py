@@ -6,7 +6,9 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,24 @@ def deterministic_node_id(document_id: str, *parts: object) -> str:
     """
     key = "\x1f".join([document_id, *(str(part) for part in parts)])
     return str(uuid.uuid5(NODE_ID_NAMESPACE, key))
+
+
+def restore_id_func(data: dict[str, Any]) -> dict[str, Any]:
+    """Undo core's serialisation of ``id_func`` (a ``{"id_func_name": ...}`` dict that core's own
+    ``from_dict`` rejects): the default comes back as the default; a custom function cannot.
+
+    Raises:
+        ValueError: the serialised ``id_func`` was a custom function.
+    """
+    serialised = data.get("id_func")
+    if not isinstance(serialised, dict):
+        return data
+    name = serialised.get("id_func_name")
+    if name != default_id_func.__name__:
+        raise ValueError(
+            f"id_func {name!r} cannot be restored from a serialised parser; pass id_func= again"
+        )
+    return {key: value for key, value in data.items() if key != "id_func"}
 
 
 def source_info(document: BaseNode) -> RelatedNodeInfo:
@@ -110,5 +130,6 @@ __all__ = [
     "deterministic_node_id",
     "link_prev_next",
     "new_text_node",
+    "restore_id_func",
     "source_info",
 ]

@@ -35,6 +35,7 @@ from llama_index_ext_advrag.node_parser._nodes import (
     deterministic_node_id,
     link_prev_next,
     new_text_node,
+    restore_id_func,
     source_info,
 )
 from llama_index_ext_advrag.text import Sentence, count_tokens, split_sentences
@@ -137,6 +138,9 @@ class HierarchicalSentenceNodeParser(NodeParser):
     )
 
     _last_stats: ParseStats | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**restore_id_func(data))
 
     @field_validator("chunk_sizes")
     @classmethod

@@ -37,6 +37,7 @@ from llama_index_ext_advrag.node_parser._nodes import (
     deterministic_node_id,
     link_prev_next,
     new_text_node,
+    restore_id_func,
     source_info,
 )
 from llama_index_ext_advrag.node_parser.planning import (
@@ -187,6 +188,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
     _last_stats: ParseStats | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
+        data = restore_id_func(data)
         if data.get("preset") is not None:
             data = {**preset_values(data["preset"]), **data}
         super().__init__(**data)

@@ -1,0 +1,198 @@
+"""Window arithmetic, checked by hand: no models, no text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llama_index_ext_advrag.node_parser.planning import (
+    STOP_BREAKPOINT,
+    STOP_BUDGET,
+    STOP_DOCUMENT_END,
+    STOP_MAX_SENTENCES,
+    STOP_SECTION,
+    build_units,
+    find_breakpoints,
+    find_question_glue,
+    plan_adaptive_centred,
+    plan_adaptive_windows,
+    plan_fixed_centred,
+    plan_fixed_windows,
+)
+
+
+def spans(windows):
+    return [(w.first, w.last) for w in windows]
+
+
+# --- fixed -----------------------------------------------------------------------------------
+
+
+def test_fixed_a_to_e_window_3_stride_1():
+    # A..E -> ABC, BCD, CDE: a fact split across B|C is whole in two windows.
+    windows = plan_fixed_windows(5, 3, 1)
+    assert spans(windows) == [(0, 3), (1, 4), (2, 5)]
+    assert sum(1 for first, last in spans(windows) if first <= 1 and last >= 3) == 2
+    assert windows[-1].stop == STOP_DOCUMENT_END
+
+
+@pytest.mark.parametrize(
+    ("count", "size", "stride", "expected"),
+    [
+        (5, 3, 2, [(0, 3), (2, 5)]),
+        (6, 3, 2, [(0, 3), (2, 5), (4, 6)]),  # last window partial
+        (7, 3, 3, [(0, 3), (3, 6), (6, 7)]),  # no overlap, partial tail
+        (2, 3, 1, [(0, 2)]),  # shorter than one window
+        (1, 1, 1, [(0, 1)]),
+        (0, 3, 1, []),
+        (4, 1, 1, [(0, 1), (1, 2), (2, 3), (3, 4)]),
+    ],
+)
+def test_fixed_stride_and_partial_tail(count, size, stride, expected):
+    assert spans(plan_fixed_windows(count, size, stride)) == expected
+
+
+def test_fixed_windows_cover_every_sentence_and_never_exceed_size():
+    for count in range(0, 12):
+        for size in range(1, 5):
+            for stride in range(1, size + 1):
+                windows = plan_fixed_windows(count, size, stride)
+                covered = {i for first, last in spans(windows) for i in range(first, last)}
+                assert covered == set(range(count))
+                assert all(0 < last - first <= size for first, last in spans(windows))
+
+
+def test_fixed_centred_clips_at_edges():
+    windows = plan_fixed_centred(5, 3, 1)
+    assert [(w.first, w.last, w.centre) for w in windows] == [
+        (0, 2, 0),
+        (0, 3, 1),
+        (1, 4, 2),
+        (2, 5, 3),
+        (3, 5, 4),
+    ]
+    assert [w.centre for w in plan_fixed_centred(5, 3, 2)] == [0, 2, 4]
+    # An even window holds one more sentence after the centre than before it.
+    assert [(w.first, w.last) for w in plan_fixed_centred(6, 4, 1)][2] == (1, 5)
+
+
+# --- units and breakpoints -------------------------------------------------------------------
+
+
+def test_units_glue_questions_but_not_across_sections():
+    units = build_units(
+        tokens=[5, 7, 3, 4],
+        sections=[0, 0, 0, 1],
+        break_after=[True, False, False, False],
+        glue_after=[True, False, True, False],
+    )
+    # 0+1 glued (glue beats the breakpoint after 0); 2 cannot glue to 3 across the section.
+    assert [(u.first, u.last, u.tokens, u.segment) for u in units] == [
+        (0, 2, 12, 0),
+        (2, 3, 3, 0),
+        (3, 4, 4, 1),
+    ]
+
+
+def test_breakpoint_after_semantic_drop():
+    a, b = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    embeddings = np.array([a, a * 0.9 + b * 0.1, a, b, b, b])
+    flags = find_breakpoints(embeddings, percentile=90.0)
+    assert flags == [False, False, True, False, False, False]
+    assert find_breakpoints(embeddings, threshold=0.5) == flags
+    assert find_breakpoints(embeddings) == [False] * 6  # both disabled
+    assert find_breakpoints(embeddings[:1], percentile=50.0) == [False]
+
+
+def test_breakpoint_buffer_averages_neighbours():
+    # One outlier sentence: buffer=1 breaks around it, buffer=3 smooths it away.
+    a, b = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    embeddings = np.array([a, a, a, b, a, a, a])
+    assert find_breakpoints(embeddings, threshold=0.5, buffer=1) == [
+        False, False, True, True, False, False, False,
+    ]  # fmt: skip
+    assert not any(find_breakpoints(embeddings, threshold=0.5, buffer=3))
+
+
+def test_question_glue():
+    assert find_question_glue(["Why?", "Because.", "问题：为什么", "因为。", "Last?"]) == [
+        True,
+        False,
+        True,
+        False,
+        False,  # nothing follows the last question
+    ]
+
+
+# --- adaptive --------------------------------------------------------------------------------
+
+
+def test_adaptive_windows_budget_and_stride():
+    tokens = [10, 10, 10, 10, 10, 10]
+    units = build_units(tokens, [0] * 6)
+    windows = plan_adaptive_windows(units, [0] * 6, max_tokens=30, stride_ratio=0.5)
+    # 3 sentences fit; half of 30 tokens is 15, so the next window starts two sentences on.
+    assert spans(windows) == [(0, 3), (2, 5), (4, 6)]
+    assert [w.stop for w in windows] == [STOP_BUDGET, STOP_BUDGET, STOP_DOCUMENT_END]
+
+
+def test_adaptive_long_sentences_give_short_windows():
+    tokens = [50, 5, 5, 5, 5, 50, 5]
+    units = build_units(tokens, [0] * 7)
+    windows = plan_adaptive_windows(units, [0] * 7, max_tokens=20, stride_ratio=1.0)
+    assert spans(windows) == [(0, 1), (1, 5), (5, 6), (6, 7)]
+
+
+def test_adaptive_windows_never_cross_sections_or_breakpoints():
+    tokens = [5] * 8
+    sections = [0, 0, 0, 1, 1, 1, 1, 1]
+    breaks = [False] * 5 + [True, False, False]
+    units = build_units(tokens, sections, breaks)
+    windows = plan_adaptive_windows(units, sections, max_tokens=100, stride_ratio=0.5)
+    assert spans(windows) == [(0, 3), (3, 6), (6, 8)]
+    assert [w.stop for w in windows] == [STOP_SECTION, STOP_BREAKPOINT, STOP_DOCUMENT_END]
+
+
+def test_adaptive_no_window_contained_in_previous():
+    # The big sentence blocks growth; the window after it must not repeat a subset.
+    tokens = [5, 5, 5, 100, 5]
+    units = build_units(tokens, [0] * 5)
+    windows = plan_adaptive_windows(units, [0] * 5, max_tokens=15, stride_ratio=0.34)
+    pairs = spans(windows)
+    # (2, 3) would be inside (0, 3): the planner restarts at the blocking sentence instead.
+    assert pairs == [(0, 3), (3, 4), (4, 5)]
+    assert {i for a, b in pairs for i in range(a, b)} == set(range(5))
+
+
+def test_adaptive_max_sentences():
+    units = build_units([1] * 5, [0] * 5)
+    windows = plan_adaptive_windows(units, [0] * 5, 100, 1.0, max_sentences=2)
+    assert spans(windows) == [(0, 2), (2, 4), (4, 5)]
+    assert windows[0].stop == STOP_MAX_SENTENCES
+
+
+def test_adaptive_centred_grows_right_then_left():
+    tokens = [10, 10, 10, 10, 10]
+    units = build_units(tokens, [0] * 5)
+    windows = plan_adaptive_centred(units, [0] * 5, max_tokens=30)
+    assert [(w.centre, w.first, w.last) for w in windows] == [
+        (0, 0, 3),  # nothing on the left: all growth goes right
+        (1, 0, 3),
+        (2, 1, 4),
+        (3, 2, 5),
+        (4, 2, 5),
+    ]
+    two = plan_adaptive_centred(units, [0] * 5, max_tokens=20)
+    assert (two[2].first, two[2].last) == (2, 4)  # right first
+
+
+def test_adaptive_centred_respects_segments_and_glue():
+    sections = [0, 0, 1, 1]
+    units = build_units([5, 5, 5, 5], sections, glue_after=[True, False, False, False])
+    windows = plan_adaptive_centred(units, sections, max_tokens=100)
+    assert [(w.centre, w.first, w.last) for w in windows] == [
+        (0, 0, 2),
+        (1, 0, 2),
+        (2, 2, 4),
+        (3, 2, 4),
+    ]

@@ -1,0 +1,340 @@
+"""AdaptiveSlidingWindowNodeParser on small hand-made documents (unit tier: no network)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from llama_index.core import Document
+from llama_index.core.postprocessor import MetadataReplacementPostProcessor
+from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, TextNode
+
+from advrag_testing import HashEmbedding
+from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+from llama_index_ext_advrag.node_parser.sliding_window import EmbedUnit, WindowMode
+from llama_index_ext_advrag.text import split_sentences
+from llama_index_ext_advrag.trace import TRACE_KEY
+
+FIVE = "Alpha one. Beta two. Gamma three. Delta four. Epsilon five."
+SECTIONED = (
+    "# Install\nRun the installer. Accept the licence. Restart the machine.\n\n"
+    "# Configure\nOpen the settings. Set the port. Save the file."
+)
+CHINESE = "黑神话悟空是一款动作游戏。它由游戏科学开发。游戏于2024年发售。首月销量超过两千万份。玩家扮演天命人。"
+
+
+def parse(parser, text, doc_id="doc-1", **metadata):
+    return parser.get_nodes_from_documents([Document(text=text, id_=doc_id, metadata=metadata)])
+
+
+def texts(nodes):
+    return [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+
+
+# --- defaults, validation, serialisation -----------------------------------------------------
+
+
+def test_defaults():
+    parser = AdaptiveSlidingWindowNodeParser()
+    assert (parser.window_size, parser.stride) == (3, 1)
+    assert parser.mode is WindowMode.FIXED and parser.embed_unit is EmbedUnit.WINDOW
+    assert parser.preset is None and not parser.uses_breakpoints
+    assert parser.class_name() == "AdaptiveSlidingWindowNodeParser"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"window_size": 0}, "window_size"),
+        ({"stride": 0}, "stride"),
+        ({"window_size": 2, "stride": 3}, "stride"),
+        ({"mode": "dynamic"}, "mode"),
+        ({"embed_unit": "paragraph"}, "embed_unit"),
+        ({"preset": "medical"}, "medical"),
+        ({"max_window_tokens": 0}, "max_window_tokens"),
+        ({"stride_ratio": 0.0}, "stride_ratio"),
+        ({"stride_ratio": 1.5}, "stride_ratio"),
+        ({"breakpoint_percentile": 100.0}, "breakpoint_percentile"),
+        ({"breakpoint_threshold": 2.0}, "breakpoint_threshold"),
+    ],
+)
+def test_invalid_arguments_raise_value_error_naming_the_value(kwargs, named):
+    with pytest.raises(ValueError, match=named):
+        AdaptiveSlidingWindowNodeParser(**kwargs)
+
+
+def test_stride_error_names_both_values():
+    with pytest.raises(ValueError, match=r"window_size=2, got 3"):
+        AdaptiveSlidingWindowNodeParser(window_size=2, stride=3)
+
+
+def test_preset_selects_adaptive_settings_and_explicit_fields_override():
+    qa = AdaptiveSlidingWindowNodeParser(preset="qa")
+    assert qa.mode is WindowMode.ADAPTIVE and qa.keep_questions_with_answers
+    assert qa.max_window_tokens == 192
+    legal = AdaptiveSlidingWindowNodeParser(preset="legal", max_window_tokens=300)
+    assert legal.max_window_tokens == 300 and legal.stride_ratio == 0.75
+    forced = AdaptiveSlidingWindowNodeParser(preset="general", mode="fixed")
+    assert forced.mode is WindowMode.FIXED
+
+
+@pytest.mark.parametrize("preset", [None, "general", "technical", "legal", "qa"])
+def test_serialisation_round_trip(preset):
+    parser = AdaptiveSlidingWindowNodeParser(
+        preset=preset, window_size=4, stride=2, embed_unit="sentence", embed_model=HashEmbedding()
+    )
+    restored = AdaptiveSlidingWindowNodeParser.from_dict(parser.to_dict())
+    assert restored.model_dump() == parser.model_dump()
+    assert restored.embed_model is None  # models are not serialised
+    assert AdaptiveSlidingWindowNodeParser.from_json(parser.to_json()).model_dump() == (
+        parser.model_dump()
+    )
+    assert "embed_model" not in parser.to_dict()
+
+
+def test_custom_id_func_cannot_be_restored_silently():
+    parser = AdaptiveSlidingWindowNodeParser(id_func=lambda i, doc: f"{doc.node_id}-{i}")
+    with pytest.raises(ValueError, match="id_func"):
+        AdaptiveSlidingWindowNodeParser.from_dict(parser.to_dict())
+
+
+# --- window arithmetic on text ---------------------------------------------------------------
+
+
+def test_a_to_e_window_three_stride_one():
+    nodes = parse(AdaptiveSlidingWindowNodeParser(window_size=3, stride=1), FIVE)
+    assert texts(nodes) == [
+        "Alpha one. Beta two. Gamma three.",
+        "Beta two. Gamma three. Delta four.",
+        "Gamma three. Delta four. Epsilon five.",
+    ]
+    assert [n.metadata["sentence_span"] for n in nodes] == [[0, 3], [1, 4], [2, 5]]
+    # A fact split across B|C is whole in two windows.
+    assert sum("Beta two. Gamma three." in t for t in texts(nodes)) == 2
+
+
+def test_stride_two_and_last_partial_window():
+    six = FIVE + " Zeta six."
+    nodes = parse(AdaptiveSlidingWindowNodeParser(window_size=3, stride=2), six)
+    assert [n.metadata["sentence_span"] for n in nodes] == [[0, 3], [2, 5], [4, 6]]
+    assert texts(nodes)[-1] == "Epsilon five. Zeta six."
+
+
+def test_offsets_metadata_and_prev_next():
+    nodes = parse(AdaptiveSlidingWindowNodeParser(), FIVE, source="unit-test")
+    for node in nodes:
+        start, end = node.metadata["char_span"]
+        assert (node.start_char_idx, node.end_char_idx) == (start, end)
+        assert FIVE[start:end] == node.text
+        assert node.metadata["document_id"] == "doc-1"
+        assert node.metadata["source"] == "unit-test"  # document metadata is inherited
+        assert node.ref_doc_id == "doc-1"
+        assert node.metadata[TRACE_KEY]["sliding_window"]["mode"] == "fixed"
+    assert NodeRelationship.PREVIOUS not in nodes[0].relationships
+    assert nodes[0].next_node.node_id == nodes[1].node_id
+    assert nodes[1].prev_node.node_id == nodes[0].node_id
+    assert nodes[2].prev_node.node_id == nodes[1].node_id
+    assert NodeRelationship.NEXT not in nodes[2].relationships
+    # Bookkeeping stays out of what is embedded and what the LLM reads.
+    embedded = nodes[0].get_content(metadata_mode=MetadataMode.EMBED)
+    assert "char_span" not in embedded and TRACE_KEY not in embedded and "source" in embedded
+
+
+def test_no_sentence_is_cut():
+    text = "Dr. Smith measured 3.5 mg. The U.S. team agreed. Results e.g. above were clear. Done."
+    boundaries = {(s.start, s.end) for s in split_sentences(text)}
+    starts = {s for s, _ in boundaries}
+    ends = {e for _, e in boundaries}
+    for parser in (
+        AdaptiveSlidingWindowNodeParser(window_size=2),
+        AdaptiveSlidingWindowNodeParser(
+            mode="adaptive", max_window_tokens=5, breakpoint_percentile=None
+        ),
+    ):
+        for node in parse(parser, text):
+            assert node.start_char_idx in starts and node.end_char_idx in ends
+
+
+def test_ids_are_deterministic_and_depend_on_document_and_span():
+    parser = AdaptiveSlidingWindowNodeParser()
+    first = [n.node_id for n in parse(parser, FIVE)]
+    again = [n.node_id for n in parse(AdaptiveSlidingWindowNodeParser(), FIVE)]
+    other_doc = [n.node_id for n in parse(parser, FIVE, doc_id="doc-2")]
+    assert first == again
+    assert len(set(first)) == 3
+    assert not set(first) & set(other_doc)
+    sentence_ids = [
+        n.node_id for n in parse(AdaptiveSlidingWindowNodeParser(embed_unit="sentence"), FIVE)
+    ]
+    assert not set(first) & set(sentence_ids)
+
+
+def test_user_id_func_is_honoured():
+    parser = AdaptiveSlidingWindowNodeParser(id_func=lambda i, doc: f"{doc.node_id}-{i}")
+    assert [n.node_id for n in parse(parser, FIVE)] == ["doc-1-0", "doc-1-1", "doc-1-2"]
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t  "])
+@pytest.mark.parametrize("mode", ["fixed", "adaptive"])
+def test_empty_documents_give_no_nodes(text, mode):
+    parser = AdaptiveSlidingWindowNodeParser(mode=mode, embed_model=HashEmbedding())
+    assert parse(parser, text) == []
+    assert parser.last_parse_stats.nodes == 0
+    assert parser.get_nodes_from_documents([]) == []
+
+
+def test_storage_expansion_reported():
+    parser = AdaptiveSlidingWindowNodeParser(window_size=3, stride=1)
+    parse(parser, FIVE)
+    stats = parser.last_parse_stats
+    window_chars = sum(len(t) for t in texts(parse(parser, FIVE)))
+    assert stats.window_chars == window_chars
+    assert stats.storage_expansion == pytest.approx(window_chars / len(FIVE))
+    assert 1.5 < stats.storage_expansion < 3.0
+    parse(AdaptiveSlidingWindowNodeParser(window_size=1), FIVE)
+
+
+def test_chinese_sentences_are_windowed():
+    nodes = parse(AdaptiveSlidingWindowNodeParser(window_size=2, stride=1), CHINESE)
+    assert texts(nodes)[0] == "黑神话悟空是一款动作游戏。它由游戏科学开发。"
+    assert len(nodes) == 4
+    assert all(t.endswith("。") for t in texts(nodes))
+
+
+# --- sentence unit ---------------------------------------------------------------------------
+
+
+def test_sentence_unit_keeps_window_for_metadata_replacement():
+    parser = AdaptiveSlidingWindowNodeParser(window_size=3, embed_unit="sentence")
+    nodes = parse(parser, FIVE)
+    assert texts(nodes) == [s.text for s in split_sentences(FIVE)]
+    assert nodes[2].metadata["window"] == "Beta two. Gamma three. Delta four."
+    assert nodes[2].metadata["original_text"] == "Gamma three."
+    assert "Beta two" not in nodes[2].get_content(metadata_mode=MetadataMode.EMBED)
+    assert "Beta two" not in nodes[2].get_content(metadata_mode=MetadataMode.LLM)
+    replaced = MetadataReplacementPostProcessor(target_metadata_key="window").postprocess_nodes(
+        [NodeWithScore(node=nodes[2], score=1.0)]
+    )
+    assert replaced[0].node.get_content() == "Beta two. Gamma three. Delta four."
+
+
+# --- adaptive --------------------------------------------------------------------------------
+
+
+def test_adaptive_headings_are_not_crossed_and_titles_carried():
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", max_window_tokens=1000, breakpoint_percentile=None
+    )
+    nodes = parse(parser, SECTIONED)
+    assert [n.metadata["section_title"] for n in nodes] == ["Install", "Configure"]
+    assert "Open the settings" not in nodes[0].text and "Restart" not in nodes[1].text
+    assert nodes[0].metadata[TRACE_KEY]["sliding_window"]["stop"] == "section"
+    # Fixed mode ignores sections, by definition: exactly window_size sentences.
+    fixed = parse(AdaptiveSlidingWindowNodeParser(window_size=4), SECTIONED)
+    assert any("Restart" in n.text and "Configure" in n.text for n in fixed)
+
+
+def test_adaptive_budget_adapts_window_length():
+    long_sentence = "This sentence is deliberately long " + "and keeps going " * 20 + "until here."
+    text = f"Short one. Short two. Short three. Short four. {long_sentence} Short five."
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", max_window_tokens=12, stride_ratio=1.0, breakpoint_percentile=None
+    )
+    nodes = parse(parser, text)
+    assert texts(nodes)[0] == "Short one. Short two. Short three. Short four."
+    assert texts(nodes)[1] == long_sentence  # kept whole although over budget
+
+
+def test_adaptive_semantic_breakpoint_splits_topics():
+    cats = "Cats purr softly. Cats purr loudly. Cats purr at night."
+    rockets = "Rockets burn fuel fast. Rockets burn fuel hot. Rockets burn fuel loud."
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive",
+        max_window_tokens=1000,
+        breakpoint_threshold=0.3,
+        embed_model=HashEmbedding(dim=256),
+    )
+    nodes = parse(parser, f"{cats} {rockets}")
+    assert texts(nodes) == [cats, rockets]
+    assert nodes[0].metadata[TRACE_KEY]["sliding_window"]["stop"] == "breakpoint"
+    no_breaks = parser.model_copy(
+        update={"breakpoint_threshold": None, "breakpoint_percentile": None}
+    )
+    assert texts(parse(no_breaks, f"{cats} {rockets}")) == [f"{cats} {rockets}"]
+
+
+def test_qa_preset_keeps_question_with_answer():
+    faq = "What is the port? The port is 8080. How do I restart? Run the restart script."
+    parser = AdaptiveSlidingWindowNodeParser(
+        preset="qa", max_window_tokens=8, stride_ratio=1.0, embed_model=HashEmbedding()
+    )
+    nodes = parse(parser, faq)
+    assert texts(nodes) == [
+        "What is the port? The port is 8080.",
+        "How do I restart? Run the restart script.",
+    ]
+    plain = parser.model_copy(update={"keep_questions_with_answers": False})
+    assert "What is the port?" in texts(parse(plain, faq))
+
+
+def test_embed_model_resolved_only_when_breakpoints_are_needed(monkeypatch):
+    import llama_index_ext_advrag.node_parser.sliding_window as module
+
+    calls = []
+
+    def fake_resolve(explicit=None):
+        calls.append(explicit)
+        return HashEmbedding()
+
+    monkeypatch.setattr(module, "resolve_embed_model", fake_resolve)
+    AdaptiveSlidingWindowNodeParser(mode="fixed").get_nodes_from_documents([Document(text=FIVE)])
+    AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", breakpoint_percentile=None
+    ).get_nodes_from_documents([Document(text=FIVE)])
+    AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents(
+        [Document(text="Only one sentence here.")]
+    )
+    assert calls == []
+    AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents([Document(text=FIVE)])
+    assert calls == [None]
+
+
+def test_sentence_embeddings_are_batched_across_documents():
+    batches = []
+
+    class CountingEmbedding(HashEmbedding):
+        def _get_text_embeddings(self, texts):
+            batches.append(len(texts))
+            return [self._vector(t) for t in texts]
+
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", embed_model=CountingEmbedding(embed_batch_size=100)
+    )
+    parser.get_nodes_from_documents([Document(text=FIVE), Document(text=CHINESE)])
+    assert batches == [10]  # 5 English + 5 Chinese sentences in one call
+
+
+@pytest.mark.parametrize("embed_unit", ["window", "sentence"])
+def test_sync_and_async_give_the_same_nodes(embed_unit):
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", max_window_tokens=20, embed_unit=embed_unit, embed_model=HashEmbedding()
+    )
+    docs = [Document(text=SECTIONED, id_="a"), Document(text=CHINESE, id_="b")]
+    sync_nodes = parser.get_nodes_from_documents(docs)
+    async_nodes = asyncio.run(parser.aget_nodes_from_documents(docs))
+    assert [(n.node_id, n.text, n.metadata) for n in sync_nodes] == [
+        (n.node_id, n.text, n.metadata) for n in async_nodes
+    ]
+
+
+def test_input_documents_are_not_mutated():
+    document = Document(text=FIVE, id_="d", metadata={"k": "v"}, excluded_llm_metadata_keys=["k"])
+    before = document.model_dump()
+    AdaptiveSlidingWindowNodeParser(embed_unit="sentence").get_nodes_from_documents([document])
+    assert document.model_dump() == before
+
+
+def test_text_nodes_can_be_parsed_too():
+    node = TextNode(text=FIVE, id_="n1")
+    nodes = AdaptiveSlidingWindowNodeParser()([node])
+    assert len(nodes) == 3 and nodes[0].ref_doc_id == "n1"
