@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from advrag_testing import HashEmbedding
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.node_parser import get_leaf_nodes, get_root_nodes
 from llama_index.core.retrievers import AutoMergingRetriever
 from llama_index.core.schema import NodeRelationship
 
-from advrag_testing import HashEmbedding
 from llama_index_ext_advrag.node_parser import HierarchicalSentenceNodeParser
 from llama_index_ext_advrag.node_parser.hierarchical import pack_sentences, plan_hierarchy
 from llama_index_ext_advrag.text import count_tokens, split_sentences

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from advrag_testing import HashEmbedding
 from llama_index.core import Document
 from llama_index.core.postprocessor import MetadataReplacementPostProcessor
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, TextNode
 
-from advrag_testing import HashEmbedding
 from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
 from llama_index_ext_advrag.node_parser.sliding_window import EmbedUnit, WindowMode
 from llama_index_ext_advrag.text import split_sentences
