@@ -1,0 +1,399 @@
+"""Where a node sits in its document, and one batched fetch of its neighbours from the store.
+
+The neighbour postprocessors need, for each retrieved hit, the nodes before and after it. Core
+LlamaIndex walks ``PREVIOUS``/``NEXT`` relationships one node per round trip. Here the ids of a
+whole range are computed at once from the node's position when the pack's parsers wrote it
+(``document_id`` + ``sentence_span`` metadata and deterministic ids), so a call costs one batched
+query however many hits and hops it needs. Nodes without that metadata (core parsers, custom
+ids) fall back to walking relationships, still batched across all hits: one query per hop.
+
+Both a LlamaIndex ``MilvusVectorStore`` (Lite or server, via
+:func:`llama_index_ext_advrag.milvus.fetch_nodes`) and any LlamaIndex docstore can hold the nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from llama_index.core.schema import BaseNode, NodeRelationship
+from pydantic import BaseModel, Field
+
+from llama_index_ext_advrag.node_parser._nodes import (
+    DOCUMENT_ID_KEY,
+    SECTION_TITLE_KEY,
+    SENTENCE_SPAN_KEY,
+    deterministic_node_id,
+)
+
+logger = logging.getLogger(__name__)
+
+# The unit tag the sliding-window parser puts in the ids of window nodes (``window_size=1``
+# gives one sentence per node). A mismatch is detected per hit (see ``ids_are_computable``).
+DEFAULT_ID_UNIT = "window"
+CHAIN_PREFIX = "chain:"
+
+
+class Location(NamedTuple):
+    """A node's place: document, sentence span ``[first, last)``, section title."""
+
+    doc_id: str
+    first: int
+    last: int
+    section: str | None = None
+
+    @property
+    def width(self) -> int:
+        return self.last - self.first
+
+
+class NodeLayout(BaseModel):
+    """How a node says where it sits and how its neighbours are named.
+
+    The defaults match :class:`~llama_index_ext_advrag.node_parser.AdaptiveSlidingWindowNodeParser`
+    (``document_id``, ``sentence_span``, ``section_title`` metadata and ids derived from the
+    document id and the span). Neighbour ids are computed for tiled nodes (each node's span
+    follows the previous one's, as with ``window_size == stride``); other layouts are walked.
+    """
+
+    document_id_key: str = Field(
+        default=DOCUMENT_ID_KEY, description="Metadata key of the document id."
+    )
+    span_key: str = Field(default=SENTENCE_SPAN_KEY, description="Metadata key of [first, last).")
+    section_key: str = Field(default=SECTION_TITLE_KEY, description="Metadata key of the section.")
+    id_unit: str = Field(default=DEFAULT_ID_UNIT, description="Unit tag inside deterministic ids.")
+
+    def locate(self, node: BaseNode) -> Location | None:
+        """The node's location from its metadata, or ``None`` when the metadata is missing."""
+        metadata = node.metadata
+        doc_id, span = metadata.get(self.document_id_key), metadata.get(self.span_key)
+        if doc_id is None or not isinstance(span, (list, tuple)) or len(span) != 2:
+            return None
+        first, last = span
+        if not (isinstance(first, int) and isinstance(last, int)) or last <= first:
+            return None
+        section = metadata.get(self.section_key)
+        return Location(str(doc_id), first, last, section if isinstance(section, str) else None)
+
+    def neighbour_id(self, location: Location, steps: int) -> str | None:
+        """Id of the node ``steps`` nodes away (negative = before), assuming tiled spans."""
+        first = location.first + steps * location.width
+        if first < 0:
+            return None
+        return deterministic_node_id(location.doc_id, self.id_unit, first, first + location.width)
+
+
+def relation_id(node: BaseNode, relation: NodeRelationship) -> str | None:
+    """The id behind a PREVIOUS/NEXT relationship, or ``None``."""
+    info = node.relationships.get(relation)
+    return getattr(info, "node_id", None) if info is not None else None
+
+
+def ids_are_computable(node: BaseNode, location: Location, layout: NodeLayout) -> bool:
+    """Whether computed neighbour ids agree with the node's own relationships (when it has any)."""
+    for relation, steps in ((NodeRelationship.NEXT, 1), (NodeRelationship.PREVIOUS, -1)):
+        known = relation_id(node, relation)
+        if known is not None:
+            return known == layout.neighbour_id(location, steps)
+    return True
+
+
+def locate_all(nodes: Iterable[BaseNode], layout: NodeLayout) -> dict[str, Location]:
+    """Locations of ``nodes``; nodes without position metadata get chain coordinates.
+
+    Position-less nodes are ordered by following ``NEXT`` links among themselves: each chain
+    becomes a pseudo document ``chain:<head id>`` with positions 0, 1, 2, ... so that
+    overlapping expansions still merge and keep reading order.
+    """
+    by_id = {node.node_id: node for node in nodes}
+    locations: dict[str, Location] = {}
+    loose: dict[str, BaseNode] = {}
+    for node_id, node in by_id.items():
+        location = layout.locate(node)
+        if location is None:
+            loose[node_id] = node
+        else:
+            locations[node_id] = location
+    heads = [i for i, n in loose.items() if relation_id(n, NodeRelationship.PREVIOUS) not in loose]
+    for head in [*heads, *loose]:  # nodes in a (malformed) cycle start their own chain
+        current: str | None = head
+        position = 0
+        while current is not None and current in loose and current not in locations:
+            locations[current] = Location(f"{CHAIN_PREFIX}{head}", position, position + 1)
+            current = relation_id(loose[current], NodeRelationship.NEXT)
+            position += 1
+    return locations
+
+
+# --- the batched fetch --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NeighbourRequest:
+    """Up to ``before`` nodes before and ``after`` nodes after ``anchor``."""
+
+    anchor: BaseNode
+    before: int
+    after: int
+
+
+@dataclass
+class Neighbourhood:
+    """What the store holds around one anchor, nearest first on each side."""
+
+    anchor: BaseNode
+    before: list[BaseNode] = field(default_factory=list)
+    after: list[BaseNode] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[BaseNode]:
+        """All nodes in reading order."""
+        return [*reversed(self.before), self.anchor, *self.after]
+
+    @property
+    def anchor_index(self) -> int:
+        return len(self.before)
+
+
+@dataclass
+class FetchResult:
+    neighbourhoods: list[Neighbourhood]
+    round_trips: int
+    fetched: int
+
+
+class _Side:
+    """One direction of one request: computed ids, or a walk along relationships."""
+
+    __slots__ = ("computed", "frontier", "limit", "nodes", "relation")
+
+    def __init__(self, limit: int, relation: NodeRelationship, computed: list[str] | None) -> None:
+        self.limit = limit
+        self.relation = relation
+        self.computed = computed
+        self.nodes: list[BaseNode] = []
+        self.frontier: str | None = None
+
+    def pending(self) -> list[str]:
+        if self.computed is not None:
+            return self.computed
+        if self.frontier is not None and len(self.nodes) < self.limit:
+            return [self.frontier]
+        return []
+
+    def receive(self, found: Mapping[str, BaseNode]) -> None:
+        if self.computed is not None:
+            for node_id in self.computed:
+                if node_id not in found:
+                    break  # an edge of the document (or a hole): stop on this side
+                self.nodes.append(found[node_id])
+            self.computed = []
+            return
+        node = found.get(self.frontier) if self.frontier is not None else None
+        self.frontier = None
+        if node is not None:
+            self.nodes.append(node)
+            if len(self.nodes) < self.limit:
+                self.frontier = relation_id(node, self.relation)
+
+
+class FetchPlan:
+    """Which ids to fetch, round after round; pure bookkeeping, the store does the I/O.
+
+    Hits with computable ids need one round; walked hits need one round per hop, shared by all.
+    """
+
+    def __init__(
+        self, requests: Sequence[NeighbourRequest], layout: NodeLayout, with_embeddings: bool
+    ) -> None:
+        self._requests = list(requests)
+        self._found: dict[str, BaseNode] = {}
+        self._requested: set[str] = set()
+        self._sides: list[tuple[_Side, _Side]] = []
+        self._anchor_ids: list[str] = []
+        for request in self._requests:
+            anchor = request.anchor
+            location = layout.locate(anchor)
+            if location is not None and ids_are_computable(anchor, location, layout):
+                before = _computed_ids(layout, location, range(-1, -request.before - 1, -1))
+                after = _computed_ids(layout, location, range(1, request.after + 1))
+                sides = (
+                    _Side(request.before, NodeRelationship.PREVIOUS, before),
+                    _Side(request.after, NodeRelationship.NEXT, after),
+                )
+            else:
+                sides = (
+                    _Side(request.before, NodeRelationship.PREVIOUS, None),
+                    _Side(request.after, NodeRelationship.NEXT, None),
+                )
+                for side in sides:
+                    if side.limit > 0:
+                        side.frontier = relation_id(anchor, side.relation)
+            self._sides.append(sides)
+            needs_vector = with_embeddings and anchor.embedding is None
+            self._anchor_ids.append(anchor.node_id if needs_vector else "")
+
+    def pending(self) -> list[str]:
+        """Ids to fetch in the next round (empty when done)."""
+        wanted = [i for i in self._anchor_ids if i]
+        for before, after in self._sides:
+            wanted += before.pending() + after.pending()
+        return [i for i in dict.fromkeys(wanted) if i not in self._requested]
+
+    def receive(self, requested: Sequence[str], found: Mapping[str, BaseNode]) -> None:
+        """Record one round: the ids asked for and the nodes the store had among them."""
+        self._requested.update(requested)
+        self._found.update(found)
+        for sides in self._sides:
+            for side in sides:
+                # Advance as far as already-fetched nodes allow (hits whose ranges overlap).
+                while side.pending() and all(i in self._requested for i in side.pending()):
+                    side.receive(self._found)
+
+    def result(self) -> list[Neighbourhood]:
+        return [
+            Neighbourhood(
+                anchor=self._found.get(request.anchor.node_id, request.anchor),
+                before=before.nodes,
+                after=after.nodes,
+            )
+            for request, (before, after) in zip(self._requests, self._sides, strict=True)
+        ]
+
+
+def _computed_ids(layout: NodeLayout, location: Location, steps: Iterable[int]) -> list[str]:
+    ids = []
+    for step in steps:
+        node_id = layout.neighbour_id(location, step)
+        if node_id is None:
+            break
+        ids.append(node_id)
+    return ids
+
+
+class NeighbourStore(ABC):
+    """Batched node lookups by id, with the neighbour bookkeeping shared by sync and async."""
+
+    def __init__(self, layout: NodeLayout | None = None) -> None:
+        self.layout = layout or NodeLayout()
+
+    @abstractmethod
+    def get_nodes(self, node_ids: Sequence[str], with_embeddings: bool) -> dict[str, BaseNode]:
+        """The stored nodes among ``node_ids`` (missing ids are left out), one batched query."""
+
+    @abstractmethod
+    async def aget_nodes(
+        self, node_ids: Sequence[str], with_embeddings: bool
+    ) -> dict[str, BaseNode]:
+        """Async :meth:`get_nodes`."""
+
+    def fetch(
+        self, requests: Sequence[NeighbourRequest], with_embeddings: bool = False
+    ) -> FetchResult:
+        plan = FetchPlan(requests, self.layout, with_embeddings)
+        round_trips = fetched = 0
+        while ids := plan.pending():
+            found = self.get_nodes(ids, with_embeddings)
+            round_trips, fetched = round_trips + 1, fetched + len(found)
+            plan.receive(ids, found)
+        return FetchResult(plan.result(), round_trips, fetched)
+
+    async def afetch(
+        self, requests: Sequence[NeighbourRequest], with_embeddings: bool = False
+    ) -> FetchResult:
+        plan = FetchPlan(requests, self.layout, with_embeddings)
+        round_trips = fetched = 0
+        while ids := plan.pending():
+            found = await self.aget_nodes(ids, with_embeddings)
+            round_trips, fetched = round_trips + 1, fetched + len(found)
+            plan.receive(ids, found)
+        return FetchResult(plan.result(), round_trips, fetched)
+
+
+class MilvusNeighbourStore(NeighbourStore):
+    """Nodes in a LlamaIndex ``MilvusVectorStore``; stored vectors come back with the nodes."""
+
+    def __init__(self, vector_store: Any, layout: NodeLayout | None = None) -> None:
+        super().__init__(layout)
+        self.vector_store = vector_store
+
+    def get_nodes(self, node_ids: Sequence[str], with_embeddings: bool) -> dict[str, BaseNode]:
+        from llama_index_ext_advrag.milvus import fetch_nodes
+
+        return fetch_nodes(self.vector_store, list(node_ids), with_embeddings=with_embeddings)
+
+    async def aget_nodes(
+        self, node_ids: Sequence[str], with_embeddings: bool
+    ) -> dict[str, BaseNode]:
+        # pymilvus' sync client is what MilvusVectorStore keeps; run it off the event loop.
+        return await asyncio.to_thread(self.get_nodes, node_ids, with_embeddings)
+
+
+class DocstoreNeighbourStore(NeighbourStore):
+    """Nodes in a LlamaIndex docstore; vectors only when the docstore kept them."""
+
+    def __init__(self, docstore: Any, layout: NodeLayout | None = None) -> None:
+        super().__init__(layout)
+        self.docstore = docstore
+
+    def get_nodes(self, node_ids: Sequence[str], with_embeddings: bool) -> dict[str, BaseNode]:
+        nodes = self.docstore.get_nodes(list(node_ids), raise_error=False)
+        return {node.node_id: node for node in nodes}
+
+    async def aget_nodes(
+        self, node_ids: Sequence[str], with_embeddings: bool
+    ) -> dict[str, BaseNode]:
+        nodes = await self.docstore.aget_nodes(list(node_ids), raise_error=False)
+        return {node.node_id: node for node in nodes}
+
+
+def build_neighbour_store(
+    vector_store: Any, docstore: Any, layout: NodeLayout | None = None
+) -> NeighbourStore:
+    """The store for exactly one of ``vector_store`` (a ``MilvusVectorStore``) or ``docstore``.
+
+    Raises:
+        ValueError: both or neither are given, or either is of the wrong type.
+    """
+    if (vector_store is None) == (docstore is None):
+        raise ValueError(
+            "pass exactly one of vector_store= (a MilvusVectorStore) or docstore= (a LlamaIndex "
+            f"docstore); got vector_store={type(vector_store).__name__}, "
+            f"docstore={type(docstore).__name__}"
+        )
+    if docstore is not None:
+        from llama_index.core.storage.docstore.types import BaseDocumentStore
+
+        if not isinstance(docstore, BaseDocumentStore):
+            raise ValueError(
+                f"docstore must be a LlamaIndex BaseDocumentStore, got {type(docstore).__name__}"
+            )
+        return DocstoreNeighbourStore(docstore, layout)
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    if not isinstance(vector_store, MilvusVectorStore):
+        raise ValueError(
+            f"vector_store must be a MilvusVectorStore, got {type(vector_store).__name__}"
+        )
+    return MilvusNeighbourStore(vector_store, layout)
+
+
+__all__ = [
+    "DocstoreNeighbourStore",
+    "FetchPlan",
+    "FetchResult",
+    "Location",
+    "MilvusNeighbourStore",
+    "NeighbourRequest",
+    "NeighbourStore",
+    "Neighbourhood",
+    "NodeLayout",
+    "build_neighbour_store",
+    "ids_are_computable",
+    "locate_all",
+    "relation_id",
+]

@@ -1,0 +1,166 @@
+"""Derive the drift-aware window's similarity thresholds from the embedding model's own scores.
+
+Raw cosine similarities are not comparable across models: for all-MiniLM-L6-v2 two unrelated
+sentences score around 0.05, for many larger models around 0.3-0.7. A threshold such as
+``min_sim=0.3`` is permissive for one model and prohibitive for another. So the thresholds are
+taken as quantiles of the *background* distribution: the similarity of a query (or a sentence
+standing in for one) to sentences drawn at random from the user's corpus. ``min_sim`` is the
+similarity a neighbour must reach to be worth growing into (it beats most random sentences);
+``prune_sim`` is the stricter bar a neighbour must reach to stay in the final context.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from numpy.typing import ArrayLike
+
+from llama_index_ext_advrag.models import resolve_embed_model
+
+logger = logging.getLogger(__name__)
+
+# Quantiles of the background query-to-sentence similarity (see the module docstring).
+DEFAULT_MIN_QUANTILE = 0.90
+DEFAULT_PRUNE_QUANTILE = 0.95
+DEFAULT_SAMPLE_QUERIES = 200
+DEFAULT_SAMPLE_SENTENCES = 500
+
+# all-MiniLM-L6-v2 on COVID-QA (98 papers, 200 held-out questions, 500 random sentences): the
+# output of ``calibrate_thresholds`` with the default quantiles (benchmarks/bench_postprocessors.py
+# --calibrate reproduces them).
+MINILM_MIN_SIM = 0.25
+MINILM_PRUNE_SIM = 0.30
+
+
+@dataclass(frozen=True)
+class ThresholdCalibration:
+    """Calibrated thresholds and the background distribution they came from."""
+
+    min_sim: float
+    prune_sim: float
+    quantiles: dict[str, float]
+    num_queries: int
+    num_sentences: int
+
+    def as_kwargs(self) -> dict[str, float]:
+        """``min_sim``/``prune_sim`` to pass to ``DriftAwareWindowPostprocessor``."""
+        return {"min_sim": self.min_sim, "prune_sim": self.prune_sim}
+
+
+def normalise_rows(vectors: ArrayLike) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    matrix = np.asarray(vectors, dtype=np.float64)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)
+
+
+def cosine_to_query(
+    query: Sequence[float], vectors: Sequence[Sequence[float]] | np.ndarray
+) -> list[float]:
+    """Cosine similarity of each row of ``vectors`` to ``query``."""
+    if len(vectors) == 0:
+        return []
+    return (normalise_rows(vectors) @ normalise_rows(query)[0]).tolist()
+
+
+def background_similarities(
+    query_vectors: Sequence[Sequence[float]] | np.ndarray,
+    sentence_vectors: Sequence[Sequence[float]] | np.ndarray,
+) -> np.ndarray:
+    """All query-to-sentence cosines, flattened: the scores of unrelated pairs, mostly."""
+    return (normalise_rows(query_vectors) @ normalise_rows(sentence_vectors).T).ravel()
+
+
+def thresholds_from_background(
+    similarities: np.ndarray,
+    min_quantile: float = DEFAULT_MIN_QUANTILE,
+    prune_quantile: float = DEFAULT_PRUNE_QUANTILE,
+) -> tuple[float, float]:
+    """``(min_sim, prune_sim)`` as quantiles of the background similarities.
+
+    Raises:
+        ValueError: a quantile outside [0, 1], ``prune_quantile < min_quantile``, or no scores.
+    """
+    for name, value in (("min_quantile", min_quantile), ("prune_quantile", prune_quantile)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name}={value} must lie in [0, 1]")
+    if prune_quantile < min_quantile:
+        raise ValueError(f"prune_quantile={prune_quantile} must be >= min_quantile={min_quantile}")
+    if similarities.size == 0:
+        raise ValueError("no similarities to calibrate from (empty sample)")
+    low, high = np.quantile(similarities, [min_quantile, prune_quantile])
+    return round(float(low), 4), round(float(high), 4)
+
+
+def calibrate_thresholds(
+    texts: Sequence[str],
+    embed_model: BaseEmbedding | None = None,
+    queries: Sequence[str] | None = None,
+    num_sentences: int = DEFAULT_SAMPLE_SENTENCES,
+    num_queries: int = DEFAULT_SAMPLE_QUERIES,
+    min_quantile: float = DEFAULT_MIN_QUANTILE,
+    prune_quantile: float = DEFAULT_PRUNE_QUANTILE,
+    seed: int = 0,
+) -> ThresholdCalibration:
+    """Thresholds for ``DriftAwareWindowPostprocessor`` from a sample of the user's corpus.
+
+    Args:
+        texts: sentences (node texts) of the corpus; a random sample is embedded.
+        embed_model: the model the store was built with (``resolve_embed_model`` default).
+        queries: typical user questions; without them, other corpus sentences stand in.
+        num_sentences / num_queries: sample sizes (cost: one embedding per sampled text).
+        min_quantile / prune_quantile: background quantiles for ``min_sim`` / ``prune_sim``.
+        seed: the sample's random seed.
+
+    Raises:
+        ValueError: fewer than two texts, or invalid quantiles.
+
+    Example:
+        >>> calibration = calibrate_thresholds([n.text for n in nodes])  # doctest: +SKIP
+        >>> window = DriftAwareWindowPostprocessor(vector_store=vs, **calibration.as_kwargs())  # doctest: +SKIP
+    """
+    unique = list(dict.fromkeys(t for t in texts if t.strip()))
+    if len(unique) < 2:
+        raise ValueError(
+            f"need at least 2 distinct non-empty texts to calibrate, got {len(unique)}"
+        )
+    rng = random.Random(seed)
+    sentences = rng.sample(unique, min(num_sentences, len(unique)))
+    if queries:
+        sample_queries = rng.sample(list(queries), min(num_queries, len(queries)))
+    else:
+        chosen = set(sentences)
+        rest = [t for t in unique if t not in chosen] or unique
+        sample_queries = rng.sample(rest, min(num_queries, len(rest)))
+    model = resolve_embed_model(embed_model)
+    sentence_vectors = model.get_text_embedding_batch(sentences)
+    if queries:
+        query_vectors = [model.get_query_embedding(q) for q in sample_queries]
+    else:
+        query_vectors = model.get_text_embedding_batch(sample_queries)
+    similarities = background_similarities(query_vectors, sentence_vectors)
+    min_sim, prune_sim = thresholds_from_background(similarities, min_quantile, prune_quantile)
+    quantiles = {
+        f"q{int(q * 100)}": round(float(np.quantile(similarities, q)), 4)
+        for q in (0.5, 0.75, 0.9, 0.95, 0.99)
+    }
+    logger.info("calibrated min_sim=%.3f prune_sim=%.3f from %s", min_sim, prune_sim, quantiles)
+    return ThresholdCalibration(min_sim, prune_sim, quantiles, len(sample_queries), len(sentences))
+
+
+__all__ = [
+    "MINILM_MIN_SIM",
+    "MINILM_PRUNE_SIM",
+    "ThresholdCalibration",
+    "background_similarities",
+    "calibrate_thresholds",
+    "cosine_to_query",
+    "thresholds_from_background",
+]

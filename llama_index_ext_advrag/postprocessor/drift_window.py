@@ -1,0 +1,429 @@
+"""Adaptive context windows: grow from each hit while the neighbours pay, then prune.
+
+A fixed window (``k`` sentences each side) is too wide where the hit already answers and too
+narrow where the answer runs on. Here each hit's window grows one sentence at a time towards
+the more query-similar neighbour and stops on the first of: a token budget, a step budget,
+similarity below ``min_sim``, similarity falling two steps in a row, a topic drift (the
+candidate's entity/keyword cues barely overlap the window's, ``drift_patience`` times in a
+row), or a section boundary. Then sentences below ``prune_sim`` are dropped (never the hit),
+overlapping windows merge, and every decision is recorded in the trace.
+
+Similarities use the vectors already stored with the nodes (fetched in the same batched query
+as the neighbours); only the query is embedded. ``min_sim``/``prune_sim`` are raw cosine
+values, which depend on the embedding model: derive them with
+:func:`llama_index_ext_advrag.postprocessor.calibration.calibrate_thresholds`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+
+from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.postprocessor._neighbours import (
+    FetchResult,
+    NeighbourRequest,
+    NeighbourStore,
+    NodeLayout,
+    build_neighbour_store,
+    locate_all,
+)
+from llama_index_ext_advrag.postprocessor.calibration import (
+    MINILM_MIN_SIM,
+    MINILM_PRUNE_SIM,
+    cosine_to_query,
+)
+from llama_index_ext_advrag.postprocessor.consecutive_merge import (
+    Member,
+    Piece,
+    dedupe_hits,
+    merge_pieces,
+    piece_to_node,
+)
+from llama_index_ext_advrag.text import count_tokens, cue_overlap, extract_cues
+
+logger = logging.getLogger(__name__)
+
+TRACE_COMPONENT = "drift_window"
+DEFAULT_MAX_WINDOW_TOKENS = 384
+
+
+class StopReason(str, Enum):
+    """Why a window stopped growing."""
+
+    MAX_WINDOW_TOKENS = "max_window_tokens"
+    MAX_EXPAND_STEPS = "max_expand_steps"
+    BELOW_MIN_SIM = "below_min_sim"
+    DECLINING_SIMILARITY = "declining_similarity"
+    TOPIC_DRIFT = "topic_drift"
+    SECTION_BOUNDARY = "section_boundary"
+    DOCUMENT_EDGE = "document_edge"
+    MAX_WINDOW_CHANGE = "max_window_change"
+
+
+@dataclass(frozen=True)
+class WindowUnit:
+    """One sentence (node) around a hit: its similarity to the query, size and section."""
+
+    similarity: float
+    tokens: int
+    section: str | None = None
+
+
+@dataclass(frozen=True)
+class GrowthLimits:
+    """The stopping rules; ``min_units``/``max_units`` come from ``max_window_change``."""
+
+    min_sim: float
+    max_window_tokens: int
+    max_expand_steps: int
+    drift_patience: int
+    drift_overlap: float
+    min_units: int = 1
+    max_units: int | None = None
+
+
+@dataclass
+class Growth:
+    """A grown window ``[left, right]`` (unit indices, inclusive) and how it got there."""
+
+    left: int
+    right: int
+    stop: StopReason
+    added: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _candidates(
+    units: Sequence[WindowUnit], anchor: int, left: int, right: int, closed: set[str]
+) -> tuple[list[tuple[str, int]], bool]:
+    """Open sides and their next unit; whether a section boundary closed a side."""
+    section = units[anchor].section
+    found, boundary = [], False
+    for side, index in (("left", left - 1), ("right", right + 1)):
+        if side in closed or not 0 <= index < len(units):
+            continue
+        other = units[index].section
+        if section is not None and other is not None and other != section:
+            closed.add(side)
+            boundary = True
+            continue
+        found.append((side, index))
+    return found, boundary
+
+
+def grow_window(
+    units: Sequence[WindowUnit],
+    anchor: int,
+    limits: GrowthLimits,
+    cues: Callable[[int], frozenset[str]],
+) -> Growth:
+    """Grow a window around ``units[anchor]`` one unit at a time (see the module docstring).
+
+    Ties between the two sides go to the right (reading on). Soft stops (``min_sim``,
+    declining similarity, drift) are ignored while the window is smaller than
+    ``limits.min_units``; hard stops (tokens, steps, sections, edges, ``max_units``) never are.
+    """
+    left = right = anchor
+    tokens = units[anchor].tokens
+    window_cues = set(cues(anchor))
+    added_sims: list[float] = []
+    drift_run = 0
+    closed: set[str] = set()
+    section_seen = False
+    growth = Growth(anchor, anchor, StopReason.DOCUMENT_EDGE)
+    while True:
+        size = right - left + 1
+        if limits.max_units is not None and size >= limits.max_units:
+            growth.stop = StopReason.MAX_WINDOW_CHANGE
+            break
+        if len(added_sims) >= limits.max_expand_steps:
+            growth.stop = StopReason.MAX_EXPAND_STEPS
+            break
+        candidates, boundary = _candidates(units, anchor, left, right, closed)
+        section_seen = section_seen or boundary
+        if not candidates:
+            growth.stop = StopReason.SECTION_BOUNDARY if section_seen else StopReason.DOCUMENT_EDGE
+            break
+        side, index = max(candidates, key=lambda c: (units[c[1]].similarity, c[0] == "right"))
+        unit = units[index]
+        soft = size >= limits.min_units
+        if tokens + unit.tokens > limits.max_window_tokens:
+            growth.stop = StopReason.MAX_WINDOW_TOKENS
+            break
+        if soft and unit.similarity < limits.min_sim:
+            growth.stop = StopReason.BELOW_MIN_SIM
+            break
+        if soft and len(added_sims) >= 2 and added_sims[-2] > added_sims[-1] > unit.similarity:
+            growth.stop = StopReason.DECLINING_SIMILARITY
+            break
+        candidate_cues = cues(index)
+        overlap = (
+            cue_overlap(candidate_cues, frozenset(window_cues))
+            if candidate_cues and window_cues
+            else None
+        )
+        if overlap is not None:  # a sentence without cues says nothing about the topic
+            drift_run = drift_run + 1 if overlap < limits.drift_overlap else 0
+        if soft and drift_run >= limits.drift_patience:
+            growth.stop = StopReason.TOPIC_DRIFT
+            break
+        left, right = (index, right) if side == "left" else (left, index)
+        tokens += unit.tokens
+        window_cues |= candidate_cues
+        added_sims.append(unit.similarity)
+        growth.added.append(
+            {
+                "index": index,
+                "side": side,
+                "similarity": round(unit.similarity, 4),
+                "cue_overlap": overlap,
+            }
+        )
+    growth.left, growth.right = left, right
+    return growth
+
+
+def prune_window(
+    units: Sequence[WindowUnit], growth: Growth, anchor: int, prune_sim: float, min_units: int = 1
+) -> tuple[list[int], list[int]]:
+    """``(kept, pruned)`` unit indices, both in reading order: units below ``prune_sim`` are
+    dropped, the anchor never; the best pruned units come back while fewer than ``min_units``."""
+    span = range(growth.left, growth.right + 1)
+    kept = [i for i in span if i == anchor or units[i].similarity >= prune_sim]
+    pruned = [i for i in span if i not in kept]
+    restore = sorted(pruned, key=lambda i: -units[i].similarity)[: max(0, min_units - len(kept))]
+    kept = sorted([*kept, *restore])
+    return kept, [i for i in pruned if i not in restore]
+
+
+def window_change_limits(
+    previous_units: int | None, max_change: int | None
+) -> tuple[int, int | None]:
+    """``(min_units, max_units)`` allowed this turn, given the previous turn's window size."""
+    if previous_units is None or max_change is None:
+        return 1, None
+    return max(1, previous_units - max_change), previous_units + max_change
+
+
+# --- the postprocessor ------------------------------------------------------------------------
+
+
+class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
+    """Grow each hit into the smallest window of neighbours that still pays, then prune it.
+
+    Args:
+        vector_store: the LlamaIndex ``MilvusVectorStore`` holding the (sentence) nodes; their
+            stored vectors are fetched with them.
+        docstore: a LlamaIndex docstore instead; neighbours it holds without a vector are
+            embedded at query time (one batch), which the trace records.
+        embed_model: embeds the query when ``QueryBundle.embedding`` is not set; resolved with
+            ``resolve_embed_model`` at query time. Must be the model the store was built with.
+        min_sim: a neighbour is added only if its cosine to the query is at least this.
+        prune_sim: after growth, non-anchor units below this are dropped.
+        max_window_tokens: token budget of one window (the hit alone may exceed it).
+        max_expand_steps: units added per window at most.
+        drift_patience: consecutive drifting candidates that stop growth.
+        drift_overlap: cue overlap below which a candidate counts as drifting.
+        max_window_change: for conversations: a window has at most this many units more or
+            less than the previous call's mean window (``reset_conversation`` forgets it).
+
+    The defaults of ``min_sim``/``prune_sim`` are calibrated for all-MiniLM-L6-v2 (see
+    docs/postprocessors.md); for another model run ``calibrate_thresholds``.
+
+    Raises:
+        ValueError: a bound violated, both or no store, a store of the wrong type; at query
+            time, no query.
+
+    Example:
+        >>> window = DriftAwareWindowPostprocessor(vector_store=vector_store)  # doctest: +SKIP
+        >>> nodes = window.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+    """
+
+    vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")
+    docstore: Any = Field(default=None, exclude=True, description="LlamaIndex docstore.")
+    embed_model: SerializeAsAny[BaseEmbedding] | None = Field(
+        default=None, exclude=True, description="Query embedding model (same as the store's)."
+    )
+    layout: NodeLayout = Field(default_factory=NodeLayout, description="Position metadata keys.")
+    min_sim: float = Field(default=MINILM_MIN_SIM, ge=-1, le=1, description="Growth threshold.")
+    prune_sim: float = Field(default=MINILM_PRUNE_SIM, ge=-1, le=1, description="Prune threshold.")
+    max_window_tokens: int = Field(
+        default=DEFAULT_MAX_WINDOW_TOKENS, ge=1, le=100_000, description="Token budget per window."
+    )
+    max_expand_steps: int = Field(default=6, ge=0, le=100, description="Units added at most.")
+    drift_patience: int = Field(default=2, ge=1, le=100, description="Drifts in a row that stop.")
+    drift_overlap: float = Field(default=0.2, ge=0, le=1, description="Cue overlap = drift below.")
+    max_window_change: int | None = Field(
+        default=None, ge=0, le=100, description="Conversation: window size change per turn."
+    )
+    separator: str = Field(default=" ", description="Joins the texts of adjacent nodes.")
+
+    _store: NeighbourStore = PrivateAttr()
+    _previous_units: int | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        self._store = build_neighbour_store(self.vector_store, self.docstore, self.layout)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DriftAwareWindowPostprocessor"
+
+    def reset_conversation(self) -> None:
+        """Forget the previous turn's window size (``max_window_change``)."""
+        self._previous_units = None
+
+    # --- pure parts ----------------------------------------------------------------------------
+
+    def _requests(self, hits: list[NodeWithScore]) -> list[NeighbourRequest]:
+        steps = self.max_expand_steps
+        return [NeighbourRequest(h.node, steps, steps) for h in hits]
+
+    def _limits(self) -> GrowthLimits:
+        min_units, max_units = window_change_limits(self._previous_units, self.max_window_change)
+        return GrowthLimits(
+            self.min_sim, self.max_window_tokens, self.max_expand_steps, self.drift_patience,
+            self.drift_overlap, min_units, max_units,
+        )  # fmt: skip
+
+    def _assemble(
+        self,
+        hits: list[NodeWithScore],
+        fetched: FetchResult,
+        query_vector: Sequence[float],
+        vectors: dict[str, Sequence[float]],
+        record: dict[str, Any],
+    ) -> list[NodeWithScore]:
+        hoods = fetched.neighbourhoods
+        unique = {n.node_id: n for hood in hoods for n in hood.nodes}
+        ids = list(unique)
+        sims = dict(zip(ids, cosine_to_query(query_vector, [vectors[i] for i in ids]), strict=True))
+        locations = locate_all([*unique.values(), *(h.node for h in hits)], self.layout)
+        limits = self._limits()
+        pieces, sizes = [], []
+        for rank, (hit, hood) in enumerate(zip(hits, hoods, strict=True)):
+            piece, units = self._window(
+                hit, hood.nodes, hood.anchor_index, sims, locations, limits, rank
+            )
+            pieces.append(piece)
+            sizes.append(units)
+        if self.max_window_change is not None and sizes:
+            self._previous_units = round(sum(sizes) / len(sizes))
+        record = {**record, "round_trips": fetched.round_trips, "limits": limits.__dict__}
+        return [
+            piece_to_node(p, TRACE_COMPONENT, record, self.layout, self.separator)
+            for p in merge_pieces(pieces)
+        ]
+
+    def _window(
+        self,
+        hit: NodeWithScore,
+        nodes: list[BaseNode],
+        anchor: int,
+        sims: dict[str, float],
+        locations: dict[str, Any],
+        limits: GrowthLimits,
+        rank: int,
+    ) -> tuple[Piece, int]:
+        units = [
+            WindowUnit(sims[n.node_id], count_tokens(n.get_content()), locations[n.node_id].section)
+            for n in nodes
+        ]
+        cues = cache(lambda i: extract_cues(nodes[i].get_content()))
+        growth = grow_window(units, anchor, limits, cues)
+        kept, pruned = prune_window(units, growth, anchor, self.prune_sim, limits.min_units)
+        members = [
+            Member(hit.node if i == anchor else nodes[i], locations[nodes[i].node_id],
+                   "hit" if i == anchor else "neighbour", hit.score)
+            for i in kept
+        ]  # fmt: skip
+        piece = Piece(members[0].location.doc_id, locations[nodes[growth.left].node_id].first,
+                      locations[nodes[growth.right].node_id].last, rank, hits=[hit])  # fmt: skip
+        piece.members = {m.node.node_id: m for m in members}
+        added = [
+            {"id": nodes[step["index"]].node_id, **{k: v for k, v in step.items() if k != "index"}}
+            for step in growth.added
+        ]
+        piece.records.append({
+            "anchor": hit.node.node_id,
+            "anchor_similarity": round(units[anchor].similarity, 4),
+            "added": added,
+            "pruned": [{"id": nodes[i].node_id, "similarity": round(units[i].similarity, 4)} for i in pruned],
+            "stop": growth.stop.value,
+            "units": len(kept),
+            "tokens": sum(units[i].tokens for i in kept),
+        })  # fmt: skip
+        return piece, len(kept)
+
+    @staticmethod
+    def _prepare(
+        nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> tuple[list[NodeWithScore], QueryBundle]:
+        if query_bundle is None:
+            raise ValueError("DriftAwareWindowPostprocessor needs the query (query_bundle=None)")
+        return dedupe_hits(nodes), query_bundle
+
+    @staticmethod
+    def _stored_vectors(fetched: FetchResult) -> tuple[dict[str, Any], dict[str, str]]:
+        """Stored vectors by id, and the texts of nodes the store kept without one."""
+        nodes = {n.node_id: n for hood in fetched.neighbourhoods for n in hood.nodes}
+        vectors = {i: n.embedding for i, n in nodes.items() if n.embedding is not None}
+        return vectors, {i: n.get_content() for i, n in nodes.items() if n.embedding is None}
+
+    # --- sync / async: only the I/O differs ----------------------------------------------------
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        hits, query = self._prepare(nodes, query_bundle)
+        if not hits:
+            return []
+        fetched = self._store.fetch(self._requests(hits), with_embeddings=True)
+        vectors, missing = self._stored_vectors(fetched)
+        query_vector = query.embedding
+        if query_vector is None or missing:
+            model = resolve_embed_model(self.embed_model)
+            if query_vector is None:
+                query_vector = model.get_agg_embedding_from_queries(query.embedding_strs)
+            texts = list(missing.values())
+            vectors.update(zip(missing, model.get_text_embedding_batch(texts), strict=True))
+        record = {"query_embedded": query.embedding is None, "embedded_units": len(missing)}
+        return self._assemble(hits, fetched, query_vector, vectors, record)
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        hits, query = self._prepare(nodes, query_bundle)
+        if not hits:
+            return []
+        fetched = await self._store.afetch(self._requests(hits), with_embeddings=True)
+        vectors, missing = self._stored_vectors(fetched)
+        query_vector = query.embedding
+        if query_vector is None or missing:
+            model = resolve_embed_model(self.embed_model)
+            if query_vector is None:
+                query_vector = await model.aget_agg_embedding_from_queries(query.embedding_strs)
+            texts = list(missing.values())
+            vectors.update(zip(missing, await model.aget_text_embedding_batch(texts), strict=True))
+        record = {"query_embedded": query.embedding is None, "embedded_units": len(missing)}
+        return self._assemble(hits, fetched, query_vector, vectors, record)
+
+
+__all__ = [
+    "DriftAwareWindowPostprocessor",
+    "GrowthLimits",
+    "StopReason",
+    "WindowUnit",
+    "grow_window",
+    "prune_window",
+    "window_change_limits",
+]

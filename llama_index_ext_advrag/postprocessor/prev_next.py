@@ -1,0 +1,293 @@
+"""Widen each hit by its neighbours: a fixed number each side, or where an LLM says to look.
+
+Improves on core ``PrevNextNodePostprocessor`` / ``AutoPrevNextNodePostprocessor``:
+
+- neighbours of all hits come from one batched store query per call (core: one docstore
+  lookup per hop per hit), from a ``MilvusVectorStore`` or a docstore;
+- expansions that overlap or touch are merged into one node, duplicates removed, and the output
+  keeps document reading order (core ``Auto...`` sorts by node id, which scrambles it);
+- ``mode="auto"`` asks the LLM once per query, and an answer it cannot parse falls back to
+  ``fallback_direction`` instead of raising ``ValueError``;
+- the caller's nodes are copied, never modified; decisions go to ``metadata["advrag_trace"]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from enum import Enum
+from typing import Any
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.llms import LLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+
+from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.postprocessor._neighbours import (
+    FetchResult,
+    NeighbourRequest,
+    NeighbourStore,
+    NodeLayout,
+    build_neighbour_store,
+    locate_all,
+)
+from llama_index_ext_advrag.postprocessor.consecutive_merge import (
+    Member,
+    Piece,
+    dedupe_hits,
+    merge_pieces,
+    ordered_members,
+    piece_from_members,
+    piece_to_node,
+)
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+
+logger = logging.getLogger(__name__)
+
+TRACE_COMPONENT = "prev_next"
+DEFAULT_NUM_NODES = 1
+MAX_CONTEXT_CHARS = 1500
+DEFAULT_DIRECTION_PROMPT = PromptTemplate(
+    "A passage was retrieved to answer a question. Decide where the rest of the answer most "
+    "likely is: in the text BEFORE the passage, AFTER it, on BOTH sides, or NEITHER (the "
+    "passage is enough).\n"
+    "Examples:\n"
+    "Question: What happened after the treaty was signed? Answer: AFTER\n"
+    "Question: Why was the treaty signed? Answer: BEFORE\n"
+    "Question: Describe the whole negotiation. Answer: BOTH\n"
+    "Question: In which year was the treaty signed? Answer: NEITHER\n\n"
+    "Passage: {context_str}\n"
+    "Question: {query_str}\n"
+    "Answer with one word: BEFORE, AFTER, BOTH or NEITHER.\n"
+    "Answer: "
+)
+
+
+class PrevNextMode(str, Enum):
+    """``fixed``: ``num_nodes`` in ``direction``; ``auto``: the LLM picks the direction."""
+
+    FIXED = "fixed"
+    AUTO = "auto"
+
+
+class Direction(str, Enum):
+    """Where to expand: before the hit, after it, both sides, or not at all."""
+
+    PREVIOUS = "previous"
+    NEXT = "next"
+    BOTH = "both"
+    NONE = "none"
+
+
+_DIRECTION_SIDES = {
+    Direction.PREVIOUS: (1, 0),
+    Direction.NEXT: (0, 1),
+    Direction.BOTH: (1, 1),
+    Direction.NONE: (0, 0),
+}
+_DIRECTION_WORDS = {
+    "before": Direction.PREVIOUS,
+    "previous": Direction.PREVIOUS,
+    "prior": Direction.PREVIOUS,
+    "earlier": Direction.PREVIOUS,
+    "preceding": Direction.PREVIOUS,
+    "after": Direction.NEXT,
+    "next": Direction.NEXT,
+    "later": Direction.NEXT,
+    "following": Direction.NEXT,
+    "both": Direction.BOTH,
+    "neither": Direction.NONE,
+    "none": Direction.NONE,
+}
+_WORD = re.compile(r"[a-z]+")
+
+
+def parse_direction(answer: str) -> Direction | None:
+    """The direction an LLM answer names, or ``None`` when it names none or contradicts itself.
+
+    "AFTER." -> next; "before and after" -> both; "BEFORE, AFTER, BOTH or NEITHER" (the options
+    echoed back) -> ``None``.
+    """
+    named = {_DIRECTION_WORDS[w] for w in _WORD.findall(answer.lower()) if w in _DIRECTION_WORDS}
+    if len(named) == 1:
+        return named.pop()
+    if named and named <= {Direction.PREVIOUS, Direction.NEXT, Direction.BOTH}:
+        return Direction.BOTH
+    return None
+
+
+def expansion_pieces(
+    hits: list[NodeWithScore], fetched: FetchResult, layout: NodeLayout
+) -> list[Piece]:
+    """One piece per hit: the hit and the neighbours fetched around it."""
+    neighbourhoods = fetched.neighbourhoods
+    all_nodes = [n for hood in neighbourhoods for n in hood.nodes]
+    locations = locate_all([*all_nodes, *(h.node for h in hits)], layout)
+    pieces = []
+    for rank, (hit, hood) in enumerate(zip(hits, neighbourhoods, strict=True)):
+        members = [Member(hit.node, locations[hit.node.node_id], "hit", hit.score)]
+        for node in [*hood.before, *hood.after]:
+            members.append(Member(node, locations[node.node_id], "neighbour", hit.score))
+        pieces.append(piece_from_members(members, hit, rank))
+    return pieces
+
+
+def unmerged_nodes(pieces: list[Piece], component: str, record: dict) -> list[NodeWithScore]:
+    """Each member as its own node (copies), in the order of ``pieces``; neighbours take the
+    score of the best hit they were fetched for."""
+    output = []
+    for piece in pieces:
+        best = max((h.score for h in piece.hits if h.score is not None), default=None)
+        for member in ordered_members(piece):
+            result = copy_node_with_score(NodeWithScore(node=member.node, score=member.score))
+            if member.role != "hit":
+                result.score = best
+            add_trace(result.node, component, {**record, "role": member.role})
+            output.append(result)
+    return output
+
+
+class PrevNextPostprocessor(BaseNodePostprocessor):
+    """Add the nodes before and/or after each hit, from a Milvus vector store or a docstore.
+
+    Args:
+        vector_store: the LlamaIndex ``MilvusVectorStore`` holding the nodes.
+        docstore: a LlamaIndex docstore holding the nodes (instead of ``vector_store``).
+        mode: ``"fixed"`` expands ``num_nodes`` in ``direction``; ``"auto"`` asks ``llm`` per
+            query whether the answer lies before, after, both or neither.
+        num_nodes: neighbours added on each expanded side.
+        direction: the sides expanded in ``fixed`` mode (default both).
+        llm: for ``auto``; resolved with ``resolve_llm`` at query time. Without any LLM, or
+            without a query, ``auto`` uses ``fallback_direction``.
+        fallback_direction: used when the LLM answer cannot be parsed (default both: extra
+            context is cheaper than a missing answer).
+        merge: join each run of consecutive nodes into one node (default); ``False`` returns
+            the individual nodes, still deduplicated and in reading order.
+
+    Raises:
+        ValueError: an unknown mode/direction, a negative ``num_nodes``, both or no store.
+
+    Example:
+        >>> expand = PrevNextPostprocessor(vector_store=vector_store, num_nodes=2)  # doctest: +SKIP
+        >>> nodes = expand.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+    """
+
+    vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")
+    docstore: Any = Field(default=None, exclude=True, description="LlamaIndex docstore.")
+    layout: NodeLayout = Field(default_factory=NodeLayout, description="Position metadata keys.")
+    mode: PrevNextMode = Field(default=PrevNextMode.FIXED, description="'fixed' or 'auto'.")
+    num_nodes: int = Field(default=DEFAULT_NUM_NODES, ge=0, le=50, description="Nodes per side.")
+    direction: Direction = Field(default=Direction.BOTH, description="Sides in fixed mode.")
+    fallback_direction: Direction = Field(
+        default=Direction.BOTH, description="Auto mode: used when the LLM answer is unusable."
+    )
+    merge: bool = Field(default=True, description="Join consecutive nodes into one node.")
+    separator: str = Field(default=" ", description="Joins the texts of adjacent nodes.")
+    llm: SerializeAsAny[LLM] | None = Field(default=None, exclude=True, description="Auto mode.")
+    direction_prompt: SerializeAsAny[BasePromptTemplate] = Field(
+        default=DEFAULT_DIRECTION_PROMPT,
+        description="Auto mode prompt with {context_str} and {query_str}.",
+    )
+
+    _store: NeighbourStore = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        for name, enum in (("mode", PrevNextMode), ("direction", Direction)):
+            value = data.get(name)
+            if isinstance(value, str) and value not in {e.value for e in enum}:
+                allowed = ", ".join(repr(e.value) for e in enum)
+                raise ValueError(f"{name}={value!r} is not one of {allowed}")
+        super().__init__(**data)
+        self._store = build_neighbour_store(self.vector_store, self.docstore, self.layout)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PrevNextPostprocessor"
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"direction_prompt": self.direction_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "direction_prompt" in prompts:
+            self.direction_prompt = prompts["direction_prompt"]
+
+    # --- decision (pure apart from the LLM call) ---------------------------------------------
+
+    def _direction_inputs(
+        self, hits: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> tuple[LLM | None, dict[str, Any], dict[str, Any] | None]:
+        """The LLM and prompt arguments to ask, or a final decision when there is nothing to ask."""
+        if self.mode is PrevNextMode.FIXED:
+            return None, {}, {"direction": self.direction.value, "source": "fixed"}
+        if query_bundle is None:
+            return None, {}, {"direction": self.fallback_direction.value, "source": "no_query"}
+        llm = resolve_llm(self.llm)
+        if llm is None:
+            return None, {}, {"direction": self.fallback_direction.value, "source": "no_llm"}
+        context = hits[0].node.get_content(metadata_mode=MetadataMode.LLM)[:MAX_CONTEXT_CHARS]
+        return llm, {"context_str": context, "query_str": query_bundle.query_str}, None
+
+    def _decide(self, answer: str) -> dict[str, Any]:
+        parsed = parse_direction(answer)
+        if parsed is None:
+            logger.info(
+                "unparsable direction answer %r; using %s", answer[:80], self.fallback_direction
+            )
+            return {
+                "direction": self.fallback_direction.value,
+                "source": "fallback",
+                "raw": answer[:200],
+            }
+        return {"direction": parsed.value, "source": "llm", "raw": answer[:200]}
+
+    def _requests(
+        self, hits: list[NodeWithScore], decision: dict[str, Any]
+    ) -> list[NeighbourRequest]:
+        before, after = _DIRECTION_SIDES[Direction(decision["direction"])]
+        return [
+            NeighbourRequest(h.node, before * self.num_nodes, after * self.num_nodes) for h in hits
+        ]
+
+    def _assemble(
+        self, hits: list[NodeWithScore], fetched: FetchResult, decision: dict[str, Any]
+    ) -> list[NodeWithScore]:
+        pieces = merge_pieces(expansion_pieces(hits, fetched, self.layout))
+        record = {**decision, "num_nodes": self.num_nodes, "round_trips": fetched.round_trips}
+        if not self.merge:
+            return unmerged_nodes(pieces, TRACE_COMPONENT, record)
+        return [
+            piece_to_node(p, TRACE_COMPONENT, record, self.layout, self.separator) for p in pieces
+        ]
+
+    # --- sync / async: only the I/O differs ----------------------------------------------------
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        hits = dedupe_hits(nodes)
+        if not hits:
+            return []
+        llm, prompt_args, decision = self._direction_inputs(hits, query_bundle)
+        if decision is None:
+            decision = self._decide(llm.predict(self.direction_prompt, **prompt_args))  # type: ignore[union-attr]
+        fetched = self._store.fetch(self._requests(hits, decision))
+        return self._assemble(hits, fetched, decision)
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        hits = dedupe_hits(nodes)
+        if not hits:
+            return []
+        llm, prompt_args, decision = self._direction_inputs(hits, query_bundle)
+        if decision is None:
+            answer = await llm.apredict(self.direction_prompt, **prompt_args)  # type: ignore[union-attr]
+            decision = self._decide(answer)
+        fetched = await self._store.afetch(self._requests(hits, decision))
+        return self._assemble(hits, fetched, decision)
+
+
+__all__ = ["Direction", "PrevNextMode", "PrevNextPostprocessor", "parse_direction"]
