@@ -1,0 +1,516 @@
+"""Recursive IndexNode routing: coarse pointers outside, fine retrievers and engines inside.
+
+A top-level retriever returns ordinary nodes and short :class:`IndexNode` pointers ("this node
+answers questions over the 2023 table"). A hit on a pointer hands the query to what it points
+to (``index_id`` looked up in ``retriever_dict``, ``query_engine_dict`` or ``node_dict``, or
+the pointer's own ``obj``): a sub-retriever's results are expanded in place, recursively; a
+query engine contributes its answer as a node plus its source nodes. Unlike core's
+``RecursiveRetriever`` this has a depth limit, cycle detection, native async (hops of one
+level run concurrently) and keeps the engines' sources. Every returned node is a copy whose
+``metadata["advrag_trace"]["recursive"]`` holds the route that produced it.
+
+Builders: :meth:`~RecursiveIndexNodeRetriever.from_dataframes` / ``from_excel`` (one guarded
+pandas engine per table, see :mod:`.pandas_guard`) and ``from_topics`` (one vector index per
+topic). :func:`check_pandas_code` and :class:`UnsafeCodeError` are re-exported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.llms import LLM
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
+
+from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+from llama_index_ext_advrag.retrievers.pandas_guard import (
+    DEFAULT_TIMEOUT_SECONDS,
+    GuardedPandasQueryEngine,
+    UnsafeCodeError,
+    check_pandas_code,
+)
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_DEPTH = 3
+DEFAULT_MAX_CONCURRENCY = 4
+TRACE_COMPONENT = "recursive"
+ROOT = "root"
+
+
+class HopKind(str, Enum):
+    """What an IndexNode led to."""
+
+    RETRIEVER = "retriever"
+    QUERY_ENGINE = "query_engine"
+    NODE = "node"
+
+
+@dataclass(frozen=True)
+class Hop:
+    """Follow ``pointer`` to ``target`` (an object of ``kind``) from the route ``path``."""
+
+    pointer: NodeWithScore
+    target_id: str
+    kind: HopKind
+    obj: Any
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A node to return as it is, with why it stopped here (``None``: an ordinary node)."""
+
+    result: NodeWithScore
+    path: tuple[str, ...]
+    stopped: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def pointer_as_text(node: BaseNode) -> TextNode:
+    """An unfollowed IndexNode as a TextNode (same id, text, metadata), so nothing downstream
+    (core's retrieve post-processing) follows it after all."""
+    if not isinstance(node, IndexNode):
+        return node  # type: ignore[return-value]
+    return TextNode(
+        id_=node.node_id,
+        text=node.get_content(),
+        metadata=dict(node.metadata),
+        excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys),
+        excluded_embed_metadata_keys=list(node.excluded_embed_metadata_keys),
+        relationships=dict(node.relationships),
+    )
+
+
+def answer_id(target_id: str, query: str) -> str:
+    """A stable id for the answer of ``target_id`` to ``query``."""
+    digest = hashlib.sha1(f"{target_id}\x00{query}".encode()).hexdigest()[:16]
+    return f"{target_id}::answer::{digest}"
+
+
+DEFAULT_TABLE_SUMMARY_PROMPT = (
+    "Here is a table.\n{description}\n\nIn one or two sentences, say what this table "
+    "contains and which questions it can answer.\nSummary: "
+)
+TOPIC_POINTER_CHARS = 300
+
+
+def clean_frame(frame: Any) -> Any:
+    """A copy with whitespace runs (embedded newlines) collapsed in column names and text cells,
+    so generated code can say ``df["United States"]`` for a cell typed as ``United\\nStates``."""
+    cleaned = frame.copy()
+    cleaned.columns = [" ".join(str(c).split()) for c in cleaned.columns]
+    for column in cleaned.columns:
+        if cleaned[column].dtype == object:
+            cleaned[column] = cleaned[column].map(
+                lambda v: " ".join(v.split()) if isinstance(v, str) else v
+            )
+    return cleaned
+
+
+def describe_frame(name: str, frame: Any, rows: int = 3) -> str:
+    """The table's name, size, columns with kinds, and its first ``rows`` rows."""
+    kinds = {"i": "integer", "u": "integer", "f": "number", "b": "yes/no", "M": "date"}
+    columns = ", ".join(f"{c} ({kinds.get(frame[c].dtype.kind, 'text')})" for c in frame.columns)
+    lines = [f"Table {name!r} ({len(frame)} rows). Columns: {columns}.", "First rows:"]
+    lines.append(" | ".join(str(c) for c in frame.columns))
+    for row in frame.head(rows).itertuples(index=False):
+        lines.append(" | ".join(str(v) for v in row))
+    return "\n".join(lines)
+
+
+def summarize_frame(llm: LLM, description: str) -> str | None:
+    """A short LLM-written summary of the table, ``None`` when the answer has no words."""
+    text = llm.complete(DEFAULT_TABLE_SUMMARY_PROMPT.format(description=description)).text
+    text = " ".join(text.split())[:400]
+    return text if any(ch.isalpha() for ch in text) else None
+
+
+def topic_pointer_text(topic: str, nodes: Sequence[BaseNode]) -> str:
+    """``"<topic>: <its first sentences>"``, about 300 characters."""
+    from llama_index_ext_advrag.text import split_sentences
+
+    opening = []
+    length = 0
+    for node in nodes[:3]:
+        for sentence in split_sentences(node.get_content()):
+            if length >= TOPIC_POINTER_CHARS:
+                break
+            opening.append(sentence.text)
+            length += len(sentence.text)
+    return f"{topic}: {' '.join(opening)}"[: TOPIC_POINTER_CHARS + len(topic) + 2]
+
+
+def build_root_retriever(
+    nodes: Sequence[BaseNode],
+    embed_model: Any = None,
+    similarity_top_k: int = 2,
+    lexical: bool = True,
+    vector_store: Any = None,
+) -> BaseRetriever:
+    """A vector index over ``nodes`` (in memory, or in ``vector_store``), fused with BM25 over
+    the same nodes when ``lexical`` (pointer texts are short: exact words such as a year or a
+    sheet name matter)."""
+    from llama_index.core import StorageContext, VectorStoreIndex
+
+    from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever
+    from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever
+
+    storage = StorageContext.from_defaults(vector_store=vector_store) if vector_store else None
+    index = VectorStoreIndex(
+        nodes=list(nodes), embed_model=resolve_embed_model(embed_model), storage_context=storage
+    )
+    dense = index.as_retriever(similarity_top_k=similarity_top_k)
+    if not lexical:
+        return dense
+    return HybridFusionRetriever(
+        [dense, BM25Retriever(nodes)],
+        similarity_top_k=similarity_top_k,
+        leg_names=["dense", "bm25"],
+    )
+
+
+class RecursiveIndexNodeRetriever(BaseRetriever):
+    """Follow IndexNode hits into sub-retrievers and query engines, with depth and cycle limits.
+
+    Args:
+        root_id: the id in ``retriever_dict`` of the top-level retriever.
+        retriever_dict: id -> retriever (the root and sub-retrievers).
+        query_engine_dict: id -> query engine (e.g. a :class:`GuardedPandasQueryEngine`).
+        node_dict: id -> node, for pointers to single nodes.
+        max_depth: pointers followed in a row (1 = only the root's pointers). A pointer found
+            deeper, or one leading back into the current route (a cycle), is returned as a
+            plain text node with ``stopped`` in its trace.
+        max_concurrency: hops run at once in async.
+        include_sub_sources: also return the source nodes of a query engine's answer.
+
+    Raises:
+        ValueError: ``root_id`` missing from ``retriever_dict``, an id in two dicts, a bound out
+            of range; at query time, a pointer whose ``index_id`` is known nowhere.
+
+    Example:
+        >>> retriever = RecursiveIndexNodeRetriever.from_excel(  # doctest: +SKIP
+        ...     "world_top10_billionaires.xlsx", llm=llm)
+        >>> nodes = retriever.retrieve("How many of the 2023 top ten are from the US?")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        root_id: str,
+        retriever_dict: Mapping[str, BaseRetriever],
+        query_engine_dict: Mapping[str, BaseQueryEngine] | None = None,
+        node_dict: Mapping[str, BaseNode] | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        include_sub_sources: bool = True,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if root_id not in retriever_dict:
+            raise ValueError(
+                f"root_id {root_id!r} is not in retriever_dict {sorted(retriever_dict)}"
+            )
+        if not 1 <= max_depth <= 20:
+            raise ValueError(f"max_depth must be in [1, 20], got {max_depth}")
+        if not 1 <= max_concurrency <= 64:
+            raise ValueError(f"max_concurrency must be in [1, 64], got {max_concurrency}")
+        dicts = (dict(retriever_dict), dict(query_engine_dict or {}), dict(node_dict or {}))
+        for first in range(3):
+            for second in range(first + 1, 3):
+                shared = sorted(set(dicts[first]) & set(dicts[second]))
+                if shared:
+                    raise ValueError(f"ids {shared} appear in two of the routing dicts")
+        self.root_id = root_id
+        self.retriever_dict, self.query_engine_dict, self.node_dict = dicts
+        self.max_depth = max_depth
+        self.max_concurrency = max_concurrency
+        self.include_sub_sources = include_sub_sources
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RecursiveIndexNodeRetriever"
+
+    # --- builders ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_pointers(
+        cls,
+        pointers: Sequence[IndexNode],
+        query_engine_dict: Mapping[str, BaseQueryEngine] | None = None,
+        retriever_dict: Mapping[str, BaseRetriever] | None = None,
+        extra_nodes: Sequence[BaseNode] = (),
+        embed_model: Any = None,
+        similarity_top_k: int = 2,
+        lexical: bool = True,
+        vector_store: Any = None,
+        **kwargs: Any,
+    ) -> RecursiveIndexNodeRetriever:
+        """Root = :func:`build_root_retriever` over ``pointers`` + ``extra_nodes``."""
+        nodes = [*pointers, *extra_nodes]
+        root = build_root_retriever(nodes, embed_model, similarity_top_k, lexical, vector_store)
+        return cls(
+            root_id=ROOT,
+            retriever_dict={ROOT: root, **(retriever_dict or {})},
+            query_engine_dict=query_engine_dict,
+            **kwargs,
+        )
+
+    @classmethod
+    def from_dataframes(
+        cls,
+        frames: Mapping[str, Any],
+        llm: LLM | None = None,
+        summaries: Mapping[str, str] | None = None,
+        summarize: bool = True,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        **kwargs: Any,
+    ) -> RecursiveIndexNodeRetriever:
+        """One guarded pandas engine per DataFrame, one pointer per table.
+
+        The pointer text is ``summaries[name]`` when given, else a summary written by the LLM
+        (when an LLM resolves and ``summarize``), else derived from the name, columns and first
+        rows; the table's name and columns line is always appended. Other ``kwargs`` go to
+        :meth:`from_pointers`.
+
+        Raises:
+            ValueError: ``frames`` is empty.
+        """
+        if not frames:
+            raise ValueError("frames must hold at least one DataFrame, got none")
+        writer = resolve_llm(llm) if summarize else None
+        pointers, engines = [], {}
+        for name, raw in frames.items():
+            frame = clean_frame(raw)
+            description = describe_frame(str(name), frame)
+            summary = (summaries or {}).get(name)
+            if summary is None and writer is not None:
+                summary = summarize_frame(writer, description)
+            header = description.splitlines()[0]
+            text = f"{summary}\n{header}" if summary else description
+            target = f"table::{name}"
+            pointers.append(
+                IndexNode(text=text, index_id=target, id_=target, metadata={"table": str(name)})  # type: ignore[call-arg]
+            )
+            engines[target] = GuardedPandasQueryEngine(
+                frame, str(name), llm=llm, timeout_seconds=timeout_seconds, description=description
+            )
+        return cls.from_pointers(pointers, query_engine_dict=engines, **kwargs)
+
+    @classmethod
+    def from_excel(cls, path: str | Path, **kwargs: Any) -> RecursiveIndexNodeRetriever:
+        """:meth:`from_dataframes` over every sheet of the workbook at ``path``.
+
+        Raises:
+            FileNotFoundError: no file at ``path``.
+        """
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"workbook {str(path)!r} not found")
+        import pandas as pd
+
+        return cls.from_dataframes(pd.read_excel(path, sheet_name=None), **kwargs)
+
+    @classmethod
+    def from_topics(
+        cls,
+        topics: Mapping[str, Sequence[BaseNode | str] | BaseRetriever],
+        descriptions: Mapping[str, str] | None = None,
+        topic_top_k: int = 3,
+        embed_model: Any = None,
+        **kwargs: Any,
+    ) -> RecursiveIndexNodeRetriever:
+        """One vector index per text topic (or a ready retriever), one pointer per topic whose
+        text is ``descriptions[topic]`` or the topic name and its first sentences.
+
+        Raises:
+            ValueError: ``topics`` is empty, or a retriever topic has no description.
+        """
+        from llama_index.core import VectorStoreIndex
+
+        if not topics:
+            raise ValueError("topics must hold at least one topic, got none")
+        pointers, retrievers = [], {}
+        for topic, content in topics.items():
+            target = f"topic::{topic}"
+            description = (descriptions or {}).get(topic)
+            if isinstance(content, BaseRetriever):
+                if description is None:
+                    raise ValueError(
+                        f"topic {topic!r} is a retriever: give descriptions[{topic!r}]"
+                    )
+                retrievers[target] = content
+            else:
+                nodes = [TextNode(text=c) if isinstance(c, str) else c for c in content]
+                model = resolve_embed_model(embed_model)
+                index = VectorStoreIndex(nodes=nodes, embed_model=model)
+                retrievers[target] = index.as_retriever(similarity_top_k=topic_top_k)
+                description = description or topic_pointer_text(topic, nodes)
+            pointers.append(
+                IndexNode(text=description, index_id=target, id_=target, metadata={"topic": topic})  # type: ignore[call-arg]
+            )
+        return cls.from_pointers(
+            pointers, retriever_dict=retrievers, embed_model=embed_model, **kwargs
+        )
+
+    # --- planning (pure) -----------------------------------------------------------------------
+
+    def _resolve(self, pointer: IndexNode) -> tuple[HopKind, Any]:
+        target = pointer.index_id
+        if pointer.obj is not None:
+            obj = pointer.obj
+        elif target in self.retriever_dict:
+            obj = self.retriever_dict[target]
+        elif target in self.query_engine_dict:
+            obj = self.query_engine_dict[target]
+        elif target in self.node_dict:
+            obj = self.node_dict[target]
+        else:
+            raise ValueError(
+                f"IndexNode {pointer.node_id!r} points to index_id {target!r}, which is in no "
+                "retriever_dict, query_engine_dict or node_dict and has no obj"
+            )
+        kinds = ((BaseRetriever, HopKind.RETRIEVER), (BaseQueryEngine, HopKind.QUERY_ENGINE))
+        for kind_type, kind in kinds:
+            if isinstance(obj, kind_type):
+                return kind, obj
+        if isinstance(obj, BaseNode):
+            return HopKind.NODE, obj
+        raise ValueError(f"index_id {target!r} leads to an unroutable {type(obj).__name__}")
+
+    def _plan(self, results: Sequence[NodeWithScore], path: tuple[str, ...]) -> list[Hop | Leaf]:
+        steps: list[Hop | Leaf] = []
+        for result in results:
+            node = result.node
+            if not isinstance(node, IndexNode):
+                steps.append(Leaf(result, path))
+                continue
+            target = node.index_id
+            if target in path:
+                logger.warning("cycle: %s leads back to %s on route %s", node.node_id, target, path)
+                steps.append(Leaf(result, path, stopped="cycle", extra={"index_id": target}))
+            elif len(path) > self.max_depth:
+                steps.append(Leaf(result, path, stopped="max_depth", extra={"index_id": target}))
+            else:
+                kind, obj = self._resolve(node)
+                steps.append(Hop(result, target, kind, obj, (*path, target)))
+        return steps
+
+    def _leaf(self, leaf: Leaf) -> NodeWithScore:
+        result = copy_node_with_score(leaf.result)
+        result.node = pointer_as_text(result.node)
+        record: dict[str, Any] = {"route": list(leaf.path), "depth": len(leaf.path) - 1}
+        if leaf.stopped:
+            record["stopped"] = leaf.stopped
+        record.update(leaf.extra)
+        add_trace(result.node, TRACE_COMPONENT, record)
+        return result
+
+    def _answer_nodes(self, hop: Hop, query: str, response: Any) -> list[Hop | Leaf]:
+        metadata = dict(getattr(response, "metadata", None) or {})
+        score = hop.pointer.score
+        answer = TextNode(
+            id_=answer_id(hop.target_id, query),
+            text=str(response),
+            metadata={"index_id": hop.target_id, "answer_to": query},
+        )
+        details = {"kind": HopKind.QUERY_ENGINE.value, "answer": True, "engine": metadata}
+        steps: list[Hop | Leaf] = [
+            Leaf(NodeWithScore(node=answer, score=score), hop.path, None, details)
+        ]
+        if self.include_sub_sources:
+            for source in getattr(response, "source_nodes", None) or []:
+                extra = {"kind": HopKind.QUERY_ENGINE.value, "source_of": hop.target_id}
+                steps.append(Leaf(source, hop.path, None, extra))
+        return steps
+
+    def _hop_results(self, hop: Hop, query: str, outcome: Any) -> list[Hop | Leaf]:
+        if hop.kind is HopKind.QUERY_ENGINE:
+            return self._answer_nodes(hop, query, outcome)
+        steps = self._plan(outcome, hop.path)
+        for index, step in enumerate(steps):
+            if isinstance(step, Leaf):
+                extra = {"kind": hop.kind.value, "via": hop.pointer.node.node_id, **step.extra}
+                steps[index] = Leaf(step.result, step.path, step.stopped, extra)
+        return steps
+
+    def _finish(self, leaves: list[Leaf]) -> list[NodeWithScore]:
+        seen: set[str] = set()
+        results = []
+        for leaf in leaves:
+            node_id = leaf.result.node.node_id
+            if node_id not in seen:
+                seen.add(node_id)
+                results.append(self._leaf(leaf))
+        return results
+
+    # --- I/O -----------------------------------------------------------------------------------
+
+    def _hop(self, hop: Hop, query: QueryBundle) -> Any:
+        if hop.kind is HopKind.RETRIEVER:
+            return hop.obj.retrieve(query)
+        if hop.kind is HopKind.QUERY_ENGINE:
+            return hop.obj.query(query)
+        return [NodeWithScore(node=hop.obj, score=hop.pointer.score)]
+
+    async def _ahop(self, hop: Hop, query: QueryBundle, limit: asyncio.Semaphore) -> Any:
+        async with limit:
+            if hop.kind is HopKind.RETRIEVER:
+                return await hop.obj.aretrieve(query)
+            if hop.kind is HopKind.QUERY_ENGINE:
+                return await hop.obj.aquery(query)
+            return [NodeWithScore(node=hop.obj, score=hop.pointer.score)]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        root = self.retriever_dict[self.root_id].retrieve(query_bundle)
+        steps = self._plan(root, (self.root_id,))
+        while any(isinstance(step, Hop) for step in steps):
+            expanded: list[Hop | Leaf] = []
+            for step in steps:
+                if isinstance(step, Hop):
+                    outcome = self._hop(step, query_bundle)
+                    expanded.extend(self._hop_results(step, query_bundle.query_str, outcome))
+                else:
+                    expanded.append(step)
+            steps = expanded
+        return self._finish([step for step in steps if isinstance(step, Leaf)])
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        limit = asyncio.Semaphore(self.max_concurrency)
+        root = await self.retriever_dict[self.root_id].aretrieve(query_bundle)
+        steps = self._plan(root, (self.root_id,))
+        while any(isinstance(step, Hop) for step in steps):
+            hops = [step for step in steps if isinstance(step, Hop)]
+            outcomes = await asyncio.gather(*(self._ahop(h, query_bundle, limit) for h in hops))
+            by_hop = dict(zip(map(id, hops), outcomes, strict=True))
+            expanded: list[Hop | Leaf] = []
+            for step in steps:
+                if isinstance(step, Hop):
+                    outcome = by_hop[id(step)]
+                    expanded.extend(self._hop_results(step, query_bundle.query_str, outcome))
+                else:
+                    expanded.append(step)
+            steps = expanded
+        return self._finish([step for step in steps if isinstance(step, Leaf)])
+
+
+__all__ = [
+    "GuardedPandasQueryEngine",
+    "HopKind",
+    "RecursiveIndexNodeRetriever",
+    "UnsafeCodeError",
+    "build_root_retriever",
+    "check_pandas_code",
+    "clean_frame",
+    "describe_frame",
+    "pointer_as_text",
+]
