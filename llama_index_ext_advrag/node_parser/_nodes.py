@@ -71,10 +71,18 @@ def new_text_node(
     include_metadata: bool,
     excluded_keys: Sequence[str],
 ) -> TextNode:
-    """Build a node that inherits the document's metadata settings without sharing its lists."""
+    """Build a node that inherits the document's metadata settings without sharing its lists.
+
+    The section title is shown to the LLM (when there is one) but not embedded: prefixed to a
+    short window or sentence it would pull every embedding of a section towards its title.
+    """
     merged = {**document.metadata, **metadata} if include_metadata else dict(metadata)
-    excluded_embed = list(dict.fromkeys([*document.excluded_embed_metadata_keys, *excluded_keys]))
-    excluded_llm = list(dict.fromkeys([*document.excluded_llm_metadata_keys, *excluded_keys]))
+    embed_keys = [*excluded_keys, SECTION_TITLE_KEY]
+    llm_keys = [*excluded_keys] + (
+        [SECTION_TITLE_KEY] if merged.get(SECTION_TITLE_KEY) is None else []
+    )
+    excluded_embed = list(dict.fromkeys([*document.excluded_embed_metadata_keys, *embed_keys]))
+    excluded_llm = list(dict.fromkeys([*document.excluded_llm_metadata_keys, *llm_keys]))
     return TextNode(
         id_=node_id,
         text=text,

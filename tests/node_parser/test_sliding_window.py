@@ -338,3 +338,12 @@ def test_text_nodes_can_be_parsed_too():
     node = TextNode(text=FIVE, id_="n1")
     nodes = AdaptiveSlidingWindowNodeParser()([node])
     assert len(nodes) == 3 and nodes[0].ref_doc_id == "n1"
+
+
+def test_section_title_reaches_the_llm_but_not_the_embedding():
+    parser = AdaptiveSlidingWindowNodeParser(mode="adaptive", breakpoint_percentile=None)
+    node = parse(parser, SECTIONED)[1]
+    assert "section_title: Configure" in node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "section_title" not in node.get_content(metadata_mode=MetadataMode.EMBED)
+    untitled = parse(parser, FIVE)[0]
+    assert "section_title" not in untitled.get_content(metadata_mode=MetadataMode.LLM)
