@@ -329,7 +329,11 @@ class MilvusNeighbourStore(NeighbourStore):
     async def aget_nodes(
         self, node_ids: Sequence[str], with_embeddings: bool
     ) -> dict[str, BaseNode]:
-        # pymilvus' sync client is what MilvusVectorStore keeps; run it off the event loop.
+        from llama_index_ext_advrag.milvus import afetch_nodes
+
+        if getattr(self.vector_store, "aclient", None) is not None:
+            return await afetch_nodes(self.vector_store, list(node_ids), with_embeddings)
+        # A store built with use_async_client=False: run the sync client off the event loop.
         return await asyncio.to_thread(self.get_nodes, node_ids, with_embeddings)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 TRACE_COMPONENT = "prev_next"
 DEFAULT_NUM_NODES = 1
 MAX_CONTEXT_CHARS = 1500
-DEFAULT_DIRECTION_PROMPT = PromptTemplate(
+DEFAULT_DIRECTION_TEMPLATE = (
     "A passage was retrieved to answer a question. Decide where the rest of the answer most "
     "likely is: in the text BEFORE the passage, AFTER it, on BOTH sides, or NEITHER (the "
     "passage is enough).\n"
@@ -187,8 +187,8 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
     merge: bool = Field(default=True, description="Join consecutive nodes into one node.")
     separator: str = Field(default=" ", description="Joins the texts of adjacent nodes.")
     llm: SerializeAsAny[LLM] | None = Field(default=None, exclude=True, description="Auto mode.")
-    direction_prompt: SerializeAsAny[BasePromptTemplate] = Field(
-        default=DEFAULT_DIRECTION_PROMPT,
+    direction_template: str = Field(
+        default=DEFAULT_DIRECTION_TEMPLATE,
         description="Auto mode prompt with {context_str} and {query_str}.",
     )
 
@@ -201,18 +201,25 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
                 allowed = ", ".join(repr(e.value) for e in enum)
                 raise ValueError(f"{name}={value!r} is not one of {allowed}")
         super().__init__(**data)
+        missing = [v for v in ("{context_str}", "{query_str}") if v not in self.direction_template]
+        if missing:
+            raise ValueError(f"direction_template lacks {', '.join(missing)}")
         self._store = build_neighbour_store(self.vector_store, self.docstore, self.layout)
 
     @classmethod
     def class_name(cls) -> str:
         return "PrevNextPostprocessor"
 
+    @property
+    def direction_prompt(self) -> PromptTemplate:
+        return PromptTemplate(self.direction_template)
+
     def _get_prompts(self) -> PromptDictType:
         return {"direction_prompt": self.direction_prompt}
 
     def _update_prompts(self, prompts: PromptDictType) -> None:
         if "direction_prompt" in prompts:
-            self.direction_prompt = prompts["direction_prompt"]
+            self.direction_template = prompts["direction_prompt"].get_template()
 
     # --- decision (pure apart from the LLM call) ---------------------------------------------
 

@@ -1,0 +1,283 @@
+"""DriftAwareWindowPostprocessor: window growth, pruning, merging, conversation limits."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+from advrag_testing import HashEmbedding
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from postprocessor._corpus import docstore_of, hits, sentence_nodes
+
+from llama_index_ext_advrag.postprocessor import DriftAwareWindowPostprocessor
+from llama_index_ext_advrag.postprocessor.calibration import MINILM_MIN_SIM, MINILM_PRUNE_SIM
+from llama_index_ext_advrag.postprocessor.drift_window import (
+    GrowthLimits,
+    StopReason,
+    WindowUnit,
+    grow_window,
+    prune_window,
+    window_change_limits,
+)
+from llama_index_ext_advrag.trace import get_trace
+
+EMBED = HashEmbedding(dim=64)
+
+
+def limits(**overrides) -> GrowthLimits:
+    values = {"min_sim": 0.3, "max_window_tokens": 1000, "max_expand_steps": 10,
+              "drift_patience": 2, "drift_overlap": 0.2}  # fmt: skip
+    return GrowthLimits(**{**values, **overrides})
+
+
+def units(*sims: float, tokens: int = 10, sections=None) -> list[WindowUnit]:
+    sections = sections or [None] * len(sims)
+    return [WindowUnit(s, tokens, sec) for s, sec in zip(sims, sections, strict=True)]
+
+
+def no_cues(index: int) -> frozenset[str]:
+    return frozenset()
+
+
+# --- growth maths, by hand ----------------------------------------------------------------------
+
+
+def test_grows_towards_the_more_similar_side_until_below_min_sim() -> None:
+    growth = grow_window(units(0.1, 0.5, 0.9, 0.6, 0.2), 2, limits(), no_cues)
+    assert [(s["index"], s["side"]) for s in growth.added] == [(3, "right"), (1, "left")]
+    assert (growth.left, growth.right, growth.stop) == (1, 3, StopReason.BELOW_MIN_SIM)
+
+
+def test_stops_when_similarity_falls_two_steps_in_a_row() -> None:
+    growth = grow_window(units(0.3, 0.5, 0.45, 0.9, 0.4, 0.35), 3, limits(min_sim=0.1), no_cues)
+    assert [s["similarity"] for s in growth.added] == [0.45, 0.5, 0.4]
+    assert (growth.left, growth.right, growth.stop) == (1, 4, StopReason.DECLINING_SIMILARITY)
+
+
+def test_token_budget_and_step_budget() -> None:
+    sims = units(0.8, 0.8, 0.9, 0.8, 0.8)
+    by_tokens = [WindowUnit(0.8, 10), WindowUnit(0.8, 10), WindowUnit(0.9, 50),
+                 WindowUnit(0.8, 10), WindowUnit(0.8, 10)]  # fmt: skip
+    growth = grow_window(by_tokens, 2, limits(max_window_tokens=75), no_cues)
+    assert (growth.right - growth.left + 1, growth.stop) == (3, StopReason.MAX_WINDOW_TOKENS)
+    growth = grow_window(sims, 2, limits(max_expand_steps=1), no_cues)
+    assert (growth.left, growth.right, growth.stop) == (2, 3, StopReason.MAX_EXPAND_STEPS)
+    growth = grow_window(sims, 2, limits(max_expand_steps=0), no_cues)
+    assert (growth.left, growth.right) == (2, 2)
+
+
+def test_never_crosses_a_section_boundary_and_reports_edges() -> None:
+    sectioned = units(0.9, 0.8, 0.9, 0.8, 0.9, sections=["A", "B", "B", "B", "C"])
+    growth = grow_window(sectioned, 2, limits(), no_cues)
+    assert (growth.left, growth.right, growth.stop) == (1, 3, StopReason.SECTION_BOUNDARY)
+    growth = grow_window(units(0.8, 0.9, 0.8), 1, limits(), no_cues)
+    assert (growth.left, growth.right, growth.stop) == (0, 2, StopReason.DOCUMENT_EDGE)
+
+
+def test_topic_drift_after_patience_and_cue_less_sentences_are_neutral() -> None:
+    cues = [frozenset(), frozenset({"pier"}), frozenset({"bakery"}), frozenset(),
+            frozenset({"cake"}), frozenset({"rye"})]  # fmt: skip
+    sims = units(0.1, 0.9, 0.6, 0.7, 0.8, 0.5)  # rising: no "declining" stop
+    growth = grow_window(sims, 1, limits(min_sim=0.2), cues.__getitem__)
+    # idx2 drifts (run 1), idx3 has no cues (neutral), idx4 drifts (run 2): stop before idx4.
+    assert [s["cue_overlap"] for s in growth.added] == [0.0, None]
+    assert (growth.left, growth.right, growth.stop) == (1, 3, StopReason.TOPIC_DRIFT)
+    patient = grow_window(sims, 1, limits(min_sim=0.2, drift_patience=3), cues.__getitem__)
+    assert patient.right == 4 and patient.stop is StopReason.TOPIC_DRIFT
+
+
+def test_conversation_limits_override_soft_stops_only() -> None:
+    growth = grow_window(
+        units(0.1, 0.2, 0.9, 0.1, 0.1), 2, limits(min_sim=0.95, min_units=3), no_cues
+    )
+    assert growth.right - growth.left + 1 == 3 and growth.stop is StopReason.BELOW_MIN_SIM
+    growth = grow_window(units(0.9, 0.9, 0.9, 0.9), 1, limits(max_units=2), no_cues)
+    assert (growth.left, growth.right, growth.stop) == (1, 2, StopReason.MAX_WINDOW_CHANGE)
+    assert window_change_limits(None, 2) == (1, None)
+    assert window_change_limits(5, None) == (1, None)
+    assert window_change_limits(5, 2) == (3, 7)
+    assert window_change_limits(2, 4) == (1, 6)
+
+
+def test_prune_keeps_anchor_and_reading_order() -> None:
+    window = units(0.5, 0.1, 0.2, 0.6, 0.7)
+    growth = grow_window(window, 2, limits(min_sim=0.0), no_cues)
+    assert (growth.left, growth.right) == (0, 4)
+    assert prune_window(window, growth, 2, prune_sim=0.55) == ([2, 3, 4], [0, 1])
+    assert prune_window(window, growth, 2, prune_sim=0.55, min_units=4) == ([0, 2, 3, 4], [1])
+    assert prune_window(window, growth, 2, prune_sim=0.99) == ([2], [0, 1, 3, 4])
+
+
+# --- the postprocessor --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nodes():
+    return sentence_nodes()
+
+
+@pytest.fixture
+def docstore(nodes):
+    return docstore_of(nodes)
+
+
+def query(text: str) -> QueryBundle:
+    return QueryBundle(text, embedding=EMBED.get_query_embedding(text))
+
+
+class ForbiddenEmbedding(HashEmbedding):
+    """Fails if anything is embedded: the stored vectors and the bundle's must be used."""
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        raise AssertionError("the query was embedded again")
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        raise AssertionError("a stored sentence was embedded again")
+
+
+class CountingEmbedding(HashEmbedding):
+    texts: int = 0
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        self.texts += 1
+        return super()._get_text_embedding(text)
+
+
+def window(store_kwargs, **kwargs) -> DriftAwareWindowPostprocessor:
+    values = {"embed_model": ForbiddenEmbedding(dim=64), "min_sim": 0.1, "prune_sim": 0.2}
+    return DriftAwareWindowPostprocessor(**store_kwargs, **{**values, **kwargs})
+
+
+def texts(results: list[NodeWithScore]) -> list[str]:
+    return [r.node.get_content() for r in results]
+
+
+def test_defaults_are_the_calibrated_minilm_thresholds(docstore) -> None:
+    post = DriftAwareWindowPostprocessor(docstore=docstore)
+    assert (post.min_sim, post.prune_sim) == (MINILM_MIN_SIM, MINILM_PRUNE_SIM)
+    assert (post.max_expand_steps, post.drift_patience, post.max_window_change) == (6, 2, None)
+    assert post.class_name() == "DriftAwareWindowPostprocessor"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"min_sim": 1.5}, "min_sim"), ({"max_expand_steps": -1}, "max_expand_steps"),
+     ({"drift_patience": 0}, "drift_patience"), ({"max_window_tokens": 0}, "max_window_tokens"),
+     ({"max_window_change": -1}, "max_window_change")],
+)  # fmt: skip
+def test_invalid_arguments_name_the_field(docstore, kwargs, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        DriftAwareWindowPostprocessor(docstore=docstore, **kwargs)
+
+
+def test_empty_input_and_missing_query(docstore, nodes) -> None:
+    post = window({"docstore": docstore})
+    assert post.postprocess_nodes([], query("pier")) == []
+    with pytest.raises(ValueError, match="needs the query"):
+        post.postprocess_nodes(hits(nodes, "In 1901"))
+
+
+def test_window_grows_along_the_topic_and_traces_every_decision(docstore, nodes) -> None:
+    post = window({"docstore": docstore})
+    results = hits(nodes, "In 1901")
+    before = copy.deepcopy([(r.node.get_content(), r.node.metadata) for r in results])
+    output = post.postprocess_nodes(
+        results, query("the storm destroyed the pier, rebuilt in granite")
+    )
+    assert [(r.node.get_content(), r.node.metadata) for r in results] == before
+    assert len(output) == 1
+    text = output[0].get_content()
+    assert "In 1901 a storm destroyed the northern pier." in text
+    assert "After the storm the town rebuilt the pier in granite." in text
+    assert "bakery" not in text  # another section
+    trace = get_trace(output[0].node, "drift_window")
+    assert trace["query_embedded"] is False and trace["embedded_units"] == 0
+    assert trace["round_trips"] == 1
+    (record,) = trace["records"]
+    assert record["anchor"] == results[0].node.node_id
+    assert record["stop"] in {s.value for s in StopReason}
+    assert {a["id"] for a in record["added"]} | {p["id"] for p in record["pruned"]} == {
+        m["id"] for m in trace["members"] if m["role"] != "hit"
+    } | {p["id"] for p in record["pruned"]}
+    assert record["units"] == len(trace["members"])
+
+
+def test_overlapping_windows_merge_and_the_anchor_survives_pruning(docstore, nodes) -> None:
+    post = window({"docstore": docstore}, min_sim=-1.0, prune_sim=1.0)
+    output = post.postprocess_nodes(hits(nodes, "In 1901", "After the storm"), query("pier"))
+    assert texts(output) == [
+        "In 1901 a storm destroyed the northern pier. After the storm the town rebuilt the pier "
+        "in granite."
+    ]
+    trace = get_trace(output[0].node, "drift_window")
+    assert len(trace["records"]) == 2 and all(r["pruned"] for r in trace["records"])
+    assert {r["stop"] for r in trace["records"]} <= {s.value for s in StopReason}
+
+
+def test_query_and_missing_vectors_are_embedded_once(nodes) -> None:
+    bare = sentence_nodes(embed=False)
+    model = CountingEmbedding(dim=64)
+    post = DriftAwareWindowPostprocessor(docstore=docstore_of(bare), embed_model=model)
+    output = post.postprocess_nodes(hits(bare, "In 1901"), query_str="storm and pier")
+    trace = get_trace(output[0].node, "drift_window")
+    assert trace["query_embedded"] is True
+    # the fetched neighbourhood: the hit and up to 6 nodes each side within its document
+    assert trace["embedded_units"] == model.texts == 11
+
+
+def test_max_window_change_limits_the_jump_between_turns(docstore, nodes) -> None:
+    post = window({"docstore": docstore}, min_sim=-1.0, prune_sim=-1.0, max_window_change=1)
+    first = post.postprocess_nodes(hits(nodes, "The harbour master"), query("pier"))
+    wide = get_trace(first[0].node, "drift_window")["records"][0]["units"]
+    assert wide == 7  # the whole first section: its heading and six sentences
+    post.min_sim, post.prune_sim = 0.99, 0.99
+    second = post.postprocess_nodes(hits(nodes, "The harbour master"), query("pier"))
+    assert get_trace(second[0].node, "drift_window")["records"][0]["units"] == wide - 1
+    post.reset_conversation()
+    third = post.postprocess_nodes(hits(nodes, "The harbour master"), query("pier"))
+    assert get_trace(third[0].node, "drift_window")["records"][0]["units"] == 1
+
+
+def test_sync_and_async_agree(docstore, nodes) -> None:
+    post = window({"docstore": docstore})
+    results = hits(nodes, "After the storm", "Its lamp", "The bakery sells")
+    bundle = query("granite pier and almond cakes")
+    sync = post.postprocess_nodes(results, bundle)
+    async_ = asyncio.run(post.apostprocess_nodes(results, bundle))
+    assert texts(sync) == texts(async_)
+    assert [get_trace(r.node, "drift_window") for r in sync] == [
+        get_trace(r.node, "drift_window") for r in async_
+    ]
+
+
+def test_to_dict_round_trip(docstore) -> None:
+    post = DriftAwareWindowPostprocessor(docstore=docstore, min_sim=0.2, max_window_change=2)
+    data = post.to_dict()
+    assert "docstore" not in data and "embed_model" not in data
+    restored = DriftAwareWindowPostprocessor.from_dict(data, docstore=docstore)
+    assert (restored.min_sim, restored.max_window_change) == (0.2, 2)
+    assert restored.layout == post.layout
+
+
+def test_milvus_vectors_are_used_and_fetched_in_one_query(
+    milvus_uri, collection_name, nodes
+) -> None:
+    from llama_index_ext_advrag.milvus import flush, open_vector_store
+
+    vector_store = open_vector_store(milvus_uri, collection_name, dim=64)
+    try:
+        vector_store.add(nodes)
+        flush(vector_store)
+        results = hits(nodes, "After the storm", "Its lamp", "In 1901")
+        bundle = query("storm pier granite lamp")
+        from_milvus = window({"vector_store": vector_store})
+        output = from_milvus.postprocess_nodes(results, bundle)
+        assert texts(output) == texts(
+            window({"docstore": docstore_of(nodes)}).postprocess_nodes(results, bundle)
+        )
+        trace = get_trace(output[0].node, "drift_window")
+        assert trace["round_trips"] == 1 and trace["embedded_units"] == 0
+        assert texts(asyncio.run(from_milvus.apostprocess_nodes(results, bundle))) == texts(output)
+    finally:
+        vector_store.client.drop_collection(collection_name)
