@@ -1,0 +1,128 @@
+"""Milvus I/O shared by the Milvus-backed retrievers: the layout registry and node fetches.
+
+Layout registry: one small collection per ``uri`` (``advrag_layouts``), one row per retriever
+index, keyed by the index name, holding a JSON description of its collections (names, chunk
+sizes, embedding dimension and model). ``from_uri`` reads it, so reopening an index needs no
+file beside the Milvus database. Milvus requires a vector field, so the rows carry a constant
+2-dimensional placeholder vector; the collection is never searched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.schema import BaseNode
+
+from llama_index_ext_advrag.milvus import build_index_params, ensure_loaded, fetch_rows
+from llama_index_ext_advrag.milvus.nodes import NODE_CONTENT_FIELD, NODE_TYPE_FIELD, row_to_node
+
+logger = logging.getLogger(__name__)
+
+LAYOUT_COLLECTION = "advrag_layouts"
+LAYOUT_FORMAT = 1
+PLACEHOLDER_DIM = 2
+PLACEHOLDER_VECTOR = [1.0, 0.0]
+
+
+class IndexLayoutError(ValueError):
+    """The named index does not exist at the uri, or is of another kind."""
+
+
+def _ensure_layout_collection(client: Any) -> None:
+    if client.has_collection(LAYOUT_COLLECTION):
+        return
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("id", DataType.VARCHAR, max_length=512, is_primary=True)
+    schema.add_field("layout", DataType.VARCHAR, max_length=65_535)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=PLACEHOLDER_DIM)
+    index_params = build_index_params(client, "vector", preset="FLAT", metric="L2")
+    try:
+        client.create_collection(LAYOUT_COLLECTION, schema=schema, index_params=index_params)
+    except Exception:  # another process created it between the check and the create
+        if not client.has_collection(LAYOUT_COLLECTION):
+            raise
+
+
+def write_layout(client: Any, name: str, layout: dict[str, Any]) -> None:
+    """Record (or replace) the layout of the index ``name``."""
+    _ensure_layout_collection(client)
+    row = {
+        "id": name,
+        "layout": json.dumps({"format": LAYOUT_FORMAT, **layout}, ensure_ascii=False),
+        "vector": PLACEHOLDER_VECTOR,
+    }
+    client.upsert(LAYOUT_COLLECTION, [row])
+    client.flush(LAYOUT_COLLECTION)
+
+
+def delete_layout(client: Any, name: str) -> None:
+    if client.has_collection(LAYOUT_COLLECTION):
+        client.delete(LAYOUT_COLLECTION, ids=[name])
+
+
+def read_layout(client: Any, name: str, component: str) -> dict[str, Any]:
+    """Return the layout of the index ``name`` built by ``component``.
+
+    Raises:
+        IndexLayoutError: no such index at this uri (the message lists the ones that exist), or
+            it was built by another component.
+    """
+    rows: dict[Any, dict[str, Any]] = {}
+    if client.has_collection(LAYOUT_COLLECTION):
+        ensure_loaded(client, LAYOUT_COLLECTION)
+        rows = fetch_rows(client, LAYOUT_COLLECTION, [name], ["layout"])
+    if name not in rows:
+        raise IndexLayoutError(
+            f"no index named {name!r} at this uri; indexes recorded there: "
+            f"{list_layouts(client) or 'none'}"
+        )
+    layout = json.loads(rows[name]["layout"])
+    if layout.get("component") != component:
+        raise IndexLayoutError(
+            f"index {name!r} was built by {layout.get('component')!r}, not {component!r}"
+        )
+    return dict(layout)
+
+
+def list_layouts(client: Any) -> list[str]:
+    """Names of the indexes recorded at this uri."""
+    if not client.has_collection(LAYOUT_COLLECTION):
+        return []
+    ensure_loaded(client, LAYOUT_COLLECTION)
+    rows = client.query(LAYOUT_COLLECTION, filter='id != ""', output_fields=["id"], limit=16_384)
+    return sorted(str(row["id"]) for row in rows)
+
+
+def _node_fields(vector_store: Any) -> list[str]:
+    return [vector_store.text_key, NODE_CONTENT_FIELD, NODE_TYPE_FIELD]
+
+
+def _to_nodes(vector_store: Any, rows: Sequence[dict[str, Any]]) -> list[BaseNode]:
+    return [row_to_node(row, text_key=vector_store.text_key, embedding_field=None) for row in rows]
+
+
+def query_nodes(vector_store: Any, expression: str, limit: int) -> list[BaseNode]:
+    """All nodes of the store matching a filter built with ``eq_filter``/``in_filter``."""
+    rows = vector_store.client.query(
+        vector_store.collection_name,
+        filter=expression,
+        output_fields=_node_fields(vector_store),
+        limit=limit,
+    )
+    return _to_nodes(vector_store, rows)
+
+
+async def aquery_nodes(vector_store: Any, expression: str, limit: int) -> list[BaseNode]:
+    """Async :func:`query_nodes` over the store's ``AsyncMilvusClient``."""
+    rows = await vector_store.aclient.query(
+        vector_store.collection_name,
+        filter=expression,
+        output_fields=_node_fields(vector_store),
+        limit=limit,
+    )
+    return _to_nodes(vector_store, rows)

@@ -1,0 +1,400 @@
+"""Auto-merging retrieval whose whole hierarchy lives in Milvus, so it survives a restart.
+
+LlamaIndex core's ``AutoMergingRetriever`` looks parents up in an in-memory docstore; with an
+external vector store, or in a new process, the parents are gone (llama_index issues #7435,
+#11934, #13488). Here the leaves are searched in a Milvus collection written by
+``MilvusVectorStore`` (so plain LlamaIndex can query them too) and the parents are stored in a
+second collection beside it; a small registry row records the layout, so
+:meth:`HierarchicalAutoMergingRetriever.from_uri` reopens an index from its ``uri`` alone, on
+Milvus Lite or on a Milvus server.
+
+Collections for an index named ``name``:
+
+* ``name``: the leaves, with their embeddings (searched);
+* ``name_parents``: every non-leaf node, fetched by id, one batched query per merge round.
+  Milvus needs a vector field, so parents carry a constant 2-dimensional placeholder vector
+  rather than an embedding nobody searches (building stays as cheap as embedding the leaves);
+* a row ``name`` in ``advrag_layouts`` (chunk sizes, embedding dimension and model name).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.node_parser import NodeParser
+from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from llama_index_ext_advrag.milvus import afetch_nodes, fetch_nodes
+from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.retrievers._auto_merging_store import (
+    build_hierarchy_index,
+    default_node_parser,
+    open_hierarchy_stores,
+)
+from llama_index_ext_advrag.retrievers._hierarchy import (
+    LEVEL_KEY,
+    Entry,
+    MergeSession,
+    ScoreAggregation,
+    content_tokens,
+)
+from llama_index_ext_advrag.text import count_tokens
+from llama_index_ext_advrag.trace import add_trace
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION_NAME = "advrag_auto_merging"
+DEFAULT_SIMILARITY_TOP_K = 12
+DEFAULT_MERGE_RATIO = 0.5
+TRACE_COMPONENT = "auto_merging"
+
+
+class AutoMergingConfig(BaseModel):
+    """Query-time settings of :class:`HierarchicalAutoMergingRetriever` (serialisable)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    similarity_top_k: int = Field(
+        default=DEFAULT_SIMILARITY_TOP_K,
+        ge=1,
+        le=16_384,
+        description="Number of leaves fetched from the vector search before merging.",
+    )
+    merge_ratio: float = Field(
+        default=DEFAULT_MERGE_RATIO,
+        ge=0.0,
+        lt=1.0,
+        description="A parent replaces its retrieved children when their share of its children "
+        "is strictly greater than this.",
+    )
+    score_aggregation: ScoreAggregation = Field(
+        default=ScoreAggregation.MAX,
+        description="How a merged parent's score is derived from the nodes it replaces: 'max' "
+        "(default) or 'mean' (LlamaIndex core's choice).",
+    )
+    max_context_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Token budget of the returned context: a merge that would push the total "
+        "past it is skipped (leaves are never dropped). None: no budget.",
+    )
+
+
+class HierarchicalAutoMergingRetriever(BaseRetriever):
+    """Search small chunks in Milvus, return their parents when enough siblings are hit.
+
+    A parent replaces its retrieved children when ``children retrieved / children`` is greater
+    than ``merge_ratio``; rounds repeat up the levels until nothing merges. The parent's score
+    is the ``score_aggregation`` (max by default) of the scores of the nodes it replaces.
+    Results come grouped by document (best document first), in reading order inside each
+    document, without duplicates or overlaps. Each node carries
+    ``metadata["advrag_trace"]["auto_merging"]``: the retrieved leaf ids it stands for, every
+    merge that produced it (parent id, round, children retrieved / total, ratio, absorbed
+    nodes) and merges refused by the token budget.
+
+    Args:
+        vector_store: the leaves' ``MilvusVectorStore``.
+        parent_store: the parents' ``MilvusVectorStore`` (same uri).
+        embed_model: the model the leaves were embedded with; resolved when first needed
+            (explicit > ``Settings.embed_model`` > packaged all-MiniLM-L6-v2).
+        similarity_top_k, merge_ratio, score_aggregation, max_context_tokens: see
+            :class:`AutoMergingConfig`.
+        layout: the recorded layout (set by ``from_uri``/``from_documents``).
+
+    Raises:
+        ValueError: an argument is out of bounds (the message names it and its value).
+
+    Example:
+        >>> retriever = HierarchicalAutoMergingRetriever.from_documents(  # doctest: +SKIP
+        ...     documents, uri="./rag.db", chunk_sizes=[1024, 256, 64], similarity_top_k=12
+        ... )
+        >>> same = HierarchicalAutoMergingRetriever.from_uri("./rag.db")  # doctest: +SKIP
+        >>> nodes = same.retrieve("What is the incubation period?")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        vector_store: Any,
+        parent_store: Any,
+        embed_model: BaseEmbedding | None = None,
+        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+        merge_ratio: float = DEFAULT_MERGE_RATIO,
+        score_aggregation: ScoreAggregation | str = ScoreAggregation.MAX,
+        max_context_tokens: int | None = None,
+        layout: dict[str, Any] | None = None,
+        uri: str | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self._config = AutoMergingConfig(
+            similarity_top_k=similarity_top_k,
+            merge_ratio=merge_ratio,
+            score_aggregation=ScoreAggregation(score_aggregation),
+            max_context_tokens=max_context_tokens,
+        )
+        self._vector_store = vector_store
+        self._parent_store = parent_store
+        self._embed_model = embed_model
+        self._layout = dict(layout or {})
+        self._uri = uri
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HierarchicalAutoMergingRetriever"
+
+    @property
+    def config(self) -> AutoMergingConfig:
+        return self._config
+
+    @property
+    def layout(self) -> dict[str, Any]:
+        """The recorded layout: collection names, chunk sizes, embedding dim and model."""
+        return dict(self._layout)
+
+    @property
+    def vector_store(self) -> Any:
+        """The leaves' ``MilvusVectorStore`` (usable with a plain ``VectorStoreIndex``)."""
+        return self._vector_store
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_uri(
+        cls,
+        uri: str,
+        embed_model: BaseEmbedding | None = None,
+        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+        collection_name: str = DEFAULT_COLLECTION_NAME,
+        token: str = "",
+        **options: Any,
+    ) -> HierarchicalAutoMergingRetriever:
+        """Open an index built by :meth:`from_documents` (in this or any earlier process).
+
+        Raises:
+            IndexLayoutError: no such index at ``uri`` (the message lists the existing ones).
+        """
+        layout, leaves, parents = open_hierarchy_stores(uri, collection_name, token)
+        if embed_model is not None and embed_model.model_name != layout.get("embed_model"):
+            logger.warning(
+                "index %r was embedded with %r, querying with %r",
+                collection_name,
+                layout.get("embed_model"),
+                embed_model.model_name,
+            )
+        return cls(
+            leaves,
+            parents,
+            embed_model=embed_model,
+            similarity_top_k=similarity_top_k,
+            layout=layout,
+            uri=uri,
+            **options,
+        )
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        uri: str,
+        embed_model: BaseEmbedding | None = None,
+        chunk_sizes: Sequence[int] | None = None,
+        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+        collection_name: str = DEFAULT_COLLECTION_NAME,
+        node_parser: NodeParser | None = None,
+        token: str = "",
+        overwrite: bool = False,
+        index_preset: str = "AUTO",
+        show_progress: bool = False,
+        **options: Any,
+    ) -> HierarchicalAutoMergingRetriever:
+        """Parse ``documents`` into a chunk hierarchy, store it on ``uri``, return a retriever.
+
+        Args:
+            chunk_sizes: token sizes of the levels, largest first (ignored when ``node_parser``
+                is given); default: the hierarchy parser's default.
+            node_parser: any parser producing PARENT/CHILD relationships (e.g. core's
+                ``HierarchicalNodeParser``); default ``HierarchicalSentenceNodeParser``.
+            overwrite: replace an index of the same name; otherwise building over an existing
+                one raises ``ValueError``.
+            **options: query settings (``merge_ratio``...), see :class:`AutoMergingConfig`.
+        """
+        parser = node_parser or default_node_parser(chunk_sizes)
+        nodes = parser.get_nodes_from_documents(documents, show_progress=show_progress)
+        return cls.from_nodes(
+            nodes,
+            uri=uri,
+            embed_model=embed_model,
+            similarity_top_k=similarity_top_k,
+            collection_name=collection_name,
+            token=token,
+            overwrite=overwrite,
+            index_preset=index_preset,
+            show_progress=show_progress,
+            parser_name=parser.class_name(),
+            chunk_sizes=list(getattr(parser, "chunk_sizes", None) or chunk_sizes or []),
+            **options,
+        )
+
+    @classmethod
+    def from_nodes(
+        cls,
+        nodes: Sequence[BaseNode],
+        uri: str,
+        embed_model: BaseEmbedding | None = None,
+        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+        collection_name: str = DEFAULT_COLLECTION_NAME,
+        token: str = "",
+        overwrite: bool = False,
+        index_preset: str = "AUTO",
+        show_progress: bool = False,
+        parser_name: str | None = None,
+        chunk_sizes: Sequence[int] = (),
+        **options: Any,
+    ) -> HierarchicalAutoMergingRetriever:
+        """Store an already parsed hierarchy (all levels, PARENT/CHILD related) and open it.
+
+        The caller's nodes are not modified (copies are stored)."""
+        AutoMergingConfig(similarity_top_k=similarity_top_k, **options)  # fail before building
+        embedder = resolve_embed_model(embed_model)
+        layout, leaves, parents = build_hierarchy_index(
+            nodes,
+            uri=uri,
+            collection_name=collection_name,
+            embed_model=embedder,
+            token=token,
+            overwrite=overwrite,
+            index_preset=index_preset,
+            show_progress=show_progress,
+            parser_name=parser_name,
+            chunk_sizes=list(chunk_sizes),
+        )
+        return cls(
+            leaves,
+            parents,
+            embed_model=embedder,
+            similarity_top_k=similarity_top_k,
+            layout=layout,
+            uri=uri,
+            **options,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Where the index lives and the query settings (no model, no client, no token)."""
+        return {
+            "class_name": self.class_name(),
+            "uri": self._uri,
+            "collection_name": self._layout.get("leaf_collection", DEFAULT_COLLECTION_NAME),
+            **self._config.model_dump(mode="json"),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any], embed_model: BaseEmbedding | None = None, token: str = ""
+    ) -> HierarchicalAutoMergingRetriever:
+        """Reopen what :meth:`to_dict` describes."""
+        options = {k: v for k, v in data.items() if k not in ("class_name", "uri")}
+        if not data.get("uri"):
+            raise ValueError(f"from_dict needs a 'uri', got {data.get('uri')!r}")
+        return cls.from_uri(data["uri"], embed_model=embed_model, token=token, **options)
+
+    # --- retrieval ----------------------------------------------------------------------------
+
+    def _embedder(self) -> BaseEmbedding:
+        if self._embed_model is None:
+            self._embed_model = resolve_embed_model(None)
+        return self._embed_model
+
+    def _vector_query(self, embedding: list[float]) -> VectorStoreQuery:
+        expected = self._layout.get("embed_dim")
+        if expected is not None and len(embedding) != expected:
+            raise ValueError(
+                f"query embedding has {len(embedding)} dimensions but index "
+                f"{self._layout.get('leaf_collection')!r} was built with {expected} "
+                f"(model {self._layout.get('embed_model')!r}); pass that embed_model"
+            )
+        return VectorStoreQuery(
+            query_embedding=embedding, similarity_top_k=self._config.similarity_top_k
+        )
+
+    def _start_session(self, result: VectorStoreQueryResult) -> MergeSession:
+        scores = result.similarities or []
+        entries = [
+            Entry(
+                node=node,
+                score=float(scores[i]) if i < len(scores) else 0.0,
+                leaf_ids=(node.node_id,),
+                tokens=content_tokens(node, count_tokens),
+            )
+            for i, node in enumerate(result.nodes or [])
+        ]
+        return MergeSession(
+            entries,
+            merge_ratio=self._config.merge_ratio,
+            aggregation=self._config.score_aggregation,
+            max_context_tokens=self._config.max_context_tokens,
+            token_counter=count_tokens,
+        )
+
+    def _finish(self, session: MergeSession) -> list[NodeWithScore]:
+        chunk_sizes = self._layout.get("chunk_sizes") or []
+        results = []
+        for entry in session.final_entries():
+            node = entry.node  # a fresh object deserialised from Milvus: ours to annotate
+            level = node.metadata.get(LEVEL_KEY)
+            add_trace(
+                node,
+                TRACE_COMPONENT,
+                {
+                    "merged": bool(entry.merges),
+                    "leaf_ids": list(entry.leaf_ids),
+                    "merges": list(entry.merges),
+                    "merge_skipped": list(entry.skipped),
+                    "level": level,
+                    "chunk_size": chunk_sizes[level]
+                    if isinstance(level, int) and 0 <= level < len(chunk_sizes)
+                    else None,
+                    "tokens": entry.tokens,
+                    "rounds": session.rounds,
+                    "score_aggregation": self._config.score_aggregation.value,
+                },
+            )
+            results.append(NodeWithScore(node=node, score=entry.score))
+        return results
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        embedding = query_bundle.embedding or self._embedder().get_agg_embedding_from_queries(
+            query_bundle.embedding_strs
+        )
+        result = self._vector_store.query(self._vector_query(embedding))
+        session = self._start_session(result)
+        while (parent_ids := session.pending_parent_ids()) is not None:
+            session.advance(fetch_nodes(self._parent_store, parent_ids) if parent_ids else {})
+        return self._finish(session)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        embedding = query_bundle.embedding or (
+            await self._embedder().aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+        )
+        result = await self._vector_store.aquery(self._vector_query(embedding))
+        session = self._start_session(result)
+        while (parent_ids := session.pending_parent_ids()) is not None:
+            session.advance(
+                await afetch_nodes(self._parent_store, parent_ids) if parent_ids else {}
+            )
+        return self._finish(session)
+
+
+__all__ = [
+    "DEFAULT_COLLECTION_NAME",
+    "AutoMergingConfig",
+    "HierarchicalAutoMergingRetriever",
+    "ScoreAggregation",
+]
