@@ -1,0 +1,77 @@
+"""Milvus layer: one open path for Milvus Lite and the server, index presets, safe filters,
+batched node fetch.
+
+>>> from llama_index_ext_advrag.milvus import open_vector_store, fetch_nodes, flush
+>>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
+>>> store.add(nodes)  # doctest: +SKIP
+>>> flush(store)  # doctest: +SKIP
+>>> fetch_nodes(store, ["n1", "n2"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from llama_index_ext_advrag.milvus.connection import (
+    count_rows,
+    ensure_loaded,
+    flush,
+    is_lite_client,
+    is_server_uri,
+    iter_collection,
+    open_client,
+    resolve_uri,
+    server_version,
+)
+from llama_index_ext_advrag.milvus.filters import (
+    eq_filter,
+    format_literal,
+    in_filter,
+    quote_string,
+    validate_field_name,
+)
+from llama_index_ext_advrag.milvus.indexes import (
+    AUTO_FLAT_MAX_ROWS,
+    LITE_INDEX_TYPES,
+    IndexPlan,
+    IndexPreset,
+    build_index_params,
+    build_search_params,
+    resolve_index,
+)
+from llama_index_ext_advrag.milvus.nodes import (
+    afetch_nodes,
+    afetch_rows,
+    fetch_nodes,
+    fetch_rows,
+    row_to_node,
+)
+from llama_index_ext_advrag.milvus.vector_store import open_vector_store
+
+__all__ = [
+    "AUTO_FLAT_MAX_ROWS",
+    "LITE_INDEX_TYPES",
+    "IndexPlan",
+    "IndexPreset",
+    "afetch_nodes",
+    "afetch_rows",
+    "build_index_params",
+    "build_search_params",
+    "count_rows",
+    "ensure_loaded",
+    "eq_filter",
+    "fetch_nodes",
+    "fetch_rows",
+    "flush",
+    "format_literal",
+    "in_filter",
+    "is_lite_client",
+    "is_server_uri",
+    "iter_collection",
+    "open_client",
+    "open_vector_store",
+    "quote_string",
+    "resolve_index",
+    "resolve_uri",
+    "row_to_node",
+    "server_version",
+    "validate_field_name",
+]

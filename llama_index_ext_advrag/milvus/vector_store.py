@@ -1,0 +1,206 @@
+"""A ``MilvusVectorStore`` configured the same way for Milvus Lite and the Milvus 2.3 server.
+
+What :func:`open_vector_store` settles so callers do not have to:
+
+* the uri goes through :func:`~llama_index_ext_advrag.milvus.connection.resolve_uri` (Lite
+  folder created, empty uri rejected);
+* the dense index comes from an :class:`~llama_index_ext_advrag.milvus.indexes.IndexPreset`
+  and search parameters match it; an existing collection keeps its index, and its search
+  parameters are read back from it;
+* the collection is loaded on open, so a store reopened after a restart can query;
+* options the 2.3 server cannot serve are refused up front: sparse vectors need 2.4 and
+  the BM25 function 2.5 (on 2.3 the collection would be created and the index then fail).
+  Use the pack's bm25s-based hybrid retriever there. Dynamic fields (where
+  ``MilvusVectorStore`` keeps ``_node_content`` and metadata) and the ``Session``
+  consistency level work on both backends and are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from llama_index.vector_stores.milvus import MilvusVectorStore
+from pymilvus import MilvusClient
+
+from llama_index_ext_advrag.milvus.connection import (
+    ensure_loaded,
+    is_server_uri,
+    resolve_uri,
+    server_version,
+)
+from llama_index_ext_advrag.milvus.indexes import (
+    DEFAULT_METRIC,
+    IndexPlan,
+    IndexPreset,
+    parse_preset,
+    plan_from_description,
+    resolve_index,
+)
+
+logger = logging.getLogger(__name__)
+
+SPARSE_MIN_SERVER_VERSION = (2, 4, 0)
+BM25_MIN_SERVER_VERSION = (2, 5, 0)
+# Arguments open_vector_store sets itself; passing them in **kwargs would be ambiguous.
+_OWNED_ARGUMENTS = (
+    "uri",
+    "token",
+    "collection_name",
+    "dim",
+    "overwrite",
+    "index_config",
+    "similarity_metric",
+)
+
+
+def check_server_features(version: tuple[int, int, int] | None, kwargs: dict[str, Any]) -> None:
+    """Refuse ``MilvusVectorStore`` options the server ``version`` cannot serve.
+
+    ``version`` is ``None`` for Milvus Lite, which supports them all.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the server version and the version it needs.
+    """
+    if version is None or not kwargs.get("enable_sparse"):
+        return
+    function = kwargs.get("sparse_embedding_function")
+    is_bm25 = type(function).__name__ == "BM25BuiltInFunction"
+    needed = BM25_MIN_SERVER_VERSION if is_bm25 else SPARSE_MIN_SERVER_VERSION
+    if version < needed:
+        feature = "the BM25 built-in function" if is_bm25 else "sparse vectors (enable_sparse)"
+        raise ValueError(
+            f"{feature} need Milvus >= {'.'.join(map(str, needed))}, the server is "
+            f"{'.'.join(map(str, version))}; drop enable_sparse and use a client-side BM25 "
+            "retriever instead"
+        )
+
+
+def _existing_plan(
+    client: MilvusClient, collection_name: str, embedding_field: str, preset: IndexPreset | str
+) -> IndexPlan | None:
+    names = client.list_indexes(collection_name, field_name=embedding_field)
+    if not names:
+        return None
+    return plan_from_description(client.describe_index(collection_name, names[0]), preset)
+
+
+def _check_dim(client: MilvusClient, collection_name: str, field_name: str, dim: int) -> None:
+    fields = client.describe_collection(collection_name).get("fields", [])
+    for spec in fields:
+        if spec.get("name") == field_name:
+            stored = int(spec.get("params", {}).get("dim", dim))
+            if stored != dim:
+                raise ValueError(
+                    f"collection {collection_name!r} stores {stored}-dimensional vectors in "
+                    f"{field_name!r}, but dim={dim} was given"
+                )
+
+
+def open_vector_store(
+    uri: str | os.PathLike[str],
+    collection_name: str,
+    dim: int,
+    token: str = "",
+    overwrite: bool = False,
+    index_preset: IndexPreset | str = IndexPreset.AUTO,
+    *,
+    metric: str = DEFAULT_METRIC,
+    expected_rows: int | None = None,
+    **kwargs: Any,
+) -> MilvusVectorStore:
+    """Open (or create) a ``MilvusVectorStore`` that works on Milvus Lite and the server.
+
+    Parameters
+    ----------
+    uri:
+        Milvus Lite file (``*.db``) or server URL.
+    collection_name:
+        Collection to open or create.
+    dim:
+        Embedding dimension.
+    token:
+        Server credentials, if any.
+    overwrite:
+        Drop and recreate the collection.
+    index_preset:
+        ``AUTO``, ``FLAT``, ``IVF_FLAT``, ``HNSW`` or ``IVF_PQ`` (see
+        :mod:`~llama_index_ext_advrag.milvus.indexes`); used when the index is created.
+    metric:
+        ``COSINE`` (default), ``IP`` or ``L2``.
+    expected_rows:
+        Rows the collection will hold, to size the index (``AUTO`` picks FLAT when unknown).
+    **kwargs:
+        Other ``MilvusVectorStore`` arguments (``text_key``, ``search_config``,
+        ``use_async_client``, ...).
+
+    Raises
+    ------
+    ValueError
+        For an empty uri, a bad ``dim``/preset/metric, or options the server cannot serve.
+
+    Examples
+    --------
+    >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
+    >>> store.add(nodes_with_embeddings)  # doctest: +SKIP
+    >>> flush(store)  # doctest: +SKIP
+    >>> index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)  # doctest: +SKIP
+    """
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+        raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    owned = sorted(set(_OWNED_ARGUMENTS) & set(kwargs))
+    if owned:
+        raise ValueError(
+            f"open_vector_store sets {', '.join(owned)} itself; use its index_preset and "
+            "metric arguments instead"
+        )
+    requested = parse_preset(index_preset)
+    resolved = resolve_uri(uri)
+    lite = not is_server_uri(resolved)
+    if not lite and kwargs.get("enable_sparse"):
+        probe = MilvusClient(uri=resolved, token=token)
+        try:
+            check_server_features(server_version(probe), kwargs)
+        finally:
+            probe.close()
+    plan = resolve_index(requested, metric, expected_rows, dim, lite=lite)
+    user_search_config = kwargs.pop("search_config", None)
+    store = MilvusVectorStore(
+        uri=resolved,
+        token=token,
+        collection_name=collection_name,
+        dim=dim,
+        overwrite=overwrite,
+        index_config=plan.to_vector_store_config(),
+        search_config=user_search_config or plan.search_params,
+        similarity_metric=plan.metric_type,
+        **kwargs,
+    )
+    ensure_loaded(store.client, collection_name)
+    _check_dim(store.client, collection_name, store.embedding_field, dim)
+    existing = _existing_plan(store.client, collection_name, store.embedding_field, requested)
+    if existing is not None:
+        if requested is not IndexPreset.AUTO and existing.index_type != plan.index_type:
+            logger.warning(
+                "collection %r already has a %s index; preset %s is not applied "
+                "(overwrite=True rebuilds it)",
+                collection_name,
+                existing.index_type,
+                requested.value,
+            )
+        if user_search_config is None:
+            store.search_config = existing.search_params
+    logger.debug(
+        "opened vector store %r on %s (index %s, search %s)",
+        collection_name,
+        "Milvus Lite" if lite else "a Milvus server",
+        existing.index_type if existing else plan.index_type,
+        store.search_config,
+    )
+    return store
+
+
+__all__ = ["check_server_features", "open_vector_store"]
