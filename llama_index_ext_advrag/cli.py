@@ -83,10 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.top_k < 1 if hasattr(args, "top_k") else False:
+    if getattr(args, "top_k", 1) < 1:
         print(f"--top-k must be >= 1, got {args.top_k}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    # Milvus Lite's in-process gRPC server logs a harmless "AllocTimestamp not implemented"
+    # traceback whenever an index is created; keep the command's output readable.
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     return int(args.handler(args))
 
 
