@@ -170,12 +170,16 @@ def build_root_retriever(
     index = VectorStoreIndex(
         nodes=list(nodes), embed_model=resolve_embed_model(embed_model), storage_context=storage
     )
-    dense = index.as_retriever(similarity_top_k=similarity_top_k)
     if not lexical:
-        return dense
+        return index.as_retriever(similarity_top_k=similarity_top_k)
+    dense = index.as_retriever()
+    # Score fusion over (up to 100 of) all pointers, not RRF: among a handful of pointers a
+    # decisive BM25 gap (a year, a sheet name) is information that ranks alone would flatten.
     return HybridFusionRetriever(
         [dense, BM25Retriever(nodes)],
+        mode="score",
         similarity_top_k=similarity_top_k,
+        leg_top_k=max(similarity_top_k, min(len(nodes), 100)),
         leg_names=["dense", "bm25"],
     )
 
