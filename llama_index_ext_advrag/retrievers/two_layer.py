@@ -1,0 +1,378 @@
+"""Two-layer retrieval for naturally layered data: a summary collection routes, a details
+collection answers.
+
+For the sheets of a workbook, the sections of a manual or the documents of a library, one
+*unit* (sheet, section, document) gets a row in ``<name>_summary`` (its name or summary,
+embedded) and its content goes to ``<name>_details`` (a table as one whole Markdown text,
+since rows embedded one by one lose the table's meaning; a document as sentence-aligned
+chunks). Both carry the same ``unit_key`` scalar field. A query searches the summaries for the
+``route_top_k`` best units, then fetches (``details_mode="fetch"``) or searches
+(``"search"``) only the details whose ``unit_key`` is one of them, with a filter built by
+``milvus.in_filter``, so a unit name with quotes or backslashes can never widen it.
+
+The route taken (units, scores, similarity and cue overlap) is recorded on every returned node
+under ``metadata["advrag_trace"]["two_layer"]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.llms import LLM
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from llama_index_ext_advrag.milvus import in_filter
+from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+from llama_index_ext_advrag.retrievers._node_store import aquery_nodes, query_nodes
+from llama_index_ext_advrag.retrievers._routing import (
+    KEY_FIELD,
+    RouteHit,
+    fetched_details,
+    rank_routes,
+    searched_details,
+)
+from llama_index_ext_advrag.retrievers._two_layer_store import (
+    build_two_layer_index,
+    open_two_layer_stores,
+)
+from llama_index_ext_advrag.retrievers._units import (
+    DEFAULT_SUMMARY_ROWS,
+    Unit,
+    UnitGranularity,
+    document_units,
+    workbook_units,
+)
+from llama_index_ext_advrag.trace import add_trace
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION_NAME = "advrag_two_layer"
+DEFAULT_DETAIL_CHUNK_TOKENS = 256
+TRACE_COMPONENT = "two_layer"
+MAX_QUERY_LIMIT = 16_384  # Milvus' cap on offset + limit
+
+
+class DetailsMode(str, Enum):
+    """How the details of the routed units are obtained."""
+
+    FETCH = "fetch"  # every detail row of the routed units (tables: the whole table)
+    SEARCH = "search"  # vector search restricted to the routed units' detail rows
+
+
+class TwoLayerConfig(BaseModel):
+    """Query-time settings of :class:`TwoLayerMilvusRetriever` (serialisable)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    route_top_k: int = Field(default=2, ge=1, le=1024, description="Units routed to per query.")
+    details_mode: DetailsMode | None = Field(
+        default=None,
+        description="'fetch' or 'search'; None uses the builder's choice recorded in the "
+        "layout (fetch for workbooks, search for documents).",
+    )
+    details_top_k: int = Field(
+        default=4, ge=1, le=MAX_QUERY_LIMIT, description="Detail rows returned in search mode."
+    )
+    route_candidates: int = Field(
+        default=16,
+        ge=1,
+        le=MAX_QUERY_LIMIT,
+        description="Summary hits re-ranked with the cue overlap before keeping route_top_k.",
+    )
+    cue_weight: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=10.0,
+        description="Weight of the overlap between the query's entity/number cues and a unit "
+        "name's, added to the summary similarity; 0 routes on the embedding alone.",
+    )
+
+
+class TwoLayerMilvusRetriever(BaseRetriever):
+    """Route a query to the best units through their summaries, answer from their details.
+
+    Args:
+        summary_store: ``MilvusVectorStore`` of the summaries.
+        details_store: ``MilvusVectorStore`` of the details (same uri).
+        embed_model: the model both were embedded with; resolved when first needed.
+        route_top_k, details_mode, details_top_k, route_candidates, cue_weight: see
+            :class:`TwoLayerConfig`.
+        layout: the recorded layout (set by the builders and ``from_uri``).
+
+    Raises:
+        ValueError: an argument is out of bounds (the message names it and its value).
+
+    Example:
+        >>> retriever = TwoLayerMilvusRetriever.from_excel(  # doctest: +SKIP
+        ...     "world_top10_billionaires.xlsx", uri="./tables.db"
+        ... )
+        >>> nodes = retriever.retrieve("Who was the richest person in 2021?")  # doctest: +SKIP
+        >>> route = nodes[0].node.metadata["advrag_trace"]["two_layer"]["route"]  # doctest: +SKIP
+        >>> route[0]["unit_name"]  # doctest: +SKIP
+        '2021年10大首富'
+    """
+
+    def __init__(
+        self,
+        summary_store: Any,
+        details_store: Any,
+        embed_model: BaseEmbedding | None = None,
+        layout: dict[str, Any] | None = None,
+        uri: str | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **options: Any,
+    ) -> None:
+        self._config = TwoLayerConfig(**options)
+        self._summary_store = summary_store
+        self._details_store = details_store
+        self._embed_model = embed_model
+        self._layout = dict(layout or {})
+        self._uri = uri
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TwoLayerMilvusRetriever"
+
+    @property
+    def config(self) -> TwoLayerConfig:
+        return self._config
+
+    @property
+    def layout(self) -> dict[str, Any]:
+        return dict(self._layout)
+
+    @property
+    def details_mode(self) -> DetailsMode:
+        return self._config.details_mode or DetailsMode(self._layout.get("details_mode", "fetch"))
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_uri(
+        cls,
+        uri: str,
+        embed_model: BaseEmbedding | None = None,
+        collection_name: str = DEFAULT_COLLECTION_NAME,
+        token: str = "",
+        **options: Any,
+    ) -> TwoLayerMilvusRetriever:
+        """Open an index built by :meth:`from_excel` or :meth:`from_documents`.
+
+        Raises:
+            IndexLayoutError: no such index at ``uri`` (the message lists the existing ones).
+        """
+        layout, summary_store, details_store = open_two_layer_stores(uri, collection_name, token)
+        return cls(summary_store, details_store, embed_model, layout=layout, uri=uri, **options)
+
+    @classmethod
+    def from_units(
+        cls,
+        units: Sequence[Unit],
+        uri: str,
+        embed_model: BaseEmbedding | None = None,
+        llm: LLM | None = None,
+        collection_name: str = DEFAULT_COLLECTION_NAME,
+        token: str = "",
+        overwrite: bool = False,
+        index_preset: str = "AUTO",
+        default_details_mode: DetailsMode | str = DetailsMode.FETCH,
+        source: str = "units",
+        show_progress: bool = False,
+        **options: Any,
+    ) -> TwoLayerMilvusRetriever:
+        """Store prepared units and open them (the builders below prepare the units)."""
+        TwoLayerConfig(**options)  # fail before building
+        embedder = resolve_embed_model(embed_model)
+        layout, summary_store, details_store = build_two_layer_index(
+            units,
+            uri=uri,
+            collection_name=collection_name,
+            embed_model=embedder,
+            llm=resolve_llm(llm),
+            token=token,
+            overwrite=overwrite,
+            index_preset=index_preset,
+            details_mode=DetailsMode(default_details_mode).value,
+            source=source,
+            show_progress=show_progress,
+        )
+        return cls(summary_store, details_store, embedder, layout=layout, uri=uri, **options)
+
+    @classmethod
+    def from_excel(
+        cls,
+        path: str | Path,
+        uri: str,
+        embed_model: BaseEmbedding | None = None,
+        llm: LLM | None = None,
+        summary_rows: int = DEFAULT_SUMMARY_ROWS,
+        **kwargs: Any,
+    ) -> TwoLayerMilvusRetriever:
+        """One unit per sheet (any sheet name, e.g. "2023年10大首富"); details fetched whole.
+
+        Without an LLM the summary is the sheet name, the years it mentions, the columns and
+        the first ``summary_rows`` rows; with one (explicit or ``Settings.llm``), an LLM
+        summary is appended."""
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"workbook {path} not found")
+        units = workbook_units(path, summary_rows=summary_rows)
+        kwargs.setdefault("default_details_mode", DetailsMode.FETCH)
+        return cls.from_units(
+            units,
+            uri,
+            embed_model=embed_model,
+            llm=llm,
+            source=f"excel:{Path(path).name}",
+            **kwargs,
+        )
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[BaseNode],
+        uri: str,
+        embed_model: BaseEmbedding | None = None,
+        llm: LLM | None = None,
+        granularity: UnitGranularity | str = UnitGranularity.DOCUMENT,
+        detail_chunk_tokens: int = DEFAULT_DETAIL_CHUNK_TOKENS,
+        **kwargs: Any,
+    ) -> TwoLayerMilvusRetriever:
+        """One unit per document or per section; details are sentence-aligned chunks of at most
+        ``detail_chunk_tokens`` tokens, searched within the routed units by default.
+
+        Summaries come from the LLM (explicit or ``Settings.llm``) when there is one, otherwise
+        from the title and the leading sentences."""
+        if detail_chunk_tokens < 1:
+            raise ValueError(f"detail_chunk_tokens must be >= 1, got {detail_chunk_tokens}")
+        units = document_units(documents, UnitGranularity(granularity), detail_chunk_tokens)
+        kwargs.setdefault("default_details_mode", DetailsMode.SEARCH)
+        return cls.from_units(
+            units, uri, embed_model=embed_model, llm=llm, source="documents", **kwargs
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Where the index lives and the query settings (no model, no client, no token)."""
+        name = str(self._layout.get("summary_collection", "")).removesuffix("_summary")
+        return {
+            "class_name": self.class_name(),
+            "uri": self._uri,
+            "collection_name": name or DEFAULT_COLLECTION_NAME,
+            **self._config.model_dump(mode="json"),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any], embed_model: BaseEmbedding | None = None, token: str = ""
+    ) -> TwoLayerMilvusRetriever:
+        if not data.get("uri"):
+            raise ValueError(f"from_dict needs a 'uri', got {data.get('uri')!r}")
+        options = {k: v for k, v in data.items() if k not in ("class_name", "uri")}
+        return cls.from_uri(data["uri"], embed_model=embed_model, token=token, **options)
+
+    # --- retrieval ----------------------------------------------------------------------------
+
+    def _embedder(self) -> BaseEmbedding:
+        if self._embed_model is None:
+            self._embed_model = resolve_embed_model(None)
+        return self._embed_model
+
+    def _summary_query(self, embedding: list[float]) -> VectorStoreQuery:
+        expected = self._layout.get("embed_dim")
+        if expected is not None and len(embedding) != expected:
+            raise ValueError(
+                f"query embedding has {len(embedding)} dimensions but the index was built with "
+                f"{expected} (model {self._layout.get('embed_model')!r}); pass that embed_model"
+            )
+        top_k = self._config.route_top_k
+        if self._config.cue_weight > 0:
+            top_k = max(top_k, self._config.route_candidates)
+        return VectorStoreQuery(query_embedding=embedding, similarity_top_k=top_k)
+
+    def _route(self, query: str, result: VectorStoreQueryResult) -> list[RouteHit]:
+        return rank_routes(
+            result.nodes or [],
+            result.similarities or [],
+            query,
+            self._config.route_top_k,
+            self._config.cue_weight,
+        )
+
+    def _details_request(self, route: list[RouteHit], embedding: list[float]) -> dict[str, Any]:
+        expression = in_filter(KEY_FIELD, [hit.unit_key for hit in route])
+        if self.details_mode is DetailsMode.SEARCH:
+            query = VectorStoreQuery(
+                query_embedding=embedding, similarity_top_k=self._config.details_top_k
+            )
+            return {"query": query, "string_expr": expression}
+        limit = min(MAX_QUERY_LIMIT, len(route) * int(self._layout.get("max_parts", 1) or 1))
+        return {"expression": expression, "limit": limit}
+
+    def _finish(
+        self, route: list[RouteHit], nodes: Sequence[BaseNode], similarities: Sequence[float]
+    ) -> list[NodeWithScore]:
+        mode = self.details_mode
+        if mode is DetailsMode.SEARCH:
+            results = searched_details(route, nodes, similarities)
+        else:
+            results = fetched_details(route, nodes)
+        rank = {hit.unit_key: i for i, hit in enumerate(route)}
+        route_trace = [hit.as_trace() for hit in route]
+        for result in results:  # nodes deserialised from Milvus for this query: ours
+            key = result.node.metadata.get(KEY_FIELD)
+            add_trace(
+                result.node,
+                TRACE_COMPONENT,
+                {
+                    "route": route_trace,
+                    "unit_key": key,
+                    "route_rank": rank.get(str(key)),
+                    "details_mode": mode.value,
+                },
+            )
+        return results
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        embedding = query_bundle.embedding or self._embedder().get_agg_embedding_from_queries(
+            query_bundle.embedding_strs
+        )
+        summary = self._summary_store.query(self._summary_query(embedding))
+        route = self._route(query_bundle.query_str, summary)
+        if not route:
+            return []
+        request = self._details_request(route, embedding)
+        if "query" in request:
+            found = self._details_store.query(request["query"], string_expr=request["string_expr"])
+            return self._finish(route, found.nodes or [], found.similarities or [])
+        nodes = query_nodes(self._details_store, request["expression"], request["limit"])
+        return self._finish(route, nodes, [])
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        embedding = query_bundle.embedding or (
+            await self._embedder().aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+        )
+        summary = await self._summary_store.aquery(self._summary_query(embedding))
+        route = self._route(query_bundle.query_str, summary)
+        if not route:
+            return []
+        request = self._details_request(route, embedding)
+        if "query" in request:
+            found = await self._details_store.aquery(
+                request["query"], string_expr=request["string_expr"]
+            )
+            return self._finish(route, found.nodes or [], found.similarities or [])
+        nodes = await aquery_nodes(self._details_store, request["expression"], request["limit"])
+        return self._finish(route, nodes, [])
+
+
+__all__ = ["DEFAULT_COLLECTION_NAME", "DetailsMode", "TwoLayerConfig", "TwoLayerMilvusRetriever"]

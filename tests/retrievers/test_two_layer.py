@@ -1,0 +1,172 @@
+"""TwoLayerMilvusRetriever on Milvus Lite and on the Milvus server (same assertions)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from advrag_testing import HashEmbedding
+from llama_index.core import Document
+
+from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever
+from llama_index_ext_advrag.retrievers._node_store import IndexLayoutError
+from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
+from llama_index_ext_advrag.retrievers.two_layer import DetailsMode
+from llama_index_ext_advrag.trace import TRACE_KEY
+
+CHILD = Path(__file__).with_name("restart_child.py")
+
+
+def route_of(nodes) -> list[str]:
+    return [r["unit_key"] for r in nodes[0].node.metadata[TRACE_KEY]["two_layer"]["route"]]
+
+
+def summary(nodes) -> list[tuple[str, float]]:
+    return [(n.node.node_id, round(n.score or 0.0, 5)) for n in nodes]
+
+
+@pytest.fixture
+def tables(milvus_uri: str, collection_name: str, data_dir: Path) -> TwoLayerMilvusRetriever:
+    return TwoLayerMilvusRetriever.from_excel(
+        data_dir / "tables.xlsx", uri=milvus_uri, collection_name=collection_name,
+        embed_model=HashEmbedding(dim=64), route_top_k=1,
+    )  # fmt: skip
+
+
+def test_routes_to_the_sheet_and_returns_the_whole_table(tables: TwoLayerMilvusRetriever) -> None:
+    nodes = tables.retrieve("2023年销售 华东 销量")
+    assert route_of(nodes) == ["2023年销售"]
+    assert len(nodes) == 1 and nodes[0].node.metadata["unit_key"] == "2023年销售"
+    text = nodes[0].node.get_content()
+    assert (
+        text.startswith("Table: 2023年销售") and text.count("\n| ") == 1 + 16
+    )  # header + every row
+    trace = nodes[0].node.metadata[TRACE_KEY]["two_layer"]
+    assert trace["details_mode"] == "fetch" and trace["route_rank"] == 0
+    assert trace["route"][0]["unit_name"] == "2023年销售" and trace["route"][0]["score"] > 0
+    assert tables.layout["num_units"] == 4 and tables.layout["source"] == "excel:tables.xlsx"
+
+
+def test_sync_async_and_reopen_agree(
+    tables: TwoLayerMilvusRetriever, milvus_uri: str, collection_name: str
+) -> None:
+    query = "Staff salary by department"
+    sync = tables.retrieve(query)
+    assert route_of(sync) == ["Staff"]
+    assert summary(asyncio.run(tables.aretrieve(query))) == summary(sync)
+    reopened = TwoLayerMilvusRetriever.from_uri(
+        milvus_uri, embed_model=HashEmbedding(dim=64), collection_name=collection_name,
+        route_top_k=1,
+    )  # fmt: skip
+    assert summary(reopened.retrieve(query)) == summary(sync)
+    clone = TwoLayerMilvusRetriever.from_dict(tables.to_dict(), embed_model=HashEmbedding(dim=64))
+    assert clone.to_dict() == tables.to_dict()
+    assert summary(clone.retrieve(query)) == summary(sync)
+
+
+def test_search_mode_within_routed_units(tables: TwoLayerMilvusRetriever) -> None:
+    searching = TwoLayerMilvusRetriever.from_dict(
+        {**tables.to_dict(), "details_mode": "search", "route_top_k": 2},
+        embed_model=HashEmbedding(dim=64),
+    )
+    assert searching.details_mode is DetailsMode.SEARCH
+    nodes = searching.retrieve("Warehouses capacity city")
+    routed = route_of(nodes)
+    assert len(routed) == 2 and "Warehouses" in routed
+    assert {n.node.metadata["unit_key"] for n in nodes} <= set(routed)
+    assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
+
+
+def test_hostile_unit_keys_cannot_widen_the_filter(milvus_uri: str, collection_name: str) -> None:
+    hostile = 'x" or unit_key != "'
+    units = [
+        Unit(hostile, hostile, UnitKind.DOCUMENT, "hostile quote unit", ("secret of hostile",)),
+        Unit("back\\slash", "back\\slash", UnitKind.DOCUMENT, "backslash unit", ("slash body",)),
+        Unit("plain", "plain", UnitKind.DOCUMENT, "plain unit", ("plain body",)),
+    ]
+    retriever = TwoLayerMilvusRetriever.from_units(
+        units, uri=milvus_uri, collection_name=collection_name, embed_model=HashEmbedding(dim=64),
+        route_top_k=1, cue_weight=0.0,
+    )  # fmt: skip
+    for query, key, body in (
+        ("hostile quote unit", hostile, "secret of hostile"),
+        ("backslash unit", "back\\slash", "slash body"),
+    ):
+        nodes = retriever.retrieve(query)
+        assert route_of(nodes) == [key]
+        assert [n.node.get_content() for n in nodes] == [body]  # not every unit's details
+
+
+def test_from_documents_sections_search_mode(milvus_uri: str, collection_name: str) -> None:
+    docs = [
+        Document(
+            text="# Pump manual\n\n## Priming\n\nOpen the valve. Fill the housing with water.\n\n"
+            "## Storage\n\nDrain the pump before winter. Keep it dry.",
+            id_="pump",
+        ),
+        Document(text="# Kettle guide\n\nDescale the kettle monthly with vinegar.", id_="kettle"),
+    ]
+    retriever = TwoLayerMilvusRetriever.from_documents(
+        docs, uri=milvus_uri, collection_name=collection_name, embed_model=HashEmbedding(dim=64),
+        granularity="section", detail_chunk_tokens=12, route_top_k=1, details_top_k=1,
+    )  # fmt: skip
+    assert retriever.details_mode is DetailsMode.SEARCH
+    assert retriever.layout["num_units"] == 3
+    nodes = retriever.retrieve("drain the pump before winter")
+    assert route_of(nodes) == ["pump#3"]
+    assert len(nodes) == 1 and "Drain the pump" in nodes[0].node.get_content()
+    assert retriever.retrieve("descale kettle vinegar")[0].node.metadata["unit_key"] == "kettle#1"
+
+
+def test_errors_are_named(
+    tables: TwoLayerMilvusRetriever, milvus_uri: str, collection_name: str, data_dir: Path
+) -> None:
+    with pytest.raises(ValueError, match="already exist"):
+        TwoLayerMilvusRetriever.from_excel(
+            data_dir / "tables.xlsx", uri=milvus_uri, collection_name=collection_name,
+            embed_model=HashEmbedding(dim=64),
+        )  # fmt: skip
+    with pytest.raises(IndexLayoutError, match=collection_name):
+        TwoLayerMilvusRetriever.from_uri(milvus_uri, collection_name="t_missing")
+    with pytest.raises(ValueError, match="32 dimensions"):
+        TwoLayerMilvusRetriever.from_uri(
+            milvus_uri, embed_model=HashEmbedding(dim=32), collection_name=collection_name
+        ).retrieve("Staff")
+    with pytest.raises(FileNotFoundError, match="nope.xlsx"):
+        TwoLayerMilvusRetriever.from_excel("nope.xlsx", uri=milvus_uri)
+    with pytest.raises(ValueError, match="route_top_k"):
+        TwoLayerMilvusRetriever.from_uri(milvus_uri, collection_name=collection_name, route_top_k=0)
+
+
+def test_two_layer_survives_restart(
+    milvus_uri: str, collection_name: str, tmp_path: Path, data_dir: Path
+) -> None:
+    built, reopened = tmp_path / "built.json", tmp_path / "reopened.json"
+    for action, out in (("build", built), ("open", reopened)):
+        completed = subprocess.run(
+            [sys.executable, str(CHILD), action, "two_layer", milvus_uri, collection_name,
+             str(out), str(data_dir / "tables.xlsx")],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert completed.returncode == 0, completed.stderr[-3000:]
+    first = json.loads(built.read_text(encoding="utf-8"))
+    assert first == json.loads(reopened.read_text(encoding="utf-8"))
+    assert all(first.values())
+
+
+@pytest.mark.milvus_lite
+@pytest.mark.dataset
+def test_billionaires_route_by_year(shared_datasets: Path, tmp_path: Path, embed_model) -> None:
+    retriever = TwoLayerMilvusRetriever.from_excel(
+        shared_datasets / "seed_scenarios" / "world_top10_billionaires.xlsx",
+        uri=str(tmp_path / "b.db"), embed_model=embed_model, route_top_k=1,
+    )  # fmt: skip
+    assert retriever.layout["num_units"] == 5
+    for year in range(2019, 2024):
+        nodes = retriever.retrieve(f"Who was the richest person in the world in {year}?")
+        assert route_of(nodes) == [f"{year}年10大首富"]
+        assert f"Table: {year}年10大首富" in nodes[0].node.get_content()
