@@ -7,9 +7,11 @@ from the leg's order; a node id repeated within a leg keeps its first (best) pos
 * ``rrf``: ``score(d) = sum_i w_i / (k + rank_i(d))`` over the legs that returned ``d``.
 * ``score``: each leg's scores are normalised (min-max to [0, 1], or z-score with the
   population standard deviation), then ``score(d) = sum_i w_i * norm_i(d)``. A node a leg did
-  not return gets that leg's lowest normalised score (0 for min-max), so being absent is never
-  better than being last. A leg whose scores are all equal normalises to 1 (min-max) or 0
-  (z-score); a leg with missing (``None``) scores is scored ``1 / rank``.
+  not return gets that leg's floor: 0 for min-max, one standard deviation below the leg's
+  lowest returned score for z-score; so being absent is never better than being last, and a
+  leg that returned a single node still separates it from the rest. A leg whose scores are
+  all equal normalises to 1 (min-max) or 0 (z-score); a leg with missing (``None``) scores is
+  scored ``1 / rank``.
 
 Ties are broken deterministically: higher fused score, then the best rank in any leg, then
 the ranks leg by leg, then the node id.
@@ -116,6 +118,11 @@ NORMALIZERS: dict[Normalization, Callable[[Sequence[float]], list[float]]] = {
     Normalization.MINMAX: minmax_normalize,
     Normalization.ZSCORE: zscore_normalize,
 }
+# The normalised score of a node a leg did not return, from the leg's normalised scores.
+ABSENT_FLOORS: dict[Normalization, Callable[[Sequence[float]], float]] = {
+    Normalization.MINMAX: lambda normalized: 0.0,
+    Normalization.ZSCORE: lambda normalized: min(normalized) - 1.0,
+}
 
 
 def _raw_scores(leg: Sequence[LegHit]) -> list[float]:
@@ -183,12 +190,13 @@ def fuse_scores(
     weights: Sequence[float] | None = None,
     normalization: Normalization | str = Normalization.MINMAX,
 ) -> list[FusedHit]:
-    """Normalise each leg's scores, then take the weighted sum (absent = the leg's minimum).
+    """Normalise each leg's scores, then take the weighted sum (absent = the leg's floor).
 
     Raises:
         ValueError: an unknown ``normalization`` or invalid weights.
     """
-    normalize = NORMALIZERS[_normalization(normalization)]
+    method = _normalization(normalization)
+    normalize, absent_floor = NORMALIZERS[method], ABSENT_FLOORS[method]
     legs = [dedupe_leg(leg) for leg in legs]
     weight = validate_weights(weights, len(legs))
     order, ranks = _positions(legs)
@@ -197,7 +205,7 @@ def fuse_scores(
         if not leg:
             continue
         normalized = normalize(_raw_scores(leg))
-        floor = min(normalized)
+        floor = absent_floor(normalized)
         by_id = {hit.node_id: value for hit, value in zip(leg, normalized, strict=True)}
         for node_id in order:
             fused[node_id] += w * by_id.get(node_id, floor)

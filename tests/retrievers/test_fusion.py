@@ -78,9 +78,9 @@ def test_zscore_fusion_matches_hand_computed_values() -> None:
     std_sparse = math.sqrt(14)  # deviations 5, -1, -4
     expected = {
         "a": z_dense - 1 / std_sparse,
-        "b": 0.0 - 4 / std_sparse,  # absent from sparse: its lowest z (d)
+        "b": 0.0 + (-4 / std_sparse - 1),  # absent from sparse: its lowest z (d) - 1
         "c": -z_dense + 5 / std_sparse,
-        "d": -z_dense - 4 / std_sparse,  # absent from dense: its lowest z (c)
+        "d": (-z_dense - 1) - 4 / std_sparse,  # absent from dense: its lowest z (c) - 1
     }
     assert scores_of(hits) == pytest.approx(expected)
     assert [h.node_id for h in hits] == ["a", "c", "b", "d"]
@@ -102,6 +102,16 @@ def test_ties_are_broken_deterministically() -> None:
     flat = fuse_scores([[LegHit("q", 0.5), LegHit("p", 0.5)]])
     assert [h.node_id for h in flat] == ["q", "p"]  # equal normalised scores: better rank
     assert fuse_rrf([DENSE, SPARSE]) == fuse_rrf([DENSE, SPARSE])
+
+
+def test_a_single_result_still_beats_absent_nodes() -> None:
+    lonely = [LegHit("x", 3.0)]
+    dense = [LegHit("y", 0.9), LegHit("x", 0.8), LegHit("z", 0.1)]
+    for normalization in ("minmax", "zscore"):
+        hits = fuse_scores([dense, lonely], normalization=normalization)
+        assert hits[0].node_id == "x", normalization
+    minmax = scores_of(fuse_scores([dense, lonely]))
+    assert minmax["x"] == pytest.approx(0.875 + 1.0) and minmax["y"] == pytest.approx(1.0)
 
 
 def test_missing_scores_use_reciprocal_rank() -> None:
