@@ -1,0 +1,235 @@
+"""Hybrid fusion benchmark: dense vs BM25 (core default and ours) vs fused, over sentence windows.
+
+For CMRC 2018 (Chinese) and COVID-QA (English): every paragraph/paper is cut with
+``llama_index_ext_advrag.text.split_sentences``; each sentence is a node (embedded and
+BM25-indexed on its own) carrying its window (the sentence and ``--radius`` neighbours each
+side) in metadata, which is the context handed to the LLM. For each retriever and k:
+
+* hit@k: a top-k node comes from the question's own paragraph (CMRC) / paper (COVID-QA);
+* coverage@k: a gold answer string occurs in the top-k windows (distinct windows concatenated);
+* mean context tokens of that concatenation (LlamaIndex's tokenizer), p50 latency.
+
+Baselines in the same process: LlamaIndex core ``VectorStoreIndex`` retriever (dense leg) and
+``llama-index-retrievers-bm25``'s default ``BM25Retriever`` (no Chinese tokenisation).
+
+    python benchmarks/bench_fusion.py                         # CMRC first 1,000 + 300 COVID-QA
+    python benchmarks/bench_fusion.py --only cmrc --max-questions 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    DEFAULT_DATASETS,
+    SquadCorpus,
+    cached_default_embedding,
+    cmrc_path,
+    covidqa_path,
+    load_squad,
+    write_results,
+)
+from llama_index.core import VectorStoreIndex  # noqa: E402
+from llama_index.core.retrievers import BaseRetriever  # noqa: E402
+from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
+
+from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
+from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever  # noqa: E402
+from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever  # noqa: E402
+from llama_index_ext_advrag.text import count_tokens, split_sentences  # noqa: E402
+
+logger = logging.getLogger("bench_fusion")
+WINDOW_KEY = "window"
+
+
+def window_nodes(documents: dict[str, str], radius: int) -> list[TextNode]:
+    """One node per sentence; its window (``radius`` sentences each side) in metadata."""
+    nodes = []
+    for doc_id, text in documents.items():
+        sentences = [s.text for s in split_sentences(text)]
+        for i, sentence in enumerate(sentences):
+            window = " ".join(sentences[max(0, i - radius) : i + radius + 1])
+            nodes.append(
+                TextNode(
+                    text=sentence,
+                    id_=f"{doc_id}::{i}",
+                    metadata={"doc_id": doc_id, WINDOW_KEY: window},
+                    excluded_embed_metadata_keys=["doc_id", WINDOW_KEY],
+                    excluded_llm_metadata_keys=["doc_id", WINDOW_KEY],
+                )
+            )
+    return nodes
+
+
+def context_of(results: Sequence[NodeWithScore]) -> str:
+    windows = dict.fromkeys(
+        r.node.metadata.get(WINDOW_KEY) or r.node.get_content() for r in results
+    )
+    return "\n".join(windows)
+
+
+def evaluate(
+    name: str,
+    retrieve: Callable[[str], list[NodeWithScore]],
+    corpus: SquadCorpus,
+    ks: Sequence[int],
+) -> list[dict[str, Any]]:
+    """hit@k, coverage@k and mean context tokens for every k (one retrieval at max k)."""
+    per_k: dict[int, dict[str, list[float]]] = {k: {"hit": [], "cov": [], "tok": []} for k in ks}
+    latencies = []
+    for question in corpus.questions:
+        start = time.perf_counter()
+        results = retrieve(question.question)
+        latencies.append((time.perf_counter() - start) * 1000)
+        for k in ks:
+            top = results[:k]
+            context = context_of(top)
+            per_k[k]["hit"].append(
+                any(r.node.metadata.get("doc_id") == question.doc_id for r in top)
+            )
+            per_k[k]["cov"].append(answer_covered(context, question.answers, require_all=False))
+            per_k[k]["tok"].append(count_tokens(context))
+    rows = []
+    for k in ks:
+        rows.append(
+            {
+                "retriever": name,
+                "k": k,
+                "questions": len(corpus.questions),
+                "hit": statistics.fmean(per_k[k]["hit"]),
+                "coverage": statistics.fmean(per_k[k]["cov"]),
+                "context_tokens": statistics.fmean(per_k[k]["tok"]),
+                "p50_ms": statistics.median(latencies),
+            }
+        )
+    logger.info("%s: %s", name, {r["k"]: round(r["coverage"], 3) for r in rows})
+    return rows
+
+
+def build_retrievers(
+    nodes: list[TextNode], max_k: int, leg_top_k: int, weights: Sequence[float]
+) -> dict[str, BaseRetriever]:
+    from llama_index.retrievers.bm25 import BM25Retriever as CoreBM25Retriever
+
+    embed_model = cached_default_embedding()
+    started = time.perf_counter()
+    index = VectorStoreIndex(nodes, embed_model=embed_model, show_progress=False)
+    logger.info("embedded %d nodes in %.0fs", len(nodes), time.perf_counter() - started)
+    dense = index.as_retriever(similarity_top_k=max_k)
+    ours = BM25Retriever(nodes, similarity_top_k=max_k)
+    legs = [index.as_retriever(), BM25Retriever(nodes)]
+    common = {"similarity_top_k": max_k, "leg_top_k": leg_top_k, "weights": weights}
+    names = ["dense", "bm25"]
+    return {
+        "core vector (dense)": dense,
+        "core BM25Retriever (default)": CoreBM25Retriever.from_defaults(
+            nodes=nodes, similarity_top_k=max_k
+        ),
+        "ours BM25 (jieba+stem)": ours,
+        "fusion rrf k=60": HybridFusionRetriever(legs, mode="rrf", leg_names=names, **common),
+        "fusion score minmax": HybridFusionRetriever(
+            legs, mode="score", normalization="minmax", leg_names=names, **common
+        ),
+        "fusion score zscore": HybridFusionRetriever(
+            legs, mode="score", normalization="zscore", leg_names=names, **common
+        ),
+    }
+
+
+def format_rows(dataset: str, rows: list[dict[str, Any]], baseline: str) -> str:
+    base = {r["k"]: r for r in rows if r["retriever"] == baseline}
+    header = (
+        f"{'retriever':30s} {'k':>3s} {'hit':>6s} {'cov':>6s} {'ctx tok':>8s} {'p50 ms':>7s}"
+        f" {'cov/base':>9s}"
+    )
+    lines = [f"## {dataset} (n={rows[0]['questions']})", header, "-" * len(header)]
+    for r in sorted(
+        rows,
+        key=lambda r: (
+            r["k"],
+            list(dict.fromkeys(x["retriever"] for x in rows)).index(r["retriever"]),
+        ),
+    ):
+        ratio = (
+            r["coverage"] / base[r["k"]]["coverage"] if base[r["k"]]["coverage"] else float("nan")
+        )
+        lines.append(
+            f"{r['retriever']:30s} {r['k']:3d} {r['hit']:6.3f} {r['coverage']:6.3f}"
+            f" {r['context_tokens']:8.1f} {r['p50_ms']:7.1f} {ratio:9.2f}"
+        )
+    return "\n".join(lines)
+
+
+def run_dataset(name: str, corpus: SquadCorpus, args: argparse.Namespace) -> list[dict[str, Any]]:
+    nodes = window_nodes(corpus.documents, args.radius)
+    logger.info(
+        "%s: %d documents, %d sentence nodes, %d questions",
+        name,
+        len(corpus.documents),
+        len(nodes),
+        len(corpus.questions),
+    )
+    retrievers = build_retrievers(nodes, max(args.k), args.leg_top_k, args.weights)
+    rows = []
+    for label, retriever in retrievers.items():
+        rows.extend(evaluate(label, retriever.retrieve, corpus, args.k))
+    for row in rows:
+        row["dataset"] = name
+    return rows
+
+
+def first_questions(corpus: SquadCorpus, limit: int | None) -> SquadCorpus:
+    """CMRC anchors use the first N questions in file order, not a sample."""
+    questions = corpus.questions if limit is None else corpus.questions[:limit]
+    return SquadCorpus(documents=corpus.documents, questions=questions)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    parser.add_argument("--only", choices=["cmrc", "covidqa"], default=None)
+    parser.add_argument(
+        "--max-questions", type=int, default=None, help="default 1000 CMRC / 300 COVID-QA"
+    )
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 5, 10])
+    parser.add_argument("--radius", type=int, default=1, help="window = sentence +- radius")
+    parser.add_argument("--leg-top-k", type=int, default=30)
+    parser.add_argument("--weights", type=float, nargs=2, default=[1.0, 1.0])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "bm25s", "jieba"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    tables, rows = [], []
+    if args.only in (None, "cmrc"):
+        cmrc = first_questions(load_squad(cmrc_path(args.datasets)), args.max_questions or 1000)
+        cmrc_rows = run_dataset("cmrc2018", cmrc, args)
+        tables.append(
+            format_rows("CMRC 2018 dev, first questions", cmrc_rows, "core vector (dense)")
+        )
+        rows += cmrc_rows
+    if args.only in (None, "covidqa"):
+        covid = load_squad(covidqa_path(args.datasets), max_questions=args.max_questions or 300)
+        covid_rows = run_dataset("covidqa", covid, args)
+        tables.append(format_rows("COVID-QA, seeded sample", covid_rows, "core vector (dense)"))
+        rows += covid_rows
+    settings = f"radius={args.radius} leg_top_k={args.leg_top_k} weights={args.weights}"
+    text = "\n\n".join([f"# bench_fusion ({settings})", *tables])
+    print(text)
+    name = "bench_fusion" if args.only is None else f"bench_fusion_{args.only}"
+    write_results(
+        name, text, {"settings": vars(args) | {"datasets": str(args.datasets)}, "rows": rows}
+    )
+
+
+if __name__ == "__main__":
+    main()
