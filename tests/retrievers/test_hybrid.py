@@ -216,3 +216,19 @@ def test_with_real_bm25_leg_on_chinese() -> None:
     dense = ListRetriever(hits([("masks", 0.8), ("covid", 0.7), ("musk", 0.1)]))
     hybrid = HybridFusionRetriever([dense, BM25Retriever(nodes)], weights=[0.2, 0.8], k=1)
     assert ids(hybrid.retrieve("潜伏期有多长"))[0] == "covid"
+
+
+def test_from_defaults_builds_dense_and_bm25_legs() -> None:
+    from advrag_testing import HashEmbedding
+    from llama_index.core import VectorStoreIndex
+
+    nodes = [
+        TextNode(text="新冠病毒的潜伏期一般为三到七天。", id_="covid"),
+        TextNode(text="Cats purr when they are content.", id_="cats"),
+    ]
+    index = VectorStoreIndex(nodes, embed_model=HashEmbedding(dim=32))
+    hybrid = HybridFusionRetriever.from_defaults(index, nodes=nodes, similarity_top_k=1)
+    assert hybrid.leg_names == ["dense", "bm25"]
+    assert ids(hybrid.retrieve("潜伏期")) == ["covid"]
+    with pytest.raises(ValueError, match="neither"):
+        HybridFusionRetriever.from_defaults(index)
