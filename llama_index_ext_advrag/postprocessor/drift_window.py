@@ -54,7 +54,7 @@ from llama_index_ext_advrag.text import count_tokens, cue_overlap, extract_cues
 logger = logging.getLogger(__name__)
 
 TRACE_COMPONENT = "drift_window"
-DEFAULT_MAX_WINDOW_TOKENS = 384
+DEFAULT_MAX_WINDOW_TOKENS = 768
 
 
 class StopReason(str, Enum):
@@ -81,13 +81,18 @@ class WindowUnit:
 
 @dataclass(frozen=True)
 class GrowthLimits:
-    """The stopping rules; ``min_units``/``max_units`` come from ``max_window_change``."""
+    """The stopping rules; ``min_units``/``max_units`` come from ``max_window_change``.
+
+    A candidate at or above ``prune_sim`` pays for itself (it will be kept), so it never counts
+    as declining or drifting: those two stops only end walks through text that does not pay.
+    """
 
     min_sim: float
     max_window_tokens: int
     max_expand_steps: int
     drift_patience: int
     drift_overlap: float
+    prune_sim: float = 1.0
     min_units: int = 1
     max_units: int | None = None
 
@@ -100,24 +105,37 @@ class Growth:
     right: int
     stop: StopReason
     added: list[dict[str, Any]] = field(default_factory=list)
+    sides: dict[str, str] = field(default_factory=dict)  # why each side closed
 
 
-def _candidates(
-    units: Sequence[WindowUnit], anchor: int, left: int, right: int, closed: set[str]
-) -> tuple[list[tuple[str, int]], bool]:
-    """Open sides and their next unit; whether a section boundary closed a side."""
+def _open_sides(
+    units: Sequence[WindowUnit], anchor: int, left: int, right: int, sides: dict[str, str]
+) -> list[tuple[str, int]]:
+    """The sides still open and their next unit; closes sides at an edge or a section change."""
     section = units[anchor].section
-    found, boundary = [], False
+    found = []
     for side, index in (("left", left - 1), ("right", right + 1)):
-        if side in closed or not 0 <= index < len(units):
+        if side in sides:
+            continue
+        if not 0 <= index < len(units):
+            sides[side] = StopReason.DOCUMENT_EDGE.value
             continue
         other = units[index].section
         if section is not None and other is not None and other != section:
-            closed.add(side)
-            boundary = True
+            sides[side] = StopReason.SECTION_BOUNDARY.value
             continue
         found.append((side, index))
-    return found, boundary
+    return found
+
+
+def _drift_run(run: int, overlap: float | None, pays: bool, threshold: float) -> int:
+    """Consecutive drifting candidates: a kept (paying) one resets the run, one without cues
+    leaves it as it is."""
+    if pays:
+        return 0
+    if overlap is None:
+        return run
+    return run + 1 if overlap < threshold else 0
 
 
 def grow_window(
@@ -128,67 +146,58 @@ def grow_window(
 ) -> Growth:
     """Grow a window around ``units[anchor]`` one unit at a time (see the module docstring).
 
-    Ties between the two sides go to the right (reading on). Soft stops (``min_sim``,
-    declining similarity, drift) are ignored while the window is smaller than
-    ``limits.min_units``; hard stops (tokens, steps, sections, edges, ``max_units``) never are.
+    Each step takes the more query-similar of the two neighbours (ties: the right one). A side
+    closes at the document edge, at a section change, or when similarity along it has fallen
+    two steps in a row; growth stops when both sides are closed or on a global stop (tokens,
+    steps, ``min_sim``, topic drift, ``max_units``). Soft stops (``min_sim``, declining, drift)
+    are ignored while the window is smaller than ``limits.min_units``.
     """
     left = right = anchor
     tokens = units[anchor].tokens
     window_cues = set(cues(anchor))
-    added_sims: list[float] = []
+    trails: dict[str, list[float]] = {"left": [], "right": []}
     drift_run = 0
-    closed: set[str] = set()
-    section_seen = False
     growth = Growth(anchor, anchor, StopReason.DOCUMENT_EDGE)
-    while True:
+    stop: StopReason | None = None
+    while stop is None:
         size = right - left + 1
+        candidates = _open_sides(units, anchor, left, right, growth.sides)
         if limits.max_units is not None and size >= limits.max_units:
-            growth.stop = StopReason.MAX_WINDOW_CHANGE
-            break
-        if len(added_sims) >= limits.max_expand_steps:
-            growth.stop = StopReason.MAX_EXPAND_STEPS
-            break
-        candidates, boundary = _candidates(units, anchor, left, right, closed)
-        section_seen = section_seen or boundary
-        if not candidates:
-            growth.stop = StopReason.SECTION_BOUNDARY if section_seen else StopReason.DOCUMENT_EDGE
+            stop = StopReason.MAX_WINDOW_CHANGE
+        elif len(growth.added) >= limits.max_expand_steps:
+            stop = StopReason.MAX_EXPAND_STEPS
+        elif not candidates:
+            stop = StopReason(list(growth.sides.values())[-1])
+        if stop is not None:
             break
         side, index = max(candidates, key=lambda c: (units[c[1]].similarity, c[0] == "right"))
-        unit = units[index]
-        soft = size >= limits.min_units
-        if tokens + unit.tokens > limits.max_window_tokens:
-            growth.stop = StopReason.MAX_WINDOW_TOKENS
-            break
-        if soft and unit.similarity < limits.min_sim:
-            growth.stop = StopReason.BELOW_MIN_SIM
-            break
-        if soft and len(added_sims) >= 2 and added_sims[-2] > added_sims[-1] > unit.similarity:
-            growth.stop = StopReason.DECLINING_SIMILARITY
-            break
+        unit, trail, soft = units[index], trails[side], size >= limits.min_units
+        pays = unit.similarity >= limits.prune_sim
         candidate_cues = cues(index)
         overlap = (
             cue_overlap(candidate_cues, frozenset(window_cues))
             if candidate_cues and window_cues
             else None
         )
-        if overlap is not None:  # a sentence without cues says nothing about the topic
-            drift_run = drift_run + 1 if overlap < limits.drift_overlap else 0
-        if soft and drift_run >= limits.drift_patience:
-            growth.stop = StopReason.TOPIC_DRIFT
-            break
-        left, right = (index, right) if side == "left" else (left, index)
-        tokens += unit.tokens
-        window_cues |= candidate_cues
-        added_sims.append(unit.similarity)
-        growth.added.append(
-            {
-                "index": index,
-                "side": side,
-                "similarity": round(unit.similarity, 4),
-                "cue_overlap": overlap,
-            }
-        )
-    growth.left, growth.right = left, right
+        run = _drift_run(drift_run, overlap, pays, limits.drift_overlap)
+        if tokens + unit.tokens > limits.max_window_tokens:
+            stop = StopReason.MAX_WINDOW_TOKENS
+        elif soft and unit.similarity < limits.min_sim:
+            stop = StopReason.BELOW_MIN_SIM
+        elif soft and run >= limits.drift_patience:
+            stop = StopReason.TOPIC_DRIFT
+        elif soft and not pays and len(trail) >= 2 and trail[-2] > trail[-1] > unit.similarity:
+            growth.sides[side] = StopReason.DECLINING_SIMILARITY.value
+        else:
+            left, right = (index, right) if side == "left" else (left, index)
+            tokens, drift_run = tokens + unit.tokens, run
+            window_cues |= candidate_cues
+            trail.append(unit.similarity)
+            growth.added.append(
+                {"index": index, "side": side, "similarity": round(unit.similarity, 4),
+                 "cue_overlap": overlap}
+            )  # fmt: skip
+    growth.left, growth.right, growth.stop = left, right, stop
     return growth
 
 
@@ -259,7 +268,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     max_window_tokens: int = Field(
         default=DEFAULT_MAX_WINDOW_TOKENS, ge=1, le=100_000, description="Token budget per window."
     )
-    max_expand_steps: int = Field(default=6, ge=0, le=100, description="Units added at most.")
+    max_expand_steps: int = Field(default=12, ge=0, le=100, description="Units added at most.")
     drift_patience: int = Field(default=2, ge=1, le=100, description="Drifts in a row that stop.")
     drift_overlap: float = Field(default=0.2, ge=0, le=1, description="Cue overlap = drift below.")
     max_window_change: int | None = Field(
@@ -292,7 +301,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         min_units, max_units = window_change_limits(self._previous_units, self.max_window_change)
         return GrowthLimits(
             self.min_sim, self.max_window_tokens, self.max_expand_steps, self.drift_patience,
-            self.drift_overlap, min_units, max_units,
+            self.drift_overlap, self.prune_sim, min_units, max_units,
         )  # fmt: skip
 
     def _assemble(
@@ -359,6 +368,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             "added": added,
             "pruned": [{"id": nodes[i].node_id, "similarity": round(units[i].similarity, 4)} for i in pruned],
             "stop": growth.stop.value,
+            "sides": growth.sides,
             "units": len(kept),
             "tokens": sum(units[i].tokens for i in kept),
         })  # fmt: skip

@@ -49,10 +49,15 @@ def test_grows_towards_the_more_similar_side_until_below_min_sim() -> None:
     assert (growth.left, growth.right, growth.stop) == (1, 3, StopReason.BELOW_MIN_SIM)
 
 
-def test_stops_when_similarity_falls_two_steps_in_a_row() -> None:
-    growth = grow_window(units(0.3, 0.5, 0.45, 0.9, 0.4, 0.35), 3, limits(min_sim=0.1), no_cues)
-    assert [s["similarity"] for s in growth.added] == [0.45, 0.5, 0.4]
-    assert (growth.left, growth.right, growth.stop) == (1, 4, StopReason.DECLINING_SIMILARITY)
+def test_a_side_closes_when_its_similarity_falls_two_steps_in_a_row() -> None:
+    sims = units(0.2, 0.3, 0.4, 0.9, 0.8, 0.7, 0.6, 0.5)
+    growth = grow_window(sims, 3, limits(min_sim=0.1), no_cues)
+    assert [s["similarity"] for s in growth.added] == [0.8, 0.7, 0.4, 0.3]
+    assert (growth.left, growth.right, growth.stop) == (1, 5, StopReason.DECLINING_SIMILARITY)
+    assert growth.sides == {"right": "declining_similarity", "left": "declining_similarity"}
+    # a candidate at or above prune_sim pays for itself: it is not a "decline"
+    paying = grow_window(sims, 3, limits(min_sim=0.1, prune_sim=0.55), no_cues)
+    assert (paying.left, paying.right) == (1, 6)
 
 
 def test_token_budget_and_step_budget() -> None:
@@ -85,6 +90,9 @@ def test_topic_drift_after_patience_and_cue_less_sentences_are_neutral() -> None
     assert (growth.left, growth.right, growth.stop) == (1, 3, StopReason.TOPIC_DRIFT)
     patient = grow_window(sims, 1, limits(min_sim=0.2, drift_patience=3), cues.__getitem__)
     assert patient.right == 4 and patient.stop is StopReason.TOPIC_DRIFT
+    # idx4 (0.8) pays for itself: the drift run restarts and growth goes on to the edge
+    paying = grow_window(sims, 1, limits(min_sim=0.2, prune_sim=0.75), cues.__getitem__)
+    assert (paying.right, paying.stop) == (5, StopReason.BELOW_MIN_SIM)
 
 
 def test_conversation_limits_override_soft_stops_only() -> None:
@@ -156,7 +164,8 @@ def texts(results: list[NodeWithScore]) -> list[str]:
 def test_defaults_are_the_calibrated_minilm_thresholds(docstore) -> None:
     post = DriftAwareWindowPostprocessor(docstore=docstore)
     assert (post.min_sim, post.prune_sim) == (MINILM_MIN_SIM, MINILM_PRUNE_SIM)
-    assert (post.max_expand_steps, post.drift_patience, post.max_window_change) == (6, 2, None)
+    assert (post.max_expand_steps, post.drift_patience, post.max_window_change) == (12, 2, None)
+    assert post.max_window_tokens == 768
     assert post.class_name() == "DriftAwareWindowPostprocessor"
 
 
@@ -222,7 +231,7 @@ def test_query_and_missing_vectors_are_embedded_once(nodes) -> None:
     output = post.postprocess_nodes(hits(bare, "In 1901"), query_str="storm and pier")
     trace = get_trace(output[0].node, "drift_window")
     assert trace["query_embedded"] is True
-    # the fetched neighbourhood: the hit and up to 6 nodes each side within its document
+    # the fetched neighbourhood: the hit and up to 12 nodes each side within its document
     assert trace["embedded_units"] == model.texts == 11
 
 
