@@ -9,9 +9,7 @@ llama_index_ext_advrag`` stays cheap and optional heavy imports happen only wher
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from llama_index_ext_advrag._lazy import lazy_getattr
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 __version__ = "0.1.0"
@@ -34,11 +32,7 @@ _EXPORTS = {
 
 __all__ = ["TRACE_KEY", "__version__", *sorted(_EXPORTS)]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

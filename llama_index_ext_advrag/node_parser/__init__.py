@@ -5,19 +5,13 @@ Classes are imported lazily, so importing the package stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llama_index_ext_advrag._lazy import lazy_getattr
 
 _EXPORTS = {
-    "AdaptiveSlidingWindowNodeParser": "sliding_window",
-    "HierarchicalSentenceNodeParser": "hierarchical",
+    "AdaptiveSlidingWindowNodeParser": ".sliding_window",
+    "HierarchicalSentenceNodeParser": ".hierarchical",
 }
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

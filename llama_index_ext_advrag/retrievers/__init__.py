@@ -6,22 +6,16 @@ from llama-index-experimental) happen only when the class is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llama_index_ext_advrag._lazy import lazy_getattr
 
 _EXPORTS = {
-    "HierarchicalAutoMergingRetriever": "auto_merging",
-    "TwoLayerMilvusRetriever": "two_layer",
-    "RecursiveIndexNodeRetriever": "recursive",
-    "HybridFusionRetriever": "hybrid",
-    "BM25Retriever": "bm25",
+    "HierarchicalAutoMergingRetriever": ".auto_merging",
+    "TwoLayerMilvusRetriever": ".two_layer",
+    "RecursiveIndexNodeRetriever": ".recursive",
+    "HybridFusionRetriever": ".hybrid",
+    "BM25Retriever": ".bm25",
 }
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
