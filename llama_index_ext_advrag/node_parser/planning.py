@@ -253,42 +253,69 @@ def plan_adaptive_windows(
     return spans
 
 
+def _grow_centred(
+    units: Sequence[Unit],
+    index: int,
+    seg_start: int,
+    seg_stop: int,
+    max_tokens: int,
+    max_sentences: int | None,
+    forward_ratio: float,
+) -> tuple[int, int, str]:
+    """Grow the window of unit ``index`` inside ``[seg_start, seg_stop)``; returns the unit
+    range and the limit that stopped it (``""`` when only the segment's edges did)."""
+    left, right = index, index + 1
+    total = units[index].tokens
+    added = {"right": 0, "left": 0}
+    blocked = {"right": right >= seg_stop, "left": left <= seg_start}
+    reason = ""
+    while not (blocked["right"] and blocked["left"]):
+        # The side whose share of the added tokens is below its target grows next.
+        wants_right = forward_ratio > 0 and (
+            added["right"] * (1 - forward_ratio) <= added["left"] * forward_ratio
+        )
+        side = "right" if (wants_right and not blocked["right"]) or blocked["left"] else "left"
+        candidate = right if side == "right" else left - 1
+        first = units[min(left, candidate)].first
+        last = units[max(right - 1, candidate)].last
+        if max_sentences is not None and last - first > max_sentences:
+            blocked[side], reason = True, STOP_MAX_SENTENCES
+        elif total + units[candidate].tokens > max_tokens:
+            blocked[side], reason = True, STOP_BUDGET
+        else:
+            total += units[candidate].tokens
+            added[side] += units[candidate].tokens
+            if side == "right":
+                right += 1
+                blocked[side] = right >= seg_stop
+            else:
+                left -= 1
+                blocked[side] = left <= seg_start
+    return left, right, reason
+
+
 def plan_adaptive_centred(
     units: Sequence[Unit],
     sections: Sequence[int],
     max_tokens: int,
     max_sentences: int | None = None,
+    forward_ratio: float = 0.5,
 ) -> list[WindowSpan]:
-    """One window per sentence: its unit, grown a unit at a time to the right, then the left,
-    alternately, while ``max_tokens`` and ``max_sentences`` allow and the segment goes on."""
+    """One window per sentence: its unit, grown a unit at a time while ``max_tokens`` and
+    ``max_sentences`` allow and the segment goes on.
+
+    ``forward_ratio`` is the share of the added tokens meant to follow the sentence: 0.5 grows
+    both sides evenly (right first), 0.75 adds about three tokens after it for one before it,
+    1.0 grows to the right until blocked and only then to the left. When one side is blocked
+    the other keeps growing, so the budget is used either way.
+    """
     spans: list[WindowSpan] = []
     for seg_start, seg_stop in _segments(units):
         for index in range(seg_start, seg_stop):
-            left, right = index, index + 1
-            total = units[index].tokens
-            blocked = {"right": right >= seg_stop, "left": left <= seg_start}
-            reason = ""
-            while not (blocked["right"] and blocked["left"]):
-                for side in ("right", "left"):
-                    if blocked[side]:
-                        continue
-                    candidate = right if side == "right" else left - 1
-                    first = units[min(left, candidate)].first
-                    last = units[max(right - 1, candidate)].last
-                    if max_sentences is not None and last - first > max_sentences:
-                        blocked[side], reason = True, STOP_MAX_SENTENCES
-                    elif total + units[candidate].tokens > max_tokens:
-                        blocked[side], reason = True, STOP_BUDGET
-                    else:
-                        total += units[candidate].tokens
-                        if side == "right":
-                            right += 1
-                            blocked[side] = right >= seg_stop
-                        else:
-                            left -= 1
-                            blocked[side] = left <= seg_start
-            if not reason:
-                reason = _segment_stop(units, sections, seg_stop - 1)
+            left, right, reason = _grow_centred(
+                units, index, seg_start, seg_stop, max_tokens, max_sentences, forward_ratio
+            )
+            reason = reason or _segment_stop(units, sections, seg_stop - 1)
             for centre in range(units[index].first, units[index].last):
                 spans.append(WindowSpan(units[left].first, units[right - 1].last, centre, reason))
     return spans

@@ -167,6 +167,12 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         le=10,
         description="Sentences averaged on each side when comparing adjacent sentences.",
     )
+    forward_ratio: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Adaptive, sentence unit: share of a window's added tokens placed after its sentence (0.5 centred).",
+    )
     keep_questions_with_answers: bool = Field(
         default=False,
         description="Adaptive: a question always shares its window with the next sentence.",
@@ -245,7 +251,11 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         )
         if self.embed_unit is EmbedUnit.SENTENCE:
             return plan_adaptive_centred(
-                units, sections, self.max_window_tokens, self.max_window_sentences
+                units,
+                sections,
+                self.max_window_tokens,
+                self.max_window_sentences,
+                self.forward_ratio,
             )
         return plan_adaptive_windows(
             units, sections, self.max_window_tokens, self.stride_ratio, self.max_window_sentences

@@ -196,3 +196,17 @@ def test_adaptive_centred_respects_segments_and_glue():
         (2, 2, 4),
         (3, 2, 4),
     ]
+
+
+def test_adaptive_centred_forward_ratio():
+    units = build_units([10] * 9, [0] * 9)
+    centred = plan_adaptive_centred(units, [0] * 9, max_tokens=50, forward_ratio=0.5)
+    forward = plan_adaptive_centred(units, [0] * 9, max_tokens=50, forward_ratio=0.75)
+    only_right = plan_adaptive_centred(units, [0] * 9, max_tokens=50, forward_ratio=1.0)
+    backward = plan_adaptive_centred(units, [0] * 9, max_tokens=50, forward_ratio=0.0)
+    assert (centred[4].first, centred[4].last) == (2, 7)  # two before, two after
+    assert (forward[4].first, forward[4].last) == (3, 8)  # one before, three after
+    assert (only_right[4].first, only_right[4].last) == (4, 9)
+    assert (backward[4].first, backward[4].last) == (0, 5)
+    # At the document's end a forward window spends its budget backwards.
+    assert (only_right[8].first, only_right[8].last) == (4, 9)
