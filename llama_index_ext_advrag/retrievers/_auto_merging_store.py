@@ -11,7 +11,7 @@ from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.node_parser import NodeParser, get_leaf_nodes
 from llama_index.core.schema import BaseNode
 
-from llama_index_ext_advrag.milvus import flush, open_client, open_vector_store
+from llama_index_ext_advrag.milvus import flush, open_vector_store
 from llama_index_ext_advrag.retrievers._hierarchy import (
     assign_positions,
     with_hierarchy_metadata,
@@ -19,9 +19,9 @@ from llama_index_ext_advrag.retrievers._hierarchy import (
 from llama_index_ext_advrag.retrievers._node_store import (
     PLACEHOLDER_DIM,
     PLACEHOLDER_VECTOR,
-    delete_layout,
-    read_layout,
-    write_layout,
+    load_layout,
+    prepare_build,
+    record_layout,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,16 +72,10 @@ def build_hierarchy_index(
     Returns ``(layout, leaf_store, parent_store)``.
     """
     leaves, parents = split_hierarchy(nodes)
-    client = open_client(uri, token=token)
     parent_collection = collection_name + PARENT_SUFFIX
-    existing = [c for c in (collection_name, parent_collection) if client.has_collection(c)]
-    if existing and not overwrite:
-        raise ValueError(
-            f"collections {existing} already exist at {uri!r}; pass overwrite=True to rebuild "
-            "or open them with HierarchicalAutoMergingRetriever.from_uri"
-        )
-    delete_layout(client, collection_name)  # a half-rebuilt index must not look complete
-
+    prepare_build(
+        uri, token, collection_name, [collection_name, parent_collection], overwrite, COMPONENT
+    )
     embeddings = embed_nodes(leaves, embed_model, show_progress=show_progress)
     for leaf in leaves:
         leaf.embedding = embeddings[leaf.node_id]
@@ -113,7 +107,7 @@ def build_hierarchy_index(
         "num_parents": len(parents),
         "num_documents": len({n.ref_doc_id for n in leaves}),
     }
-    write_layout(client, collection_name, layout)
+    record_layout(uri, token, collection_name, layout)
     logger.info(
         "built auto-merging index %r on %s: %d leaves, %d parents",
         collection_name,
@@ -126,8 +120,7 @@ def build_hierarchy_index(
 
 def open_hierarchy_stores(uri: str, collection_name: str, token: str) -> tuple[dict, Any, Any]:
     """Read the layout of ``collection_name`` and open both collections (loaded on open)."""
-    client = open_client(uri, token=token)
-    layout = read_layout(client, collection_name, COMPONENT)
+    layout = load_layout(uri, token, collection_name, COMPONENT)
     leaf_store = open_vector_store(uri, layout["leaf_collection"], layout["embed_dim"], token=token)
     parent_store = open_vector_store(
         uri, layout["parent_collection"], PLACEHOLDER_DIM, token=token, index_preset="FLAT"

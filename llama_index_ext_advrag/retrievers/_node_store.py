@@ -9,6 +9,7 @@ file beside the Milvus database. Milvus requires a vector field, so the rows car
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -16,7 +17,13 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode
 
-from llama_index_ext_advrag.milvus import build_index_params, ensure_loaded, fetch_rows
+from llama_index_ext_advrag.milvus import (
+    build_index_params,
+    ensure_loaded,
+    fetch_rows,
+    open_client,
+    resolve_uri,
+)
 from llama_index_ext_advrag.milvus.nodes import NODE_CONTENT_FIELD, NODE_TYPE_FIELD, row_to_node
 
 logger = logging.getLogger(__name__)
@@ -63,6 +70,50 @@ def write_layout(client: Any, name: str, layout: dict[str, Any]) -> None:
 def delete_layout(client: Any, name: str) -> None:
     if client.has_collection(LAYOUT_COLLECTION):
         client.delete(LAYOUT_COLLECTION, ids=[name])
+
+
+def prepare_build(
+    uri: str, token: str, name: str, collections: Sequence[str], overwrite: bool, opener: str
+) -> None:
+    """Refuse to build over existing ``collections`` unless ``overwrite``; forget the old
+    layout so a half-rebuilt index never looks complete.
+
+    Uses a dedicated connection, closed again: a shared pymilvus connection left idle while
+    the build spends minutes embedding or asking an LLM gets dropped by Milvus Lite ("too many
+    pings"), and pymilvus' recovery of it on the next open failed in our tests.
+
+    Raises:
+        ValueError: collections exist and ``overwrite`` is false (names them and ``opener``).
+    """
+    client = open_client(uri, token=token, dedicated=True)
+    try:
+        existing = [c for c in collections if client.has_collection(c)]
+        if existing and not overwrite:
+            raise ValueError(
+                f"collections {existing} already exist at {uri!r}; pass overwrite=True to "
+                f"rebuild or open them with {opener}.from_uri"
+            )
+        delete_layout(client, name)
+    finally:
+        client.close()
+
+
+def record_layout(uri: str, token: str, name: str, layout: dict[str, Any]) -> None:
+    """Write the layout over a short-lived dedicated connection (the last step of a build)."""
+    client = open_client(uri, token=token, dedicated=True)
+    try:
+        write_layout(client, name, layout)
+    finally:
+        client.close()
+
+
+def load_layout(uri: str, token: str, name: str, component: str) -> dict[str, Any]:
+    """:func:`read_layout` over a short-lived dedicated connection."""
+    client = open_client(uri, token=token, dedicated=True)
+    try:
+        return read_layout(client, name, component)
+    finally:
+        client.close()
 
 
 def read_layout(client: Any, name: str, component: str) -> dict[str, Any]:
@@ -126,3 +177,32 @@ async def aquery_nodes(vector_store: Any, expression: str, limit: int) -> list[B
         limit=limit,
     )
     return _to_nodes(vector_store, rows)
+
+
+class AsyncLoopBinding:
+    """Keep the async clients of ``MilvusVectorStore``\\ s usable across event loops.
+
+    pymilvus' ``AsyncMilvusClient`` keeps the gRPC handler of the event loop it first ran
+    on; once that loop is closed (a second ``asyncio.run``, a notebook cell, a test) every
+    call fails with "Event loop is closed". :meth:`bind` gives the stores fresh async clients
+    (they connect lazily) whenever it is called from a loop other than the previous one.
+    """
+
+    def __init__(self, uri: str | None, token: str = "") -> None:
+        self._uri = uri
+        self._token = token
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, *stores: Any) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        if self._loop is not None and self._uri is not None:
+            from pymilvus import AsyncMilvusClient
+
+            for store in stores:
+                store._async_milvusclient = AsyncMilvusClient(
+                    uri=resolve_uri(self._uri), token=self._token
+                )
+            logger.debug("rebound async Milvus clients to a new event loop")
+        self._loop = loop

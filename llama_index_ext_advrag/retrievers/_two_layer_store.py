@@ -13,8 +13,8 @@ from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, TextNode
 
-from llama_index_ext_advrag.milvus import flush, open_client, open_vector_store
-from llama_index_ext_advrag.retrievers._node_store import delete_layout, read_layout, write_layout
+from llama_index_ext_advrag.milvus import flush, open_vector_store
+from llama_index_ext_advrag.retrievers._node_store import load_layout, prepare_build, record_layout
 from llama_index_ext_advrag.retrievers._routing import KEY_FIELD, KIND_FIELD, NAME_FIELD, PART_FIELD
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
 
@@ -123,18 +123,11 @@ def build_two_layer_index(
     keys = [u.key for u in units]
     if len(set(keys)) != len(keys):
         raise ValueError(f"unit keys must be unique, got duplicates in {keys}")
-    client = open_client(uri, token=token)
     names = {
         "summary": collection_name + SUMMARY_SUFFIX,
         "details": collection_name + DETAILS_SUFFIX,
     }
-    existing = [n for n in names.values() if client.has_collection(n)]
-    if existing and not overwrite:
-        raise ValueError(
-            f"collections {existing} already exist at {uri!r}; pass overwrite=True to rebuild "
-            "or open them with TwoLayerMilvusRetriever.from_uri"
-        )
-    delete_layout(client, collection_name)
+    prepare_build(uri, token, collection_name, list(names.values()), overwrite, COMPONENT)
 
     summarised = [summarise_with_llm(unit, llm) for unit in units]
     summaries, details = unit_nodes(
@@ -169,15 +162,14 @@ def build_two_layer_index(
         "max_parts": max(len(u.details) for u in units),
         "summaries_from_llm": sum(s == "llm" for _, s in summarised),
     }
-    write_layout(client, collection_name, layout)
+    record_layout(uri, token, collection_name, layout)
     logger.info("built two-layer index %r on %s: %d units", collection_name, uri, len(units))
     return layout, stores["summary"], stores["details"]
 
 
 def open_two_layer_stores(uri: str, collection_name: str, token: str) -> tuple[dict, Any, Any]:
     """Read the layout of ``collection_name`` and open both collections (loaded on open)."""
-    client = open_client(uri, token=token)
-    layout = read_layout(client, collection_name, COMPONENT)
+    layout = load_layout(uri, token, collection_name, COMPONENT)
     stores = []
     for key in ("summary_collection", "details_collection"):
         stores.append(

@@ -45,6 +45,7 @@ from llama_index_ext_advrag.retrievers._hierarchy import (
     ScoreAggregation,
     content_tokens,
 )
+from llama_index_ext_advrag.retrievers._node_store import AsyncLoopBinding
 from llama_index_ext_advrag.text import count_tokens
 from llama_index_ext_advrag.trace import add_trace
 
@@ -130,6 +131,7 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
         max_context_tokens: int | None = None,
         layout: dict[str, Any] | None = None,
         uri: str | None = None,
+        token: str = "",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -144,6 +146,7 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
         self._embed_model = embed_model
         self._layout = dict(layout or {})
         self._uri = uri
+        self._loop_binding = AsyncLoopBinding(uri, token)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -196,6 +199,7 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
             similarity_top_k=similarity_top_k,
             layout=layout,
             uri=uri,
+            token=token,
             **options,
         )
 
@@ -283,6 +287,7 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
             similarity_top_k=similarity_top_k,
             layout=layout,
             uri=uri,
+            token=token,
             **options,
         )
 
@@ -380,6 +385,7 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
         return self._finish(session)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self._loop_binding.bind(self._vector_store, self._parent_store)
         embedding = query_bundle.embedding or (
             await self._embedder().aget_agg_embedding_from_queries(query_bundle.embedding_strs)
         )

@@ -32,7 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llama_index_ext_advrag.milvus import in_filter
 from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
-from llama_index_ext_advrag.retrievers._node_store import aquery_nodes, query_nodes
+from llama_index_ext_advrag.retrievers._node_store import (
+    AsyncLoopBinding,
+    aquery_nodes,
+    query_nodes,
+)
 from llama_index_ext_advrag.retrievers._routing import (
     KEY_FIELD,
     RouteHit,
@@ -128,6 +132,7 @@ class TwoLayerMilvusRetriever(BaseRetriever):
         embed_model: BaseEmbedding | None = None,
         layout: dict[str, Any] | None = None,
         uri: str | None = None,
+        token: str = "",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **options: Any,
@@ -138,6 +143,7 @@ class TwoLayerMilvusRetriever(BaseRetriever):
         self._embed_model = embed_model
         self._layout = dict(layout or {})
         self._uri = uri
+        self._loop_binding = AsyncLoopBinding(uri, token)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -173,7 +179,15 @@ class TwoLayerMilvusRetriever(BaseRetriever):
             IndexLayoutError: no such index at ``uri`` (the message lists the existing ones).
         """
         layout, summary_store, details_store = open_two_layer_stores(uri, collection_name, token)
-        return cls(summary_store, details_store, embed_model, layout=layout, uri=uri, **options)
+        return cls(
+            summary_store,
+            details_store,
+            embed_model,
+            layout=layout,
+            uri=uri,
+            token=token,
+            **options,
+        )
 
     @classmethod
     def from_units(
@@ -207,7 +221,9 @@ class TwoLayerMilvusRetriever(BaseRetriever):
             source=source,
             show_progress=show_progress,
         )
-        return cls(summary_store, details_store, embedder, layout=layout, uri=uri, **options)
+        return cls(
+            summary_store, details_store, embedder, layout=layout, uri=uri, token=token, **options
+        )
 
     @classmethod
     def from_excel(
@@ -358,6 +374,7 @@ class TwoLayerMilvusRetriever(BaseRetriever):
         return self._finish(route, nodes, [])
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self._loop_binding.bind(self._summary_store, self._details_store)
         embedding = query_bundle.embedding or (
             await self._embedder().aget_agg_embedding_from_queries(query_bundle.embedding_strs)
         )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from advrag_testing import HashEmbedding
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes
 from llama_index.core.schema import NodeRelationship, TextNode
+from llama_index.vector_stores.milvus import MilvusVectorStore
 
 from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
 from llama_index_ext_advrag.retrievers import auto_merging as module
@@ -45,9 +47,27 @@ def summary(nodes) -> list[tuple[str, float]]:
     return [(n.node.node_id, round(n.score or 0.0, 5)) for n in nodes]
 
 
-@pytest.fixture
-def retriever(milvus_uri: str, collection_name: str) -> HierarchicalAutoMergingRetriever:
-    return build(milvus_uri, collection_name, similarity_top_k=8)
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("lite", marks=pytest.mark.milvus_lite, id="lite"),
+        pytest.param("server", marks=pytest.mark.milvus_server, id="server"),
+    ],
+)
+def retriever(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> HierarchicalAutoMergingRetriever:
+    """One index per backend shared by the read-only tests of this module (builds are slow)."""
+    if request.param == "lite":
+        uri = str(tmp_path_factory.mktemp("auto_merging") / "milvus_lite.db")
+    else:
+        uri = str(request.getfixturevalue("milvus_server"))
+    return build(uri, f"t_{uuid.uuid4().hex[:12]}", similarity_top_k=8)
+
+
+def location(retriever: HierarchicalAutoMergingRetriever) -> tuple[str, str]:
+    data = retriever.to_dict()
+    return data["uri"], data["collection_name"]
 
 
 def test_merges_into_parents_with_trace(retriever: HierarchicalAutoMergingRetriever) -> None:
@@ -89,9 +109,23 @@ def test_sync_and_async_agree(retriever: HierarchicalAutoMergingRetriever) -> No
     ]
 
 
-def test_reopen_from_uri_gives_same_results(
-    retriever: HierarchicalAutoMergingRetriever, milvus_uri: str, collection_name: str
+def test_async_uses_only_the_async_client(
+    retriever: HierarchicalAutoMergingRetriever, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    expected = summary(retriever.retrieve("glacier survey glacier feature"))
+
+    def blocking(*args, **kwargs):
+        raise AssertionError("a blocking Milvus call inside _aretrieve")
+
+    monkeypatch.setattr(MilvusVectorStore, "query", blocking)
+    monkeypatch.setattr(module, "fetch_nodes", blocking)
+    found = asyncio.run(retriever.aretrieve("glacier survey glacier feature"))
+    assert summary(found) == expected
+    assert any(n.node.metadata[TRACE_KEY]["auto_merging"]["merged"] for n in found)
+
+
+def test_reopen_from_uri_gives_same_results(retriever: HierarchicalAutoMergingRetriever) -> None:
+    milvus_uri, collection_name = location(retriever)
     reopened = HierarchicalAutoMergingRetriever.from_uri(
         milvus_uri, embed_model=HashEmbedding(dim=64), collection_name=collection_name,
         similarity_top_k=8,
@@ -166,25 +200,22 @@ def test_leaves_are_a_plain_llamaindex_vector_store(
     assert all(n.node.relationships.get(NodeRelationship.PARENT) for n in hits)
 
 
-def test_existing_index_is_not_overwritten_silently(
-    retriever: HierarchicalAutoMergingRetriever, milvus_uri: str, collection_name: str
-) -> None:
+def test_existing_index_is_not_overwritten_silently(milvus_uri: str, collection_name: str) -> None:
+    build(milvus_uri, collection_name)
     with pytest.raises(ValueError, match="already exist"):
         build(milvus_uri, collection_name)
     rebuilt = build(milvus_uri, collection_name, overwrite=True, chunk_sizes=[128, 32])
     assert rebuilt.layout["chunk_sizes"] == [128, 32]
 
 
-def test_unknown_index_names_existing_ones(
-    retriever: HierarchicalAutoMergingRetriever, milvus_uri: str, collection_name: str
-) -> None:
+def test_unknown_index_names_existing_ones(retriever: HierarchicalAutoMergingRetriever) -> None:
+    milvus_uri, collection_name = location(retriever)
     with pytest.raises(IndexLayoutError, match=collection_name):
         HierarchicalAutoMergingRetriever.from_uri(milvus_uri, collection_name="t_no_such_index")
 
 
-def test_wrong_embedding_dimension_is_named(
-    retriever: HierarchicalAutoMergingRetriever, milvus_uri: str, collection_name: str
-) -> None:
+def test_wrong_embedding_dimension_is_named(retriever: HierarchicalAutoMergingRetriever) -> None:
+    milvus_uri, collection_name = location(retriever)
     other = HierarchicalAutoMergingRetriever.from_uri(
         milvus_uri, embed_model=HashEmbedding(dim=32), collection_name=collection_name
     )

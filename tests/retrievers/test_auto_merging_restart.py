@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from advrag_testing import HashEmbedding
+
+from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
+
 CHILD = Path(__file__).with_name("restart_child.py")
 
 
@@ -27,6 +31,12 @@ def test_auto_merging_survives_restart(
     first = json.loads(built.read_text(encoding="utf-8"))
     second = json.loads(reopened.read_text(encoding="utf-8"))
     assert first == second
+    here = HierarchicalAutoMergingRetriever.from_uri(
+        milvus_uri, embed_model=HashEmbedding(dim=64), collection_name=collection_name,
+        similarity_top_k=8,
+    )  # fmt: skip
+    for query, hits in first.items():
+        assert [n.node.node_id for n in here.retrieve(query)] == [h["id"] for h in hits]
     assert all(first.values()), "every query returned nodes"
     merged = [r for hits in first.values() for r in hits if r["trace"]["auto_merging"]["merged"]]
     assert merged, "the reopened process merged parents it only had in Milvus"

@@ -6,14 +6,17 @@ import asyncio
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from advrag_testing import HashEmbedding
 from llama_index.core import Document
+from llama_index.vector_stores.milvus import MilvusVectorStore
 
 from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever
-from llama_index_ext_advrag.retrievers._node_store import IndexLayoutError
+from llama_index_ext_advrag.retrievers import two_layer as two_layer_module
+from llama_index_ext_advrag.retrievers._node_store import IndexLayoutError, query_nodes
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
 from llama_index_ext_advrag.retrievers.two_layer import DetailsMode
 from llama_index_ext_advrag.trace import TRACE_KEY
@@ -29,12 +32,30 @@ def summary(nodes) -> list[tuple[str, float]]:
     return [(n.node.node_id, round(n.score or 0.0, 5)) for n in nodes]
 
 
-@pytest.fixture
-def tables(milvus_uri: str, collection_name: str, data_dir: Path) -> TwoLayerMilvusRetriever:
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("lite", marks=pytest.mark.milvus_lite, id="lite"),
+        pytest.param("server", marks=pytest.mark.milvus_server, id="server"),
+    ],
+)
+def tables(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_dir: Path
+) -> TwoLayerMilvusRetriever:
+    """One index of data/tables.xlsx per backend, shared by the read-only tests below."""
+    if request.param == "lite":
+        uri = str(tmp_path_factory.mktemp("two_layer") / "milvus_lite.db")
+    else:
+        uri = str(request.getfixturevalue("milvus_server"))
     return TwoLayerMilvusRetriever.from_excel(
-        data_dir / "tables.xlsx", uri=milvus_uri, collection_name=collection_name,
+        data_dir / "tables.xlsx", uri=uri, collection_name=f"t_{uuid.uuid4().hex[:12]}",
         embed_model=HashEmbedding(dim=64), route_top_k=1,
     )  # fmt: skip
+
+
+def location(retriever: TwoLayerMilvusRetriever) -> tuple[str, str]:
+    data = retriever.to_dict()
+    return data["uri"], data["collection_name"]
 
 
 def test_routes_to_the_sheet_and_returns_the_whole_table(tables: TwoLayerMilvusRetriever) -> None:
@@ -51,9 +72,8 @@ def test_routes_to_the_sheet_and_returns_the_whole_table(tables: TwoLayerMilvusR
     assert tables.layout["num_units"] == 4 and tables.layout["source"] == "excel:tables.xlsx"
 
 
-def test_sync_async_and_reopen_agree(
-    tables: TwoLayerMilvusRetriever, milvus_uri: str, collection_name: str
-) -> None:
+def test_sync_async_and_reopen_agree(tables: TwoLayerMilvusRetriever) -> None:
+    milvus_uri, collection_name = location(tables)
     query = "Staff salary by department"
     sync = tables.retrieve(query)
     assert route_of(sync) == ["Staff"]
@@ -66,6 +86,23 @@ def test_sync_async_and_reopen_agree(
     clone = TwoLayerMilvusRetriever.from_dict(tables.to_dict(), embed_model=HashEmbedding(dim=64))
     assert clone.to_dict() == tables.to_dict()
     assert summary(clone.retrieve(query)) == summary(sync)
+
+
+@pytest.mark.parametrize("mode", ["fetch", "search"])
+def test_async_uses_only_the_async_client(
+    tables: TwoLayerMilvusRetriever, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    retriever = TwoLayerMilvusRetriever.from_dict(
+        {**tables.to_dict(), "details_mode": mode}, embed_model=HashEmbedding(dim=64)
+    )
+    expected = summary(retriever.retrieve("Warehouses capacity"))
+
+    def blocking(*args, **kwargs):
+        raise AssertionError("a blocking Milvus call inside _aretrieve")
+
+    monkeypatch.setattr(MilvusVectorStore, "query", blocking)
+    monkeypatch.setattr(two_layer_module, "query_nodes", blocking)
+    assert summary(asyncio.run(retriever.aretrieve("Warehouses capacity"))) == expected
 
 
 def test_search_mode_within_routed_units(tables: TwoLayerMilvusRetriever) -> None:
@@ -122,9 +159,8 @@ def test_from_documents_sections_search_mode(milvus_uri: str, collection_name: s
     assert retriever.retrieve("descale kettle vinegar")[0].node.metadata["unit_key"] == "kettle#1"
 
 
-def test_errors_are_named(
-    tables: TwoLayerMilvusRetriever, milvus_uri: str, collection_name: str, data_dir: Path
-) -> None:
+def test_errors_are_named(tables: TwoLayerMilvusRetriever, data_dir: Path) -> None:
+    milvus_uri, collection_name = location(tables)
     with pytest.raises(ValueError, match="already exist"):
         TwoLayerMilvusRetriever.from_excel(
             data_dir / "tables.xlsx", uri=milvus_uri, collection_name=collection_name,
@@ -170,3 +206,24 @@ def test_billionaires_route_by_year(shared_datasets: Path, tmp_path: Path, embed
         nodes = retriever.retrieve(f"Who was the richest person in the world in {year}?")
         assert route_of(nodes) == [f"{year}年10大首富"]
         assert f"Table: {year}年10大首富" in nodes[0].node.get_content()
+
+
+@pytest.mark.local_llm
+def test_llm_summaries_with_the_local_model(local_llm, tmp_path: Path) -> None:
+    docs = [
+        Document(text="# Pump manual\n\nOpen the valve. Fill the housing with water.", id_="pump"),
+        Document(text="# Kettle guide\n\nDescale the kettle monthly with vinegar.", id_="kettle"),
+    ]
+    retriever = TwoLayerMilvusRetriever.from_documents(
+        docs, uri=str(tmp_path / "llm.db"), embed_model=HashEmbedding(dim=64), llm=local_llm,
+        route_top_k=1,
+    )  # fmt: skip
+    rows = query_nodes(retriever._summary_store, 'unit_key != ""', limit=10)
+    sources = {n.metadata["unit_key"]: n.metadata["summary_source"] for n in rows}
+    assert set(sources) == {"pump", "kettle"}
+    assert retriever.layout["summaries_from_llm"] == list(sources.values()).count("llm")
+    for node in rows:  # an LLM summary is appended after the name, never replaces it
+        assert node.get_content().startswith(node.metadata["unit_name"])
+        if sources[node.metadata["unit_key"]] == "llm":
+            assert len(node.get_content()) > len(node.metadata["unit_name"]) + 20
+    assert retriever.retrieve("Pump manual valve")[0].node.metadata["unit_key"] == "pump"
