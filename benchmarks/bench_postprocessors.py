@@ -211,12 +211,13 @@ def quality_rows(
 
 
 def drift_settings(thresholds: dict[str, float]) -> list[tuple[str, dict[str, Any]]]:
-    """The drift-aware window with its defaults, the freshly calibrated thresholds, and a wider
-    step budget, to show the coverage/token trade-off."""
+    """The drift-aware window with its defaults, the freshly calibrated thresholds, a shorter
+    reach (cheaper fetch) and no hole filling, to show the coverage/token trade-offs."""
     return [
         ("ours DriftAware (defaults)", {}),
         (f"ours DriftAware (calibrated now: {thresholds['min_sim']:.3f}/{thresholds['prune_sim']:.3f})", thresholds),
-        ("ours DriftAware (defaults, max_expand_steps=10)", {"max_expand_steps": 10}),
+        ("ours DriftAware (max_expand_steps=6)", {"max_expand_steps": 6}),
+        ("ours DriftAware (max_hole=0: strict pruning)", {"max_hole": 0}),
     ]  # fmt: skip
 
 
@@ -274,6 +275,7 @@ def latency_rows(
         "ours PrevNext fixed +-1 (Milvus)": PrevNextPostprocessor(vector_store=store, num_nodes=1),
         "ours PrevNext fixed +-3 (Milvus)": PrevNextPostprocessor(vector_store=store, num_nodes=3),
         "ours DriftAware (Milvus)": DriftAwareWindowPostprocessor(vector_store=store),
+        "ours DriftAware max_expand_steps=6 (Milvus)": DriftAwareWindowPostprocessor(vector_store=store, max_expand_steps=6),
         "ours ConsecutiveMerge fill_gaps (Milvus)": ConsecutiveMergePostprocessor(vector_store=store, fill_gaps=True),
         "ours PrevNext fixed +-1 (docstore)": PrevNextPostprocessor(docstore=docstore, num_nodes=1),
         "core PrevNextNodePostprocessor +-1 (docstore)": PrevNextNodePostprocessor(docstore=docstore, num_nodes=1, mode="both"),

@@ -24,6 +24,7 @@ from llama_index.core.schema import BaseNode, NodeRelationship
 from pydantic import BaseModel, Field
 
 from llama_index_ext_advrag.node_parser._nodes import (
+    CHAR_SPAN_KEY,
     DOCUMENT_ID_KEY,
     SECTION_TITLE_KEY,
     SENTENCE_SPAN_KEY,
@@ -65,6 +66,7 @@ class NodeLayout(BaseModel):
     )
     span_key: str = Field(default=SENTENCE_SPAN_KEY, description="Metadata key of [first, last).")
     section_key: str = Field(default=SECTION_TITLE_KEY, description="Metadata key of the section.")
+    char_span_key: str = Field(default=CHAR_SPAN_KEY, description="Metadata key of char offsets.")
     id_unit: str = Field(default=DEFAULT_ID_UNIT, description="Unit tag inside deterministic ids.")
 
     def locate(self, node: BaseNode) -> Location | None:
@@ -208,7 +210,11 @@ class FetchPlan:
     """
 
     def __init__(
-        self, requests: Sequence[NeighbourRequest], layout: NodeLayout, with_embeddings: bool
+        self,
+        requests: Sequence[NeighbourRequest],
+        layout: NodeLayout,
+        with_embeddings: bool,
+        known: Mapping[str, BaseNode] | None = None,
     ) -> None:
         self._requests = list(requests)
         self._found: dict[str, BaseNode] = {}
@@ -236,6 +242,13 @@ class FetchPlan:
             self._sides.append(sides)
             needs_vector = with_embeddings and anchor.embedding is None
             self._anchor_ids.append(anchor.node_id if needs_vector else "")
+        if known:  # nodes an earlier fetch brought: never asked for again
+            self.receive(list(known), known)
+
+    @property
+    def walks(self) -> bool:
+        """Whether some hit is walked along relationships (its neighbours' ids are unknown)."""
+        return any(side.computed is None for sides in self._sides for side in sides)
 
     def pending(self) -> list[str]:
         """Ids to fetch in the next round (empty when done)."""
@@ -291,31 +304,58 @@ class NeighbourStore(ABC):
     ) -> dict[str, BaseNode]:
         """Async :meth:`get_nodes`."""
 
+    def get_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
+        """Like :meth:`get_nodes` with vectors, but a store may return light nodes: text,
+        vector and the layout's metadata only (no relationships)."""
+        return self.get_nodes(node_ids, True)
+
+    async def aget_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
+        return await self.aget_nodes(node_ids, True)
+
     def fetch(
-        self, requests: Sequence[NeighbourRequest], with_embeddings: bool = False
+        self,
+        requests: Sequence[NeighbourRequest],
+        with_embeddings: bool = False,
+        light: bool = False,
+        known: Mapping[str, BaseNode] | None = None,
     ) -> FetchResult:
-        plan = FetchPlan(requests, self.layout, with_embeddings)
+        """Neighbourhoods of all requests; ``light`` allows light nodes (vectors implied) when no
+        hit needs walking; ``known`` nodes (from an earlier fetch) are not fetched again."""
+        plan = FetchPlan(requests, self.layout, with_embeddings or light, known)
+        light = light and not plan.walks
         round_trips = fetched = 0
         while ids := plan.pending():
-            found = self.get_nodes(ids, with_embeddings)
+            found = self.get_units(ids) if light else self.get_nodes(ids, with_embeddings)
             round_trips, fetched = round_trips + 1, fetched + len(found)
             plan.receive(ids, found)
         return FetchResult(plan.result(), round_trips, fetched)
 
     async def afetch(
-        self, requests: Sequence[NeighbourRequest], with_embeddings: bool = False
+        self,
+        requests: Sequence[NeighbourRequest],
+        with_embeddings: bool = False,
+        light: bool = False,
+        known: Mapping[str, BaseNode] | None = None,
     ) -> FetchResult:
-        plan = FetchPlan(requests, self.layout, with_embeddings)
+        plan = FetchPlan(requests, self.layout, with_embeddings or light, known)
+        light = light and not plan.walks
         round_trips = fetched = 0
         while ids := plan.pending():
-            found = await self.aget_nodes(ids, with_embeddings)
+            if light:
+                found = await self.aget_units(ids)
+            else:
+                found = await self.aget_nodes(ids, with_embeddings)
             round_trips, fetched = round_trips + 1, fetched + len(found)
             plan.receive(ids, found)
         return FetchResult(plan.result(), round_trips, fetched)
 
 
 class MilvusNeighbourStore(NeighbourStore):
-    """Nodes in a LlamaIndex ``MilvusVectorStore``; stored vectors come back with the nodes."""
+    """Nodes in a LlamaIndex ``MilvusVectorStore``; stored vectors come back with the nodes.
+
+    Light units skip the node JSON (``_node_content``), whose parsing costs more than the query:
+    the layout's metadata is stored as flat fields by ``MilvusVectorStore`` and read directly.
+    """
 
     def __init__(self, vector_store: Any, layout: NodeLayout | None = None) -> None:
         super().__init__(layout)
@@ -335,6 +375,55 @@ class MilvusNeighbourStore(NeighbourStore):
             return await afetch_nodes(self.vector_store, list(node_ids), with_embeddings)
         # A store built with use_async_client=False: run the sync client off the event loop.
         return await asyncio.to_thread(self.get_nodes, node_ids, with_embeddings)
+
+    def _unit_fields(self) -> tuple[list[str], list[str]]:
+        layout, store = self.layout, self.vector_store
+        metadata = [
+            layout.document_id_key,
+            layout.span_key,
+            layout.section_key,
+            layout.char_span_key,
+        ]
+        return [store.text_key, store.embedding_field, *metadata], metadata
+
+    def _rows_to_units(self, rows: Mapping[Any, dict[str, Any]]) -> dict[str, BaseNode]:
+        from llama_index_ext_advrag.milvus import row_to_node
+
+        _, metadata = self._unit_fields()
+        store, units = self.vector_store, {}
+        for key, row in rows.items():
+            node = row_to_node(
+                row,
+                text_key=store.text_key,
+                embedding_field=store.embedding_field,
+                metadata_fields=metadata,
+            )
+            span = node.metadata.get(self.layout.char_span_key)
+            if (
+                isinstance(span, (list, tuple))
+                and len(span) == 2
+                and hasattr(node, "start_char_idx")
+            ):
+                node.start_char_idx, node.end_char_idx = span  # type: ignore[attr-defined]
+            units[str(key)] = node
+        return units
+
+    def get_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
+        from llama_index_ext_advrag.milvus import fetch_rows
+
+        store = self.vector_store
+        rows = fetch_rows(store.client, store.collection_name, node_ids, self._unit_fields()[0])
+        return self._rows_to_units(rows)
+
+    async def aget_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
+        from llama_index_ext_advrag.milvus import afetch_rows
+
+        store = self.vector_store
+        if getattr(store, "aclient", None) is None:
+            return await asyncio.to_thread(self.get_units, node_ids)
+        fields = self._unit_fields()[0]
+        rows = await afetch_rows(store.aclient, store.collection_name, node_ids, fields)
+        return self._rows_to_units(rows)
 
 
 class DocstoreNeighbourStore(NeighbourStore):

@@ -25,7 +25,7 @@ from llama_index_ext_advrag.models import resolve_embed_model
 logger = logging.getLogger(__name__)
 
 # Quantiles of the background query-to-sentence similarity (see the module docstring).
-DEFAULT_MIN_QUANTILE = 0.75
+DEFAULT_MIN_QUANTILE = 0.50
 DEFAULT_PRUNE_QUANTILE = 0.93
 DEFAULT_SAMPLE_QUERIES = 200
 DEFAULT_SAMPLE_SENTENCES = 500
@@ -33,7 +33,7 @@ DEFAULT_SAMPLE_SENTENCES = 500
 # all-MiniLM-L6-v2 on COVID-QA (98 papers, 200 held-out questions, 500 random sentences): the
 # output of ``calibrate_thresholds`` with the default quantiles (benchmarks/bench_postprocessors.py
 # --calibrate reproduces them).
-MINILM_MIN_SIM = 0.22
+MINILM_MIN_SIM = 0.13
 MINILM_PRUNE_SIM = 0.34
 
 

@@ -20,7 +20,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cache
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -55,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 TRACE_COMPONENT = "drift_window"
 DEFAULT_MAX_WINDOW_TOKENS = 768
+FIRST_FETCH_STEPS = 4
 
 
 class StopReason(str, Enum):
@@ -202,16 +202,58 @@ def grow_window(
 
 
 def prune_window(
-    units: Sequence[WindowUnit], growth: Growth, anchor: int, prune_sim: float, min_units: int = 1
+    units: Sequence[WindowUnit],
+    growth: Growth,
+    anchor: int,
+    prune_sim: float,
+    min_units: int = 1,
+    max_hole: int = 0,
 ) -> tuple[list[int], list[int]]:
-    """``(kept, pruned)`` unit indices, both in reading order: units below ``prune_sim`` are
-    dropped, the anchor never; the best pruned units come back while fewer than ``min_units``."""
+    """``(kept, pruned)`` unit indices, both in reading order.
+
+    Units below ``prune_sim`` are dropped, the anchor never. A run of at most ``max_hole``
+    dropped units between two kept ones is kept after all (a passage is not read with a
+    sentence cut out of its middle), and the best dropped units come back while fewer than
+    ``min_units`` remain.
+    """
     span = range(growth.left, growth.right + 1)
     kept = [i for i in span if i == anchor or units[i].similarity >= prune_sim]
+    for before, after in zip(kept, kept[1:], strict=False):
+        if 1 < after - before <= max_hole + 1:
+            kept += range(before + 1, after)
     pruned = [i for i in span if i not in kept]
     restore = sorted(pruned, key=lambda i: -units[i].similarity)[: max(0, min_units - len(kept))]
     kept = sorted([*kept, *restore])
     return kept, [i for i in pruned if i not in restore]
+
+
+class _LazyUnits(Sequence[WindowUnit]):
+    """Window units built on first access: growth looks at a few neighbours of the many
+    fetched, so most are never tokenised (``tokens`` memoises counts across windows)."""
+
+    def __init__(
+        self,
+        nodes: Sequence[BaseNode],
+        sims: dict[str, float],
+        locations: dict[str, Any],
+        tokens: dict[str, int],
+    ) -> None:
+        self._nodes, self._sims, self._locations, self._tokens = nodes, sims, locations, tokens
+        self._built: dict[int, WindowUnit] = {}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __getitem__(self, index: Any) -> Any:
+        if index not in self._built:
+            node_id = self._nodes[index].node_id
+            if node_id not in self._tokens:
+                self._tokens[node_id] = count_tokens(self._nodes[index].get_content())
+            location = self._locations[node_id]
+            self._built[index] = WindowUnit(
+                self._sims[node_id], self._tokens[node_id], location.section
+            )
+        return self._built[index]
 
 
 def window_change_limits(
@@ -269,8 +311,11 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         default=DEFAULT_MAX_WINDOW_TOKENS, ge=1, le=100_000, description="Token budget per window."
     )
     max_expand_steps: int = Field(default=12, ge=0, le=100, description="Units added at most.")
-    drift_patience: int = Field(default=2, ge=1, le=100, description="Drifts in a row that stop.")
+    drift_patience: int = Field(default=3, ge=1, le=100, description="Drifts in a row that stop.")
     drift_overlap: float = Field(default=0.2, ge=0, le=1, description="Cue overlap = drift below.")
+    max_hole: int = Field(
+        default=1, ge=0, le=10, description="Dropped units kept between kept ones."
+    )
     max_window_change: int | None = Field(
         default=None, ge=0, le=100, description="Conversation: window size change per turn."
     )
@@ -293,10 +338,6 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
 
     # --- pure parts ----------------------------------------------------------------------------
 
-    def _requests(self, hits: list[NodeWithScore]) -> list[NeighbourRequest]:
-        steps = self.max_expand_steps
-        return [NeighbourRequest(h.node, steps, steps) for h in hits]
-
     def _limits(self) -> GrowthLimits:
         min_units, max_units = window_change_limits(self._previous_units, self.max_window_change)
         return GrowthLimits(
@@ -304,59 +345,23 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             self.drift_overlap, self.prune_sim, min_units, max_units,
         )  # fmt: skip
 
-    def _assemble(
-        self,
-        hits: list[NodeWithScore],
-        fetched: FetchResult,
-        query_vector: Sequence[float],
-        vectors: dict[str, Sequence[float]],
-        record: dict[str, Any],
-    ) -> list[NodeWithScore]:
-        hoods = fetched.neighbourhoods
-        unique = {n.node_id: n for hood in hoods for n in hood.nodes}
-        ids = list(unique)
-        sims = dict(zip(ids, cosine_to_query(query_vector, [vectors[i] for i in ids]), strict=True))
-        locations = locate_all([*unique.values(), *(h.node for h in hits)], self.layout)
-        limits = self._limits()
-        pieces, sizes = [], []
-        for rank, (hit, hood) in enumerate(zip(hits, hoods, strict=True)):
-            piece, units = self._window(
-                hit, hood.nodes, hood.anchor_index, sims, locations, limits, rank
-            )
-            pieces.append(piece)
-            sizes.append(units)
-        if self.max_window_change is not None and sizes:
-            self._previous_units = round(sum(sizes) / len(sizes))
-        record = {**record, "round_trips": fetched.round_trips, "limits": limits.__dict__}
-        return [
-            piece_to_node(p, TRACE_COMPONENT, record, self.layout, self.separator)
-            for p in merge_pieces(pieces)
-        ]
-
     def _window(
-        self,
-        hit: NodeWithScore,
-        nodes: list[BaseNode],
-        anchor: int,
-        sims: dict[str, float],
-        locations: dict[str, Any],
-        limits: GrowthLimits,
-        rank: int,
-    ) -> tuple[Piece, int]:
-        units = [
-            WindowUnit(sims[n.node_id], count_tokens(n.get_content()), locations[n.node_id].section)
-            for n in nodes
-        ]
-        cues = cache(lambda i: extract_cues(nodes[i].get_content()))
-        growth = grow_window(units, anchor, limits, cues)
-        kept, pruned = prune_window(units, growth, anchor, self.prune_sim, limits.min_units)
+        self, session: _Session, index: int, locations: dict[str, Any]
+    ) -> tuple[Piece, int, Growth]:
+        hit, hood = session.hits[index], session.hoods[index]
+        nodes, anchor, limits = hood.nodes, hood.anchor_index, session.limits
+        units = _LazyUnits(nodes, session.sims, locations, session.tokens)
+        growth = grow_window(units, anchor, limits, lambda i: session.cues_of(nodes[i]))
+        kept, pruned = prune_window(
+            units, growth, anchor, self.prune_sim, limits.min_units, self.max_hole
+        )
         members = [
             Member(hit.node if i == anchor else nodes[i], locations[nodes[i].node_id],
                    "hit" if i == anchor else "neighbour", hit.score)
             for i in kept
         ]  # fmt: skip
         piece = Piece(members[0].location.doc_id, locations[nodes[growth.left].node_id].first,
-                      locations[nodes[growth.right].node_id].last, rank, hits=[hit])  # fmt: skip
+                      locations[nodes[growth.right].node_id].last, index, hits=[hit])  # fmt: skip
         piece.members = {m.node.node_id: m for m in members}
         added = [
             {"id": nodes[step["index"]].node_id, **{k: v for k, v in step.items() if k != "index"}}
@@ -372,60 +377,150 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             "units": len(kept),
             "tokens": sum(units[i].tokens for i in kept),
         })  # fmt: skip
-        return piece, len(kept)
+        return piece, len(kept), growth
 
-    @staticmethod
-    def _prepare(
-        nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    def _finish(self, session: _Session, query_embedded: bool) -> list[NodeWithScore]:
+        sizes = [window[1] for window in session.windows if window is not None]
+        if self.max_window_change is not None and sizes:
+            self._previous_units = round(sum(sizes) / len(sizes))
+        record = {
+            "query_embedded": query_embedded,
+            "embedded_units": session.embedded,
+            "round_trips": session.round_trips,
+            "fetched": len(session.nodes),
+            "limits": session.limits.__dict__,
+        }
+        pieces = [window[0] for window in session.windows if window is not None]
+        return [
+            piece_to_node(p, TRACE_COMPONENT, record, self.layout, self.separator)
+            for p in merge_pieces(pieces)
+        ]
+
+    def _start(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
     ) -> tuple[list[NodeWithScore], QueryBundle]:
         if query_bundle is None:
             raise ValueError("DriftAwareWindowPostprocessor needs the query (query_bundle=None)")
         return dedupe_hits(nodes), query_bundle
-
-    @staticmethod
-    def _stored_vectors(fetched: FetchResult) -> tuple[dict[str, Any], dict[str, str]]:
-        """Stored vectors by id, and the texts of nodes the store kept without one."""
-        nodes = {n.node_id: n for hood in fetched.neighbourhoods for n in hood.nodes}
-        vectors = {i: n.embedding for i, n in nodes.items() if n.embedding is not None}
-        return vectors, {i: n.get_content() for i, n in nodes.items() if n.embedding is None}
 
     # --- sync / async: only the I/O differs ----------------------------------------------------
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        hits, query = self._prepare(nodes, query_bundle)
+        hits, query = self._start(nodes, query_bundle)
         if not hits:
             return []
-        fetched = self._store.fetch(self._requests(hits), with_embeddings=True)
-        vectors, missing = self._stored_vectors(fetched)
         query_vector = query.embedding
-        if query_vector is None or missing:
+        if query_vector is None:
             model = resolve_embed_model(self.embed_model)
-            if query_vector is None:
-                query_vector = model.get_agg_embedding_from_queries(query.embedding_strs)
-            texts = list(missing.values())
-            vectors.update(zip(missing, model.get_text_embedding_batch(texts), strict=True))
-        record = {"query_embedded": query.embedding is None, "embedded_units": len(missing)}
-        return self._assemble(hits, fetched, query_vector, vectors, record)
+            query_vector = model.get_agg_embedding_from_queries(query.embedding_strs)
+        session = _Session(self, hits, query_vector)
+        while requests := session.requests():
+            fetched = self._store.fetch(requests, light=True, known=session.nodes)
+            if missing := session.absorb(fetched):
+                vectors = resolve_embed_model(self.embed_model).get_text_embedding_batch(
+                    list(missing.values())
+                )
+                session.add_vectors(list(missing), vectors)
+            session.grow()
+        return self._finish(session, query.embedding is None)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        hits, query = self._prepare(nodes, query_bundle)
+        hits, query = self._start(nodes, query_bundle)
         if not hits:
             return []
-        fetched = await self._store.afetch(self._requests(hits), with_embeddings=True)
-        vectors, missing = self._stored_vectors(fetched)
         query_vector = query.embedding
-        if query_vector is None or missing:
+        if query_vector is None:
             model = resolve_embed_model(self.embed_model)
-            if query_vector is None:
-                query_vector = await model.aget_agg_embedding_from_queries(query.embedding_strs)
-            texts = list(missing.values())
-            vectors.update(zip(missing, await model.aget_text_embedding_batch(texts), strict=True))
-        record = {"query_embedded": query.embedding is None, "embedded_units": len(missing)}
-        return self._assemble(hits, fetched, query_vector, vectors, record)
+            query_vector = await model.aget_agg_embedding_from_queries(query.embedding_strs)
+        session = _Session(self, hits, query_vector)
+        while requests := session.requests():
+            fetched = await self._store.afetch(requests, light=True, known=session.nodes)
+            if missing := session.absorb(fetched):
+                vectors = await resolve_embed_model(self.embed_model).aget_text_embedding_batch(
+                    list(missing.values())
+                )
+                session.add_vectors(list(missing), vectors)
+            session.grow()
+        return self._finish(session, query.embedding is None)
+
+
+class _Session:
+    """One call: neighbourhoods fetched so far, vectors, similarities, memoised tokens and cues.
+
+    The first fetch asks ``FIRST_FETCH_STEPS`` nodes each side. A window that grew into the
+    edge of what was fetched (not the document's edge) is fetched again up to
+    ``max_expand_steps`` each side (one more batched query for all such hits, nodes already
+    held excluded) and regrown from scratch, so the result equals one wide fetch at a third of
+    the rows: most windows stop within a few sentences.
+    """
+
+    def __init__(
+        self, post: DriftAwareWindowPostprocessor, hits: list[NodeWithScore], query: Any
+    ) -> None:
+        self.post, self.hits, self.query = post, hits, query
+        self.limits = post._limits()
+        self.hoods: list[Any] = [None] * len(hits)
+        self.windows: list[tuple[Piece, int, Growth] | None] = [None] * len(hits)
+        self.steps = min(FIRST_FETCH_STEPS, post.max_expand_steps)
+        self.pending = list(range(len(hits)))
+        self.nodes: dict[str, BaseNode] = {}
+        self.vectors: dict[str, Any] = {}
+        self.sims: dict[str, float] = {}
+        self.tokens: dict[str, int] = {}
+        self.cues: dict[str, frozenset[str]] = {}
+        self.round_trips = self.embedded = 0
+
+    def cues_of(self, node: BaseNode) -> frozenset[str]:
+        if node.node_id not in self.cues:
+            self.cues[node.node_id] = extract_cues(node.get_content())
+        return self.cues[node.node_id]
+
+    def requests(self) -> list[NeighbourRequest]:
+        return [NeighbourRequest(self.hits[i].node, self.steps, self.steps) for i in self.pending]
+
+    def absorb(self, fetched: FetchResult) -> dict[str, str]:
+        """Take a fetch in; returns the texts of nodes that came without a vector."""
+        self.round_trips += fetched.round_trips
+        for index, hood in zip(self.pending, fetched.neighbourhoods, strict=True):
+            self.hoods[index] = hood
+            for node in hood.nodes:
+                self.nodes.setdefault(node.node_id, node)
+        fresh = [n for n in self.nodes.values() if n.node_id not in self.vectors]
+        self.vectors.update((n.node_id, n.embedding) for n in fresh if n.embedding is not None)
+        return {n.node_id: n.get_content() for n in fresh if n.embedding is None}
+
+    def add_vectors(self, ids: list[str], vectors: Sequence[Sequence[float]]) -> None:
+        self.vectors.update(zip(ids, vectors, strict=True))
+        self.embedded += len(ids)
+
+    def grow(self) -> None:
+        """(Re)grow the pending windows; keep pending those that need a wider fetch."""
+        new = [i for i in self.vectors if i not in self.sims]
+        self.sims.update(
+            zip(new, cosine_to_query(self.query, [self.vectors[i] for i in new]), strict=True)
+        )
+        locations = locate_all(
+            [*self.nodes.values(), *(h.node for h in self.hits)], self.post.layout
+        )
+        wider = []
+        for index in self.pending:
+            self.windows[index] = self.post._window(self, index, locations)
+            if self.steps < self.post.max_expand_steps and self._hit_fetch_edge(index):
+                wider.append(index)
+        self.pending = wider
+        self.steps = self.post.max_expand_steps
+
+    def _hit_fetch_edge(self, index: int) -> bool:
+        growth, hood = self.windows[index][2], self.hoods[index]  # type: ignore[index]
+        sides = (("left", hood.before), ("right", hood.after))
+        edge = StopReason.DOCUMENT_EDGE.value
+        return any(
+            growth.sides.get(side) == edge and len(nodes) == self.steps for side, nodes in sides
+        )
 
 
 __all__ = [

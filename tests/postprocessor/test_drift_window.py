@@ -164,7 +164,8 @@ def texts(results: list[NodeWithScore]) -> list[str]:
 def test_defaults_are_the_calibrated_minilm_thresholds(docstore) -> None:
     post = DriftAwareWindowPostprocessor(docstore=docstore)
     assert (post.min_sim, post.prune_sim) == (MINILM_MIN_SIM, MINILM_PRUNE_SIM)
-    assert (post.max_expand_steps, post.drift_patience, post.max_window_change) == (12, 2, None)
+    assert (post.max_expand_steps, post.drift_patience, post.max_window_change) == (12, 3, None)
+    assert post.max_hole == 1
     assert post.max_window_tokens == 768
     assert post.class_name() == "DriftAwareWindowPostprocessor"
 
@@ -231,8 +232,34 @@ def test_query_and_missing_vectors_are_embedded_once(nodes) -> None:
     output = post.postprocess_nodes(hits(bare, "In 1901"), query_str="storm and pier")
     trace = get_trace(output[0].node, "drift_window")
     assert trace["query_embedded"] is True
-    # the fetched neighbourhood: the hit and up to 12 nodes each side within its document
-    assert trace["embedded_units"] == model.texts == 11
+    # the first fetch: the hit and 4 nodes each side; growth stopped before that edge
+    assert trace["embedded_units"] == model.texts == 9
+    assert trace["round_trips"] == 1
+
+
+def test_windows_reaching_the_first_fetch_edge_are_fetched_wider(monkeypatch) -> None:
+    from llama_index.core import Document
+
+    from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+    from llama_index_ext_advrag.postprocessor import drift_window
+
+    text = " ".join(f"Sentence {i} talks about harbours." for i in range(30))
+    long_nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+        [Document(text=text, id_="long")]
+    )
+    for node in long_nodes:
+        node.embedding = EMBED.get_text_embedding(node.get_content())
+    docstore = docstore_of(long_nodes)
+    post = window({"docstore": docstore}, min_sim=-1.0, prune_sim=-1.0, drift_patience=100)
+    results = hits(long_nodes, "Sentence 15 ")
+    staged = post.postprocess_nodes(results, query("harbours"))
+    trace = get_trace(staged[0].node, "drift_window")
+    assert trace["round_trips"] == 2 and trace["records"][0]["stop"] == "max_expand_steps"
+    assert trace["fetched"] == 25  # the hit and 12 each side, none fetched twice
+    monkeypatch.setattr(drift_window, "FIRST_FETCH_STEPS", 12)
+    one_shot = post.postprocess_nodes(results, query("harbours"))
+    assert texts(one_shot) == texts(staged)
+    assert get_trace(one_shot[0].node, "drift_window")["round_trips"] == 1
 
 
 def test_max_window_change_limits_the_jump_between_turns(docstore, nodes) -> None:
