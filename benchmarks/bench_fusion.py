@@ -6,8 +6,10 @@ BM25-indexed on its own) carrying its window (the sentence and ``--radius`` neig
 side) in metadata, which is the context handed to the LLM. For each retriever and k:
 
 * hit@k: a top-k node comes from the question's own paragraph (CMRC) / paper (COVID-QA);
-* coverage@k: a gold answer string occurs in the top-k windows (distinct windows concatenated);
-* mean context tokens of that concatenation (LlamaIndex's tokenizer), p50 latency.
+* coverage@k: a gold answer string occurs in the top-k windows (distinct windows concatenated),
+  and the same for the merged context (the windows' sentences, each once, in reading order);
+* mean context tokens of that concatenation (LlamaIndex's tokenizer), p50 latency (for the
+  fusion rows the legs' results are memoised from the single-leg rows: fusion overhead only).
 
 Baselines in the same process: LlamaIndex core ``VectorStoreIndex`` retriever (dense leg) and
 ``llama-index-retrievers-bm25``'s default ``BM25Retriever`` (no Chinese tokenisation).
@@ -40,7 +42,7 @@ from common import (  # noqa: E402
 )
 from llama_index.core import VectorStoreIndex  # noqa: E402
 from llama_index.core.retrievers import BaseRetriever  # noqa: E402
-from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
 from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
 from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever  # noqa: E402
@@ -51,23 +53,45 @@ logger = logging.getLogger("bench_fusion")
 WINDOW_KEY = "window"
 
 
-def window_nodes(documents: dict[str, str], radius: int) -> list[TextNode]:
-    """One node per sentence; its window (``radius`` sentences each side) in metadata."""
+def window_nodes(documents: dict[str, str], radius: int) -> tuple[list[TextNode], dict]:
+    """One node per sentence; its window (``radius`` sentences each side) in metadata. Also
+    returns every document's sentences, for the merged context."""
     nodes = []
+    sentences_of = {}
     for doc_id, text in documents.items():
-        sentences = [s.text for s in split_sentences(text)]
+        sentences = sentences_of[doc_id] = [s.text for s in split_sentences(text)]
         for i, sentence in enumerate(sentences):
             window = " ".join(sentences[max(0, i - radius) : i + radius + 1])
             nodes.append(
                 TextNode(
                     text=sentence,
                     id_=f"{doc_id}::{i}",
-                    metadata={"doc_id": doc_id, WINDOW_KEY: window},
+                    metadata={
+                        "doc_id": doc_id,
+                        "sentence": i,
+                        "radius": radius,
+                        WINDOW_KEY: window,
+                    },
                     excluded_embed_metadata_keys=["doc_id", WINDOW_KEY],
                     excluded_llm_metadata_keys=["doc_id", WINDOW_KEY],
                 )
             )
-    return nodes
+    return nodes, sentences_of
+
+
+def merged_context_of(results: Sequence[NodeWithScore], sentences_of: dict) -> str:
+    """The union of the windows' sentences, per document in reading order (what a merging
+    postprocessor hands the LLM: overlapping neighbour windows are not repeated)."""
+    wanted: dict[str, set[int]] = {}
+    for r in results:
+        meta = r.node.metadata
+        first, last = meta["sentence"] - meta["radius"], meta["sentence"] + meta["radius"]
+        wanted.setdefault(meta["doc_id"], set()).update(range(max(0, first), last + 1))
+    parts = []
+    for doc_id, indices in wanted.items():
+        sentences = sentences_of[doc_id]
+        parts.append(" ".join(sentences[i] for i in sorted(indices) if i < len(sentences)))
+    return "\n".join(parts)
 
 
 def context_of(results: Sequence[NodeWithScore]) -> str:
@@ -82,9 +106,12 @@ def evaluate(
     retrieve: Callable[[str], list[NodeWithScore]],
     corpus: SquadCorpus,
     ks: Sequence[int],
+    sentences_of: dict,
 ) -> list[dict[str, Any]]:
     """hit@k, coverage@k and mean context tokens for every k (one retrieval at max k)."""
-    per_k: dict[int, dict[str, list[float]]] = {k: {"hit": [], "cov": [], "tok": []} for k in ks}
+    per_k: dict[int, dict[str, list[float]]] = {
+        k: {"hit": [], "cov": [], "tok": [], "mcov": [], "mtok": []} for k in ks
+    }
     latencies = []
     for question in corpus.questions:
         start = time.perf_counter()
@@ -98,6 +125,9 @@ def evaluate(
             )
             per_k[k]["cov"].append(answer_covered(context, question.answers, require_all=False))
             per_k[k]["tok"].append(count_tokens(context))
+            merged = merged_context_of(top, sentences_of)
+            per_k[k]["mcov"].append(answer_covered(merged, question.answers, require_all=False))
+            per_k[k]["mtok"].append(count_tokens(merged))
     rows = []
     for k in ks:
         rows.append(
@@ -108,6 +138,8 @@ def evaluate(
                 "hit": statistics.fmean(per_k[k]["hit"]),
                 "coverage": statistics.fmean(per_k[k]["cov"]),
                 "context_tokens": statistics.fmean(per_k[k]["tok"]),
+                "merged_coverage": statistics.fmean(per_k[k]["mcov"]),
+                "merged_context_tokens": statistics.fmean(per_k[k]["mtok"]),
                 "p50_ms": statistics.median(latencies),
             }
         )
@@ -115,8 +147,27 @@ def evaluate(
     return rows
 
 
+class MemoRetriever(BaseRetriever):
+    """Benchmark only: remembers a leg's results per query, so the single-leg row and the three
+    fusion rows share one call of each leg (fusion latency then excludes the legs' time)."""
+
+    def __init__(self, inner: BaseRetriever) -> None:
+        self.inner = inner
+        self.memo: dict[str, list[NodeWithScore]] = {}
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if query_bundle.query_str not in self.memo:
+            self.memo[query_bundle.query_str] = self.inner.retrieve(query_bundle)
+        return self.memo[query_bundle.query_str]
+
+
 def build_retrievers(
-    nodes: list[TextNode], max_k: int, leg_top_k: int, weights: Sequence[float]
+    nodes: list[TextNode],
+    max_k: int,
+    leg_top_k: int,
+    weights: Sequence[float],
+    weight_grid: Sequence[tuple[float, ...]] = (),
 ) -> dict[str, BaseRetriever]:
     from llama_index.retrievers.bm25 import BM25Retriever as CoreBM25Retriever
 
@@ -124,12 +175,13 @@ def build_retrievers(
     started = time.perf_counter()
     index = VectorStoreIndex(nodes, embed_model=embed_model, show_progress=False)
     logger.info("embedded %d nodes in %.0fs", len(nodes), time.perf_counter() - started)
-    dense = index.as_retriever(similarity_top_k=max_k)
-    ours = BM25Retriever(nodes, similarity_top_k=max_k)
-    legs = [index.as_retriever(), BM25Retriever(nodes)]
+    top = max(max_k, leg_top_k)
+    dense = MemoRetriever(index.as_retriever(similarity_top_k=top))
+    ours = MemoRetriever(BM25Retriever(nodes, similarity_top_k=top))
+    legs = [dense, ours]
     common = {"similarity_top_k": max_k, "leg_top_k": leg_top_k, "weights": weights}
     names = ["dense", "bm25"]
-    return {
+    retrievers: dict[str, BaseRetriever] = {
         "core vector (dense)": dense,
         "core BM25Retriever (default)": CoreBM25Retriever.from_defaults(
             nodes=nodes, similarity_top_k=max_k
@@ -143,13 +195,22 @@ def build_retrievers(
             legs, mode="score", normalization="zscore", leg_names=names, **common
         ),
     }
+    for pair in weight_grid:
+        grid = {**common, "weights": list(pair)}
+        label = f"w={pair[0]:g}/{pair[1]:g}"
+        retrievers[f"fusion rrf {label}"] = HybridFusionRetriever(legs, mode="rrf", **grid)
+        retrievers[f"fusion minmax {label}"] = HybridFusionRetriever(legs, mode="score", **grid)
+        retrievers[f"fusion zscore {label}"] = HybridFusionRetriever(
+            legs, mode="score", normalization="zscore", **grid
+        )
+    return retrievers
 
 
 def format_rows(dataset: str, rows: list[dict[str, Any]], baseline: str) -> str:
     base = {r["k"]: r for r in rows if r["retriever"] == baseline}
     header = (
-        f"{'retriever':30s} {'k':>3s} {'hit':>6s} {'cov':>6s} {'ctx tok':>8s} {'p50 ms':>7s}"
-        f" {'cov/base':>9s}"
+        f"{'retriever':30s} {'k':>3s} {'hit':>6s} {'cov':>6s} {'ctx tok':>8s} {'merged cov':>10s}"
+        f" {'merged tok':>10s} {'p50 ms':>7s} {'cov/base':>9s}"
     )
     lines = [f"## {dataset} (n={rows[0]['questions']})", header, "-" * len(header)]
     for r in sorted(
@@ -164,13 +225,14 @@ def format_rows(dataset: str, rows: list[dict[str, Any]], baseline: str) -> str:
         )
         lines.append(
             f"{r['retriever']:30s} {r['k']:3d} {r['hit']:6.3f} {r['coverage']:6.3f}"
-            f" {r['context_tokens']:8.1f} {r['p50_ms']:7.1f} {ratio:9.2f}"
+            f" {r['context_tokens']:8.1f} {r['merged_coverage']:10.3f}"
+            f" {r['merged_context_tokens']:10.1f} {r['p50_ms']:7.1f} {ratio:9.2f}"
         )
     return "\n".join(lines)
 
 
 def run_dataset(name: str, corpus: SquadCorpus, args: argparse.Namespace) -> list[dict[str, Any]]:
-    nodes = window_nodes(corpus.documents, args.radius)
+    nodes, sentences_of = window_nodes(corpus.documents, args.radius)
     logger.info(
         "%s: %d documents, %d sentence nodes, %d questions",
         name,
@@ -178,18 +240,21 @@ def run_dataset(name: str, corpus: SquadCorpus, args: argparse.Namespace) -> lis
         len(nodes),
         len(corpus.questions),
     )
-    retrievers = build_retrievers(nodes, max(args.k), args.leg_top_k, args.weights)
+    grid = [tuple(float(w) for w in pair.split(",")) for pair in args.weight_grid]
+    retrievers = build_retrievers(nodes, max(args.k), args.leg_top_k, args.weights, grid)
     rows = []
     for label, retriever in retrievers.items():
-        rows.extend(evaluate(label, retriever.retrieve, corpus, args.k))
+        rows.extend(evaluate(label, retriever.retrieve, corpus, args.k, sentences_of))
     for row in rows:
         row["dataset"] = name
     return rows
 
 
-def first_questions(corpus: SquadCorpus, limit: int | None) -> SquadCorpus:
-    """CMRC anchors use the first N questions in file order, not a sample."""
-    questions = corpus.questions if limit is None else corpus.questions[:limit]
+def first_questions(corpus: SquadCorpus, limit: int | None, offset: int = 0) -> SquadCorpus:
+    """CMRC anchors use the first N questions in file order, not a sample (``offset`` skips
+    some, for tuning on questions the reported figures do not use)."""
+    questions = corpus.questions[offset:]
+    questions = questions if limit is None else questions[:limit]
     return SquadCorpus(documents=corpus.documents, questions=questions)
 
 
@@ -204,6 +269,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--radius", type=int, default=1, help="window = sentence +- radius")
     parser.add_argument("--leg-top-k", type=int, default=30)
     parser.add_argument("--weights", type=float, nargs=2, default=[1.0, 1.0])
+    parser.add_argument(
+        "--weight-grid", nargs="*", default=[], help='extra "dense,bm25" weight pairs, e.g. 0.3,1'
+    )
+    parser.add_argument("--offset", type=int, default=0, help="skip the first N CMRC questions")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("httpx", "sentence_transformers", "bm25s", "jieba"):
@@ -211,7 +280,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     tables, rows = [], []
     if args.only in (None, "cmrc"):
-        cmrc = first_questions(load_squad(cmrc_path(args.datasets)), args.max_questions or 1000)
+        cmrc = first_questions(
+            load_squad(cmrc_path(args.datasets)), args.max_questions or 1000, args.offset
+        )
         cmrc_rows = run_dataset("cmrc2018", cmrc, args)
         tables.append(
             format_rows("CMRC 2018 dev, first questions", cmrc_rows, "core vector (dense)")
@@ -222,10 +293,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         covid_rows = run_dataset("covidqa", covid, args)
         tables.append(format_rows("COVID-QA, seeded sample", covid_rows, "core vector (dense)"))
         rows += covid_rows
-    settings = f"radius={args.radius} leg_top_k={args.leg_top_k} weights={args.weights}"
+    settings = (
+        f"radius={args.radius} leg_top_k={args.leg_top_k} weights={args.weights}"
+        f" offset={args.offset}"
+    )
     text = "\n\n".join([f"# bench_fusion ({settings})", *tables])
     print(text)
     name = "bench_fusion" if args.only is None else f"bench_fusion_{args.only}"
+    name += f"_offset{args.offset}" if args.offset else ""
     write_results(
         name, text, {"settings": vars(args) | {"datasets": str(args.datasets)}, "rows": rows}
     )
