@@ -281,6 +281,7 @@ def merge_round(
             "children_total": child_total,
             "ratio": round(ratio, 4),
             "absorbed": [e.node_id for e in absorbed],
+            "leaf_ids": sorted({leaf for e in replaced for leaf in e.leaf_ids}),
         }
         for entry in replaced:
             del current[entry.node_id]

@@ -98,7 +98,7 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
     document, without duplicates or overlaps. Each node carries
     ``metadata["advrag_trace"]["auto_merging"]``: the retrieved leaf ids it stands for, every
     merge that produced it (parent id, round, children retrieved / total, ratio, absorbed
-    nodes) and merges refused by the token budget.
+    nodes, the retrieved leaves merged into it) and merges refused by the token budget.
 
     Args:
         vector_store: the leaves' ``MilvusVectorStore``.

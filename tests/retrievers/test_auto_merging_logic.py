@@ -137,6 +137,12 @@ def test_merges_up_the_levels_and_absorbs_contained_leaves() -> None:
     root = result[0]
     assert set(root.leaf_ids) == {"doc-a1", "doc-a2", "doc-c1", "doc-c2", "doc-b2"}
     assert root.merges[-1]["absorbed"] == ["doc-b2"]
+    first = {m["parent_id"]: m["leaf_ids"] for m in root.merges}
+    assert first == {
+        "doc-A": ["doc-a1", "doc-a2"],
+        "doc-C": ["doc-c1", "doc-c2"],
+        "doc-R": ["doc-a1", "doc-a2", "doc-b2", "doc-c1", "doc-c2"],
+    }
     assert root.score == pytest.approx(0.9)
     assert [m["round"] for m in root.merges] == [1, 1, 2]
 

@@ -118,6 +118,29 @@ def test_search_mode_within_routed_units(tables: TwoLayerMilvusRetriever) -> Non
     assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
 
 
+def index_type(retriever: TwoLayerMilvusRetriever, collection: str) -> str:
+    client = retriever._summary_store.client
+    return str(client.describe_index(collection, client.list_indexes(collection)[0])["index_type"])
+
+
+def test_tiny_collections_get_a_flat_index(tables: TwoLayerMilvusRetriever) -> None:
+    for key in ("summary_collection", "details_collection"):
+        assert index_type(tables, tables.layout[key]) == "FLAT"
+
+
+def test_index_preset_applies(milvus_uri: str, collection_name: str) -> None:
+    units = [
+        Unit(f"u{i}", f"unit {i}", UnitKind.DOCUMENT, f"about {i}", (f"body {i}",))
+        for i in range(3)
+    ]
+    hnsw = TwoLayerMilvusRetriever.from_units(
+        units, uri=milvus_uri, collection_name=collection_name, embed_model=HashEmbedding(dim=64),
+        index_preset="HNSW",
+    )  # fmt: skip
+    assert index_type(hnsw, hnsw.layout["summary_collection"]) == "HNSW"
+    assert hnsw.retrieve("about 2")[0].node.metadata["unit_key"] == "u2"
+
+
 def test_hostile_unit_keys_cannot_widen_the_filter(milvus_uri: str, collection_name: str) -> None:
     hostile = 'x" or unit_key != "'
     units = [
