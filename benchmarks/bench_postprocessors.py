@@ -142,18 +142,19 @@ def evaluate(
         context = context_of(nodes)
         tokens += count_tokens(context)
         covered += answer_covered(context, question.answers, require_all=False)
-        for node in nodes:
-            for record in (
-                node.node.metadata.get("advrag_trace", {})
-                .get("drift_window", {})
-                .get("records", [])
-            ):
+        traces = [n.node.metadata.get("advrag_trace", {}) for n in nodes]
+        for trace in traces:
+            for record in trace.get("drift_window", {}).get("records", []):
                 stops[record["stop"]] = stops.get(record["stop"], 0) + 1
+        if traces and "prev_next" in traces[0]:  # one direction decision per question
+            decision = traces[0]["prev_next"]
+            source = f"direction from {decision['source']}: {decision['direction']}"
+            stops[source] = stops.get(source, 0) + 1
     count = max(len(questions), 1)
     row = {"pipeline": label, "questions": len(questions), "coverage": covered / count,
            "mean_context_tokens": tokens / count, "seconds": time.perf_counter() - started}  # fmt: skip
     if stops:
-        row["stops"] = stops
+        row["decisions"] = stops
     logger.info("%s", row)
     return row
 

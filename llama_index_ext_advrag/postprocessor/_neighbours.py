@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from llama_index.core.schema import BaseNode, NodeRelationship
+from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
 from pydantic import BaseModel, Field
 
 from llama_index_ext_advrag.node_parser._nodes import (
@@ -387,25 +387,21 @@ class MilvusNeighbourStore(NeighbourStore):
         return [store.text_key, store.embedding_field, *metadata], metadata
 
     def _rows_to_units(self, rows: Mapping[Any, dict[str, Any]]) -> dict[str, BaseNode]:
-        from llama_index_ext_advrag.milvus import row_to_node
-
-        _, metadata = self._unit_fields()
-        store, units = self.vector_store, {}
+        """Rows to light ``TextNode``s; the values come from our own store, so pydantic
+        validation (most of the cost at ~100 rows per query) is skipped."""
+        _, metadata_keys = self._unit_fields()
+        text_key, vector_key = self.vector_store.text_key, self.vector_store.embedding_field
+        units: dict[str, BaseNode] = {}
         for key, row in rows.items():
-            node = row_to_node(
-                row,
-                text_key=store.text_key,
-                embedding_field=store.embedding_field,
-                metadata_fields=metadata,
+            metadata = {k: row[k] for k in metadata_keys if k in row}
+            span = metadata.get(self.layout.char_span_key)
+            start, end = (
+                span if isinstance(span, (list, tuple)) and len(span) == 2 else (None, None)
             )
-            span = node.metadata.get(self.layout.char_span_key)
-            if (
-                isinstance(span, (list, tuple))
-                and len(span) == 2
-                and hasattr(node, "start_char_idx")
-            ):
-                node.start_char_idx, node.end_char_idx = span  # type: ignore[attr-defined]
-            units[str(key)] = node
+            units[str(key)] = TextNode.model_construct(
+                id_=str(key), text=row.get(text_key) or "", metadata=metadata,
+                embedding=row.get(vector_key), start_char_idx=start, end_char_idx=end,
+            )  # fmt: skip
         return units
 
     def get_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
