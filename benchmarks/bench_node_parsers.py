@@ -215,7 +215,9 @@ def ours_adaptive(args: argparse.Namespace, embed_unit: str, embed_model: Any) -
         else args.sentence_window_tokens,
         stride_ratio=args.stride_ratio,
         forward_ratio=args.forward_ratio,
-        breakpoint_percentile=args.percentile,
+        breakpoint_percentile=args.percentile
+        if embed_unit == "window"
+        else args.sentence_percentile,
         embed_model=embed_model,
     )
 
@@ -351,11 +353,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--parts", default="covid,cmrc,throughput")
     parser.add_argument("--window-tokens", type=int, default=200, help="adaptive, window unit")
     parser.add_argument(
-        "--sentence-window-tokens", type=int, default=200, help="adaptive, sentence unit"
+        "--sentence-window-tokens", type=int, default=240, help="adaptive, sentence unit"
     )
     parser.add_argument("--stride-ratio", type=float, default=0.5)
     parser.add_argument("--forward-ratio", type=float, default=0.75, help="adaptive, sentence unit")
-    parser.add_argument("--percentile", type=float, default=95.0)
+    parser.add_argument("--percentile", type=float, default=95.0, help="adaptive, window unit")
+    parser.add_argument(
+        "--sentence-percentile", type=float, default=85.0, help="adaptive, sentence unit"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="COVID-QA question sample")
     parser.add_argument("--name", default="node_parsers", help="results file name")
     parser.add_argument("--skip", default="", help="comma-separated index names to leave out")
     parser.add_argument(
@@ -369,12 +375,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     data: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
 
     if "covid" in parts:
-        corpus = load_squad(covidqa_path(args.datasets), max_questions=args.max_questions)
+        corpus = load_squad(
+            covidqa_path(args.datasets), max_questions=args.max_questions, seed=args.seed
+        )
         indexes, retrievals = covid_specs(args, embed_model)
         rows = evaluate(
             corpus, indexes, retrievals, embed_model, args.milvus, "np_covid", args.skip
         )
-        baseline = next(r for r in rows if "Window" in r["pipeline"] and r["k"] == args.k)
+        baseline = next(
+            (r for r in rows if "Window" in r["pipeline"] and r["k"] == args.k), rows[0]
+        )
         title = f"COVID-QA: {len(corpus.questions)} questions over {len(corpus.documents)} papers"
         report.append(format_quality(title, rows, baseline))
         data["covid"] = rows

@@ -174,7 +174,7 @@ class HierarchicalSentenceNodeParser(NodeParser):
         stored = 0
         for level, spans in enumerate(plan_hierarchy(tokens, self.chunk_sizes, breaks)):
             level_nodes: list[BaseNode] = []
-            for first, last, parent_index in spans:
+            for first, last, _parent in spans:
                 start, end = chunk_char_span(sentences, first, last)
                 stored += end - start
                 metadata: dict[str, object] = {
@@ -189,18 +189,27 @@ class HierarchicalSentenceNodeParser(NodeParser):
                     text[start:end], start, end, metadata, source, self.include_metadata,
                     [*BOOKKEEPING_KEYS, LEVEL_KEY],
                 )  # fmt: skip
+                level_nodes.append(node)
+            infos = [node.as_related_node_info() for node in level_nodes]
+            siblings: dict[int | None, list[int]] = {}
+            for position, (_, _, parent_index) in enumerate(spans):
+                siblings.setdefault(parent_index, []).append(position)
+            for parent_index, positions in siblings.items():
                 if parent_index is not None:
                     parent = levels[-1][parent_index]
-                    node.relationships[NodeRelationship.PARENT] = parent_infos[parent_index]
-                    children = parent.relationships.get(NodeRelationship.CHILD) or []
-                    parent.relationships[NodeRelationship.CHILD] = [
-                        *children,  # type: ignore[misc]
-                        node.as_related_node_info(),
-                    ]
-                level_nodes.append(node)
-            parent_infos = [node.as_related_node_info() for node in level_nodes]
-            if self.include_prev_next_rel:
-                link_prev_next(level_nodes, parent_infos)
+                    parent.relationships[NodeRelationship.CHILD] = [infos[i] for i in positions]
+                    for i in positions:
+                        level_nodes[i].relationships[NodeRelationship.PARENT] = parent_infos[
+                            parent_index
+                        ]
+                # Like core, PREVIOUS/NEXT link siblings only: across parents, core's
+                # AutoMergingRetriever would fill in a single-child node and merge it back up
+                # to its parent again and again.
+                if self.include_prev_next_rel:
+                    link_prev_next(
+                        [level_nodes[i] for i in positions], [infos[i] for i in positions]
+                    )
+            parent_infos = infos
             levels.append(level_nodes)
         return [node for level_nodes in levels for node in level_nodes], len(sentences), stored
 

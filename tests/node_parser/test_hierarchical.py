@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 from advrag_testing import HashEmbedding
@@ -96,13 +97,57 @@ def test_leaf_nodes_and_relationships_match_core_conventions():
     leaves = get_leaf_nodes(nodes)
     assert leaves and all(n.metadata["hierarchy_level"] == 2 for n in leaves)
     assert all(n.ref_doc_id == "d" for n in nodes)
-    # PREVIOUS/NEXT stay within one level.
+    # PREVIOUS/NEXT link siblings only (same level, same parent), as core does.
     index = by_id(nodes)
+    linked = 0
     for node in nodes:
         if node.next_node is not None:
+            linked += 1
             neighbour = index[node.next_node.node_id]
             assert neighbour.metadata["hierarchy_level"] == node.metadata["hierarchy_level"]
             assert neighbour.start_char_idx == node.end_char_idx
+            assert neighbour.prev_node.node_id == node.node_id
+            if node.parent_node is not None:
+                assert neighbour.parent_node.node_id == node.parent_node.node_id
+    assert linked > 0
+
+
+def _alarm(signum, frame):
+    raise TimeoutError("AutoMergingRetriever did not terminate")
+
+
+def test_auto_merging_terminates_with_single_child_parents():
+    # A and C are retrieved, B lies between them and is the single child of its parent.
+    # Were PREVIOUS/NEXT linked across parents, core's AutoMergingRetriever would fill B in,
+    # merge it up into its parent, then fill it in again, forever.
+    filler = " ".join(f"word{i}" for i in range(40))
+    sentences = [
+        "Alpha one two three four five six seven.",
+        "Alpha eight nine ten eleven twelve thirteen.",
+        "Zebra quantum zebra quantum lemon apple pear.",  # A
+        f"Bridge {filler} end.",  # B: one leaf, one parent
+        "Zebra quantum lemon kiwi mango plum fig.",  # C
+        "Gamma one two three four five six seven.",
+        "Gamma eight nine ten eleven twelve thirteen.",
+    ]
+    parser = HierarchicalSentenceNodeParser(chunk_sizes=[50, 20])
+    nodes = parser.get_nodes_from_documents([Document(text=" ".join(sentences), id_="p")])
+    leaves = get_leaf_nodes(nodes)
+    bridge = next(n for n in leaves if n.text.startswith("Bridge"))
+    parent = next(n for n in nodes if n.node_id == bridge.parent_node.node_id)
+    assert len(parent.child_nodes) == 1
+    storage = StorageContext.from_defaults()
+    storage.docstore.add_documents(nodes)
+    index = VectorStoreIndex(leaves, storage_context=storage, embed_model=HashEmbedding(dim=256))
+    retriever = AutoMergingRetriever(index.as_retriever(similarity_top_k=2), storage)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
+    try:
+        results = retriever.retrieve("zebra quantum zebra quantum")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert {r.node.text.split()[0] for r in results} == {"Zebra"}
 
 
 def test_headings_close_chunks_at_every_level():

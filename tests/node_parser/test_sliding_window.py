@@ -56,6 +56,7 @@ def test_defaults():
         ({"stride_ratio": 1.5}, "stride_ratio"),
         ({"breakpoint_percentile": 100.0}, "breakpoint_percentile"),
         ({"breakpoint_threshold": 2.0}, "breakpoint_threshold"),
+        ({"forward_ratio": 1.5}, "forward_ratio"),
     ],
 )
 def test_invalid_arguments_raise_value_error_naming_the_value(kwargs, named):
