@@ -51,6 +51,7 @@ from llama_index_ext_advrag.text import count_tokens, split_sentences  # noqa: E
 
 logger = logging.getLogger("bench_fusion")
 WINDOW_KEY = "window"
+BOOKKEEPING = ["doc_id", "sentence", "radius", WINDOW_KEY]  # never embedded nor shown
 
 
 def window_nodes(documents: dict[str, str], radius: int) -> tuple[list[TextNode], dict]:
@@ -72,8 +73,8 @@ def window_nodes(documents: dict[str, str], radius: int) -> tuple[list[TextNode]
                         "radius": radius,
                         WINDOW_KEY: window,
                     },
-                    excluded_embed_metadata_keys=["doc_id", WINDOW_KEY],
-                    excluded_llm_metadata_keys=["doc_id", WINDOW_KEY],
+                    excluded_embed_metadata_keys=BOOKKEEPING,
+                    excluded_llm_metadata_keys=BOOKKEEPING,
                 )
             )
     return nodes, sentences_of
