@@ -347,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--llm-questions", type=int, default=100)
     parser.add_argument(
+        "--results-name", default="postprocessors", help="benchmarks/results/<name>.*"
+    )
+    parser.add_argument(
         "--milvus", default=str(CACHE_DIR.parent / "bench-milvus" / "postprocessors.db")
     )
     args = parser.parse_args(argv)
@@ -391,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         data["latency"] = rows
     text = "\n\n".join(report)
     print(text)  # the benchmark's report is its output
-    write_results("postprocessors", text, data)
+    write_results(args.results_name, text, data)
 
 
 if __name__ == "__main__":

@@ -387,8 +387,7 @@ class MilvusNeighbourStore(NeighbourStore):
         return [store.text_key, store.embedding_field, *metadata], metadata
 
     def _rows_to_units(self, rows: Mapping[Any, dict[str, Any]]) -> dict[str, BaseNode]:
-        """Rows to light ``TextNode``s; the values come from our own store, so pydantic
-        validation (most of the cost at ~100 rows per query) is skipped."""
+        """Rows to light ``TextNode``s: text, vector, the layout's metadata, char offsets."""
         _, metadata_keys = self._unit_fields()
         text_key, vector_key = self.vector_store.text_key, self.vector_store.embedding_field
         units: dict[str, BaseNode] = {}
@@ -398,7 +397,7 @@ class MilvusNeighbourStore(NeighbourStore):
             start, end = (
                 span if isinstance(span, (list, tuple)) and len(span) == 2 else (None, None)
             )
-            units[str(key)] = TextNode.model_construct(
+            units[str(key)] = TextNode(
                 id_=str(key), text=row.get(text_key) or "", metadata=metadata,
                 embedding=row.get(vector_key), start_char_idx=start, end_char_idx=end,
             )  # fmt: skip

@@ -181,7 +181,9 @@ def piece_to_node(
         if len(starts) == len(ends) == len(members) and hasattr(node, "start_char_idx"):
             node.start_char_idx, node.end_char_idx = min(starts), max(ends)  # type: ignore[attr-defined]
         if not piece.doc_id.startswith(CHAIN_PREFIX) and layout.span_key in node.metadata:
-            node.metadata[layout.span_key] = [piece.first, piece.last]
+            # the text's extent: a pruned window edge is not part of it
+            last = max(m.location.last for m in members)
+            node.metadata[layout.span_key] = [members[0].location.first, last]
         for relation, member in (
             (NodeRelationship.PREVIOUS, members[0]),
             (NodeRelationship.NEXT, members[-1]),
