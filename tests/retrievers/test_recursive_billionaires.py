@@ -68,6 +68,7 @@ def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+@pytest.mark.dataset
 def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model, executions) -> None:
     import pandas as pd
 
@@ -86,6 +87,7 @@ def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model, executi
 
 
 @pytest.mark.local_llm
+@pytest.mark.dataset
 async def test_tiny_local_model_runs_nothing_unsafe(
     shared_datasets, embed_model, local_llm, executions
 ) -> None:
