@@ -323,6 +323,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
 
     _store: NeighbourStore = PrivateAttr()
     _previous_units: int | None = PrivateAttr(default=None)
+    _resolved_embed_model: BaseEmbedding | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -331,6 +332,13 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     @classmethod
     def class_name(cls) -> str:
         return "DriftAwareWindowPostprocessor"
+
+    def _embedder(self) -> BaseEmbedding:
+        """Resolve the embedding model once per postprocessor, at first use (loading the packaged
+        default costs seconds; it must not happen on every query)."""
+        if self._resolved_embed_model is None:
+            self._resolved_embed_model = resolve_embed_model(self.embed_model)
+        return self._resolved_embed_model
 
     def reset_conversation(self) -> None:
         """Forget the previous turn's window size (``max_window_change``)."""
@@ -413,15 +421,12 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             return []
         query_vector = query.embedding
         if query_vector is None:
-            model = resolve_embed_model(self.embed_model)
-            query_vector = model.get_agg_embedding_from_queries(query.embedding_strs)
+            query_vector = self._embedder().get_agg_embedding_from_queries(query.embedding_strs)
         session = _Session(self, hits, query_vector)
         while requests := session.requests():
             fetched = self._store.fetch(requests, light=True, known=session.nodes)
             if missing := session.absorb(fetched):
-                vectors = resolve_embed_model(self.embed_model).get_text_embedding_batch(
-                    list(missing.values())
-                )
+                vectors = self._embedder().get_text_embedding_batch(list(missing.values()))
                 session.add_vectors(list(missing), vectors)
             session.grow()
         return self._finish(session, query.embedding is None)
@@ -434,15 +439,14 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             return []
         query_vector = query.embedding
         if query_vector is None:
-            model = resolve_embed_model(self.embed_model)
-            query_vector = await model.aget_agg_embedding_from_queries(query.embedding_strs)
+            query_vector = await self._embedder().aget_agg_embedding_from_queries(
+                query.embedding_strs
+            )
         session = _Session(self, hits, query_vector)
         while requests := session.requests():
             fetched = await self._store.afetch(requests, light=True, known=session.nodes)
             if missing := session.absorb(fetched):
-                vectors = await resolve_embed_model(self.embed_model).aget_text_embedding_batch(
-                    list(missing.values())
-                )
+                vectors = await self._embedder().aget_text_embedding_batch(list(missing.values()))
                 session.add_vectors(list(missing), vectors)
             session.grow()
         return self._finish(session, query.embedding is None)

@@ -237,6 +237,24 @@ def test_query_and_missing_vectors_are_embedded_once(nodes) -> None:
     assert trace["round_trips"] == 1
 
 
+def test_default_embed_model_is_resolved_once_per_postprocessor(nodes, monkeypatch) -> None:
+    resolved: list[object] = []
+
+    def fake_resolve(explicit):
+        resolved.append(explicit)
+        return HashEmbedding(dim=64)
+
+    monkeypatch.setattr(
+        "llama_index_ext_advrag.postprocessor.drift_window.resolve_embed_model", fake_resolve
+    )
+    post = DriftAwareWindowPostprocessor(docstore=docstore_of(sentence_nodes(embed=False)))
+    assert resolved == []  # never in __init__
+    for question in ("storm and pier", "In 1901"):
+        post.postprocess_nodes(hits(nodes, "In 1901"), query_str=question)
+    asyncio.run(post.apostprocess_nodes(hits(nodes, "In 1901"), query_str="storm"))
+    assert resolved == [None]
+
+
 def test_windows_reaching_the_first_fetch_edge_are_fetched_wider(monkeypatch) -> None:
     from llama_index.core import Document
 
