@@ -21,15 +21,14 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.postprocessor._neighbours import (
+from llama_index_ext_advrag.postprocessor._layout import (
     CHAIN_PREFIX,
     Location,
-    NeighbourStore,
     NodeLayout,
-    build_neighbour_store,
     ids_are_computable,
     locate_all,
 )
+from llama_index_ext_advrag.postprocessor._neighbours import NeighbourStore, build_neighbour_store
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)

@@ -26,13 +26,12 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.postprocessor._layout import NodeLayout, locate_all
 from llama_index_ext_advrag.postprocessor._neighbours import (
     FetchResult,
     NeighbourRequest,
     NeighbourStore,
-    NodeLayout,
     build_neighbour_store,
-    locate_all,
 )
 from llama_index_ext_advrag.postprocessor.consecutive_merge import (
     Member,

@@ -10,7 +10,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from postprocessor._corpus import by_text, docstore_of, hits, plain_nodes, sentence_nodes
 
 from llama_index_ext_advrag.postprocessor import ConsecutiveMergePostprocessor
-from llama_index_ext_advrag.postprocessor._neighbours import Location
+from llama_index_ext_advrag.postprocessor._layout import Location
 from llama_index_ext_advrag.postprocessor.consecutive_merge import (
     Member,
     Piece,

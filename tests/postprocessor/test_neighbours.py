@@ -8,15 +8,17 @@ import pytest
 from llama_index.core.schema import TextNode
 from postprocessor._corpus import by_text, docstore_of, plain_nodes, sentence_nodes
 
+from llama_index_ext_advrag.postprocessor._layout import (
+    Location,
+    NodeLayout,
+    ids_are_computable,
+    locate_all,
+)
 from llama_index_ext_advrag.postprocessor._neighbours import (
     DocstoreNeighbourStore,
     FetchPlan,
-    Location,
     NeighbourRequest,
-    NodeLayout,
     build_neighbour_store,
-    ids_are_computable,
-    locate_all,
 )
 
 
