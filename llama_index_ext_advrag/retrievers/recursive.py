@@ -10,8 +10,10 @@ level run concurrently) and keeps the engines' sources. Every returned node is a
 ``metadata["advrag_trace"]["recursive"]`` holds the route that produced it.
 
 Builders: :meth:`~RecursiveIndexNodeRetriever.from_dataframes` / ``from_excel`` (one guarded
-pandas engine per table, see :mod:`.pandas_guard`) and ``from_topics`` (one vector index per
-topic). :func:`check_pandas_code` and :class:`UnsafeCodeError` are re-exported here.
+pandas engine per table: :mod:`.tables`, :mod:`.pandas_guard`, the code allow-list in
+:mod:`.pandas_check`) and ``from_topics`` (one vector index per topic: :mod:`.pointer_index`).
+:func:`check_pandas_code`, :class:`UnsafeCodeError`, :func:`clean_frame` and
+:func:`describe_frame` are re-exported here.
 """
 
 from __future__ import annotations
@@ -31,12 +33,22 @@ from llama_index.core.llms import LLM
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
-from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+from llama_index_ext_advrag.retrievers.pandas_check import UnsafeCodeError, check_pandas_code
 from llama_index_ext_advrag.retrievers.pandas_guard import (
     DEFAULT_TIMEOUT_SECONDS,
     GuardedPandasQueryEngine,
-    UnsafeCodeError,
-    check_pandas_code,
+)
+from llama_index_ext_advrag.retrievers.pointer_index import (
+    DEFAULT_ROOT_WEIGHTS,
+    build_root_retriever,
+    topic_pointer_text,
+    topic_pointers,
+)
+from llama_index_ext_advrag.retrievers.tables import (
+    clean_frame,
+    describe_frame,
+    read_workbook,
+    table_pointers,
 )
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
@@ -96,97 +108,6 @@ def answer_id(target_id: str, query: str) -> str:
     """A stable id for the answer of ``target_id`` to ``query``."""
     digest = hashlib.sha1(f"{target_id}\x00{query}".encode()).hexdigest()[:16]
     return f"{target_id}::answer::{digest}"
-
-
-DEFAULT_TABLE_SUMMARY_PROMPT = (
-    "Here is a table.\n{description}\n\nIn one or two sentences, say what this table "
-    "contains and which questions it can answer.\nSummary: "
-)
-TOPIC_POINTER_CHARS = 300
-DEFAULT_ROOT_WEIGHTS = (0.5, 1.0)  # dense, BM25 over pointer texts
-
-
-def clean_frame(frame: Any) -> Any:
-    """A copy with whitespace runs (embedded newlines) collapsed in column names and text cells,
-    so generated code can say ``df["United States"]`` for a cell typed as ``United\\nStates``."""
-    cleaned = frame.copy()
-    cleaned.columns = [" ".join(str(c).split()) for c in cleaned.columns]
-    for column in cleaned.columns:
-        if cleaned[column].dtype == object:
-            cleaned[column] = cleaned[column].map(
-                lambda v: " ".join(v.split()) if isinstance(v, str) else v
-            )
-    return cleaned
-
-
-def describe_frame(name: str, frame: Any, rows: int = 3) -> str:
-    """The table's name, size, columns with kinds, and its first ``rows`` rows."""
-    kinds = {"i": "integer", "u": "integer", "f": "number", "b": "yes/no", "M": "date"}
-    columns = ", ".join(f"{c} ({kinds.get(frame[c].dtype.kind, 'text')})" for c in frame.columns)
-    lines = [f"Table {name!r} ({len(frame)} rows). Columns: {columns}.", "First rows:"]
-    lines.append(" | ".join(str(c) for c in frame.columns))
-    for row in frame.head(rows).itertuples(index=False):
-        lines.append(" | ".join(str(v) for v in row))
-    return "\n".join(lines)
-
-
-def summarize_frame(llm: LLM, description: str) -> str | None:
-    """A short LLM-written summary of the table, ``None`` when the answer has no words."""
-    text = llm.complete(DEFAULT_TABLE_SUMMARY_PROMPT.format(description=description)).text
-    text = " ".join(text.split())[:400]
-    return text if any(ch.isalpha() for ch in text) else None
-
-
-def topic_pointer_text(topic: str, nodes: Sequence[BaseNode]) -> str:
-    """``"<topic>: <its first sentences>"``, about 300 characters."""
-    from llama_index_ext_advrag.text import split_sentences
-
-    opening = []
-    length = 0
-    for node in nodes[:3]:
-        for sentence in split_sentences(node.get_content()):
-            if length >= TOPIC_POINTER_CHARS:
-                break
-            opening.append(sentence.text)
-            length += len(sentence.text)
-    return f"{topic}: {' '.join(opening)}"[: TOPIC_POINTER_CHARS + len(topic) + 2]
-
-
-def build_root_retriever(
-    nodes: Sequence[BaseNode],
-    embed_model: Any = None,
-    similarity_top_k: int = 2,
-    lexical: bool = True,
-    vector_store: Any = None,
-    weights: Sequence[float] = DEFAULT_ROOT_WEIGHTS,
-) -> BaseRetriever:
-    """A vector index over ``nodes`` (in memory, or in ``vector_store``), fused with BM25 over
-    the same nodes when ``lexical`` (pointer texts are short: exact words such as a year or a
-    sheet name matter)."""
-    from llama_index.core import StorageContext, VectorStoreIndex
-
-    from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever
-    from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever
-
-    storage = StorageContext.from_defaults(vector_store=vector_store) if vector_store else None
-    index = VectorStoreIndex(
-        nodes=list(nodes), embed_model=resolve_embed_model(embed_model), storage_context=storage
-    )
-    if not lexical:
-        return index.as_retriever(similarity_top_k=similarity_top_k)
-    dense = index.as_retriever()
-    # Score fusion over (up to 100 of) all pointers, not RRF: among a handful of pointers a
-    # decisive BM25 gap (a year, a sheet name) is information that ranks alone would flatten.
-    # BM25 weighs more: min-max stretches the dense leg's tiny spread over short pointers
-    # (0.55-0.57 cosine on the billionaires sheets) into a full [0, 1] of noise.
-    return HybridFusionRetriever(
-        [dense, BM25Retriever(nodes)],
-        mode="score",
-        weights=list(weights),
-        similarity_top_k=similarity_top_k,
-        leg_top_k=max(similarity_top_k, min(len(nodes), 100)),
-        leg_names=["dense", "bm25"],
-    )
 
 
 class RecursiveIndexNodeRetriever(BaseRetriever):
@@ -288,35 +209,14 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         **kwargs: Any,
     ) -> RecursiveIndexNodeRetriever:
-        """One guarded pandas engine per DataFrame, one pointer per table.
-
-        The pointer text is ``summaries[name]`` when given, else a summary written by the LLM
-        (when an LLM resolves and ``summarize``), else derived from the name, columns and first
-        rows; the table's name and columns line is always appended. Other ``kwargs`` go to
+        """One guarded pandas engine per DataFrame, one pointer per table (see
+        :func:`~.tables.table_pointers` for the pointer texts). Other ``kwargs`` go to
         :meth:`from_pointers`.
 
         Raises:
             ValueError: ``frames`` is empty.
         """
-        if not frames:
-            raise ValueError("frames must hold at least one DataFrame, got none")
-        writer = resolve_llm(llm) if summarize else None
-        pointers, engines = [], {}
-        for name, raw in frames.items():
-            frame = clean_frame(raw)
-            description = describe_frame(str(name), frame)
-            summary = (summaries or {}).get(name)
-            if summary is None and writer is not None:
-                summary = summarize_frame(writer, description)
-            header = description.splitlines()[0]
-            text = f"{summary}\n{header}" if summary else description
-            target = f"table::{name}"
-            pointers.append(
-                IndexNode(text=text, index_id=target, id_=target, metadata={"table": str(name)})  # type: ignore[call-arg]
-            )
-            engines[target] = GuardedPandasQueryEngine(
-                frame, str(name), llm=llm, timeout_seconds=timeout_seconds, description=description
-            )
+        pointers, engines = table_pointers(frames, llm, summaries, summarize, timeout_seconds)
         return cls.from_pointers(pointers, query_engine_dict=engines, **kwargs)
 
     @classmethod
@@ -326,11 +226,7 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
         Raises:
             FileNotFoundError: no file at ``path``.
         """
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"workbook {str(path)!r} not found")
-        import pandas as pd
-
-        return cls.from_dataframes(pd.read_excel(path, sheet_name=None), **kwargs)
+        return cls.from_dataframes(read_workbook(path), **kwargs)
 
     @classmethod
     def from_topics(
@@ -341,35 +237,13 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
         embed_model: Any = None,
         **kwargs: Any,
     ) -> RecursiveIndexNodeRetriever:
-        """One vector index per text topic (or a ready retriever), one pointer per topic whose
-        text is ``descriptions[topic]`` or the topic name and its first sentences.
+        """One vector index per text topic (or a ready retriever), one pointer per topic (see
+        :func:`~.pointer_index.topic_pointers`). Other ``kwargs`` go to :meth:`from_pointers`.
 
         Raises:
             ValueError: ``topics`` is empty, or a retriever topic has no description.
         """
-        from llama_index.core import VectorStoreIndex
-
-        if not topics:
-            raise ValueError("topics must hold at least one topic, got none")
-        pointers, retrievers = [], {}
-        for topic, content in topics.items():
-            target = f"topic::{topic}"
-            description = (descriptions or {}).get(topic)
-            if isinstance(content, BaseRetriever):
-                if description is None:
-                    raise ValueError(
-                        f"topic {topic!r} is a retriever: give descriptions[{topic!r}]"
-                    )
-                retrievers[target] = content
-            else:
-                nodes = [TextNode(text=c) if isinstance(c, str) else c for c in content]
-                model = resolve_embed_model(embed_model)
-                index = VectorStoreIndex(nodes=nodes, embed_model=model)
-                retrievers[target] = index.as_retriever(similarity_top_k=topic_top_k)
-                description = description or topic_pointer_text(topic, nodes)
-            pointers.append(
-                IndexNode(text=description, index_id=target, id_=target, metadata={"topic": topic})  # type: ignore[call-arg]
-            )
+        pointers, retrievers = topic_pointers(topics, descriptions, topic_top_k, embed_model)
         return cls.from_pointers(
             pointers, retriever_dict=retrievers, embed_model=embed_model, **kwargs
         )
@@ -516,6 +390,7 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
 
 
 __all__ = [
+    "DEFAULT_ROOT_WEIGHTS",
     "GuardedPandasQueryEngine",
     "HopKind",
     "RecursiveIndexNodeRetriever",
@@ -525,4 +400,5 @@ __all__ = [
     "clean_frame",
     "describe_frame",
     "pointer_as_text",
+    "topic_pointer_text",
 ]

@@ -1,0 +1,122 @@
+"""DataFrame and Excel helpers of the pandas route: clean tables, describe them, build pointers.
+
+Each table becomes an :class:`IndexNode` pointer (its text: a given summary, a summary written
+by the LLM, or the name, columns and first rows) and a
+:class:`~.pandas_guard.GuardedPandasQueryEngine` that answers questions over it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.llms import LLM
+from llama_index.core.schema import IndexNode
+
+from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.retrievers.pandas_guard import (
+    DEFAULT_TIMEOUT_SECONDS,
+    GuardedPandasQueryEngine,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TABLE_SUMMARY_PROMPT = (
+    "Here is a table.\n{description}\n\nIn one or two sentences, say what this table "
+    "contains and which questions it can answer.\nSummary: "
+)
+TABLE_PREFIX = "table::"
+
+
+def clean_frame(frame: Any) -> Any:
+    """A copy with whitespace runs (embedded newlines) collapsed in column names and text cells,
+    so generated code can say ``df["United States"]`` for a cell typed as ``United\\nStates``."""
+    cleaned = frame.copy()
+    cleaned.columns = [" ".join(str(c).split()) for c in cleaned.columns]
+    for column in cleaned.columns:
+        if cleaned[column].dtype == object:
+            cleaned[column] = cleaned[column].map(
+                lambda v: " ".join(v.split()) if isinstance(v, str) else v
+            )
+    return cleaned
+
+
+def describe_frame(name: str, frame: Any, rows: int = 3) -> str:
+    """The table's name, size, columns with kinds, and its first ``rows`` rows."""
+    kinds = {"i": "integer", "u": "integer", "f": "number", "b": "yes/no", "M": "date"}
+    columns = ", ".join(f"{c} ({kinds.get(frame[c].dtype.kind, 'text')})" for c in frame.columns)
+    lines = [f"Table {name!r} ({len(frame)} rows). Columns: {columns}.", "First rows:"]
+    lines.append(" | ".join(str(c) for c in frame.columns))
+    for row in frame.head(rows).itertuples(index=False):
+        lines.append(" | ".join(str(v) for v in row))
+    return "\n".join(lines)
+
+
+def summarize_frame(llm: LLM, description: str) -> str | None:
+    """A short LLM-written summary of the table, ``None`` when the answer has no words."""
+    text = llm.complete(DEFAULT_TABLE_SUMMARY_PROMPT.format(description=description)).text
+    text = " ".join(text.split())[:400]
+    return text if any(ch.isalpha() for ch in text) else None
+
+
+def table_pointers(
+    frames: Mapping[str, Any],
+    llm: LLM | None = None,
+    summaries: Mapping[str, str] | None = None,
+    summarize: bool = True,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+) -> tuple[list[IndexNode], dict[str, GuardedPandasQueryEngine]]:
+    """One pointer and one guarded pandas engine per (cleaned) DataFrame, keyed ``table::<name>``.
+
+    The pointer text is ``summaries[name]`` when given, else a summary written by the LLM (when
+    an LLM resolves and ``summarize``), else derived from the name, columns and first rows; the
+    table's name and columns line is always appended.
+
+    Raises:
+        ValueError: ``frames`` is empty.
+    """
+    if not frames:
+        raise ValueError("frames must hold at least one DataFrame, got none")
+    writer = resolve_llm(llm) if summarize else None
+    pointers, engines = [], {}
+    for name, raw in frames.items():
+        frame = clean_frame(raw)
+        description = describe_frame(str(name), frame)
+        summary = (summaries or {}).get(name)
+        if summary is None and writer is not None:
+            summary = summarize_frame(writer, description)
+        header = description.splitlines()[0]
+        text = f"{summary}\n{header}" if summary else description
+        target = f"{TABLE_PREFIX}{name}"
+        pointers.append(
+            IndexNode(text=text, index_id=target, id_=target, metadata={"table": str(name)})  # type: ignore[call-arg]
+        )
+        engines[target] = GuardedPandasQueryEngine(
+            frame, str(name), llm=llm, timeout_seconds=timeout_seconds, description=description
+        )
+    return pointers, engines
+
+
+def read_workbook(path: str | Path) -> dict[str, Any]:
+    """Every sheet of the workbook at ``path`` as a DataFrame, by sheet name.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+    """
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"workbook {str(path)!r} not found")
+    import pandas as pd
+
+    return dict(pd.read_excel(path, sheet_name=None))
+
+
+__all__ = [
+    "DEFAULT_TABLE_SUMMARY_PROMPT",
+    "clean_frame",
+    "describe_frame",
+    "read_workbook",
+    "summarize_frame",
+    "table_pointers",
+]
