@@ -6,6 +6,7 @@ so the rules can be read and tested without a store or a model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -188,31 +189,31 @@ def prune_window(
 
 class LazyUnits(Sequence[WindowUnit]):
     """Window units built on first access: growth looks at a few neighbours of the many
-    fetched, so most are never tokenised (``tokens`` memoises counts across windows)."""
+    fetched, so most are never tokenised. ``memo`` (node id -> unit) is shared by the windows of
+    one call, so a node is measured once however many windows and regrowths look at it."""
 
     def __init__(
         self,
         nodes: Sequence[BaseNode],
         sims: dict[str, float],
         locations: dict[str, Any],
-        tokens: dict[str, int],
+        memo: dict[str, WindowUnit],
     ) -> None:
-        self._nodes, self._sims, self._locations, self._tokens = nodes, sims, locations, tokens
-        self._built: dict[int, WindowUnit] = {}
+        self._nodes, self._sims, self._locations, self._memo = nodes, sims, locations, memo
 
     def __len__(self) -> int:
         return len(self._nodes)
 
     def __getitem__(self, index: Any) -> Any:
-        if index not in self._built:
-            node_id = self._nodes[index].node_id
-            if node_id not in self._tokens:
-                self._tokens[node_id] = count_tokens(self._nodes[index].get_content())
-            location = self._locations[node_id]
-            self._built[index] = WindowUnit(
-                self._sims[node_id], self._tokens[node_id], location.section
-            )
-        return self._built[index]
+        node = self._nodes[index]
+        unit = self._memo.get(node.node_id)
+        if unit is None:
+            similarity = self._sims.get(node.node_id, math.nan)
+            section = self._locations[node.node_id].section
+            unit = WindowUnit(similarity, count_tokens(node.get_content()), section)
+            if not math.isnan(similarity):  # a hit's vector may still arrive as a neighbour
+                self._memo[node.node_id] = unit
+        return unit
 
 
 def window_change_limits(

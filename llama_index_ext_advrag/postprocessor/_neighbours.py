@@ -219,10 +219,14 @@ class NeighbourStore(ABC):
         with_embeddings: bool = False,
         light: bool = False,
         known: Mapping[str, BaseNode] | None = None,
+        anchor_vectors: bool = True,
     ) -> FetchResult:
         """Neighbourhoods of all requests; ``light`` allows light nodes (vectors implied) when no
-        hit needs walking; ``known`` nodes (from an earlier fetch) are not fetched again."""
-        plan = FetchPlan(requests, self.layout, with_embeddings or light, known)
+        hit needs walking; ``known`` nodes (from an earlier fetch) are not fetched again; with
+        ``anchor_vectors=False`` a hit without a vector is not fetched again for it."""
+        plan = FetchPlan(
+            requests, self.layout, (with_embeddings or light) and anchor_vectors, known
+        )
         light = light and not plan.walks
         round_trips = fetched = 0
         while ids := plan.pending():
@@ -237,8 +241,11 @@ class NeighbourStore(ABC):
         with_embeddings: bool = False,
         light: bool = False,
         known: Mapping[str, BaseNode] | None = None,
+        anchor_vectors: bool = True,
     ) -> FetchResult:
-        plan = FetchPlan(requests, self.layout, with_embeddings or light, known)
+        plan = FetchPlan(
+            requests, self.layout, (with_embeddings or light) and anchor_vectors, known
+        )
         light = light and not plan.walks
         round_trips = fetched = 0
         while ids := plan.pending():

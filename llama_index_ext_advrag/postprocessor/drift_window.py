@@ -17,6 +17,7 @@ values, which depend on the embedding model: derive them with
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ logger = logging.getLogger(__name__)
 TRACE_COMPONENT = "drift_window"
 DEFAULT_MAX_WINDOW_TOKENS = 768
 FIRST_FETCH_STEPS = 4
+MORE_FETCH_STEPS = 4
 
 
 # --- the postprocessor ------------------------------------------------------------------------
@@ -157,7 +159,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     ) -> tuple[Piece, int, Growth]:
         hit, hood = session.hits[index], session.hoods[index]
         nodes, anchor, limits = hood.nodes, hood.anchor_index, session.limits
-        units = LazyUnits(nodes, session.sims, locations, session.tokens)
+        units = LazyUnits(nodes, session.sims, locations, session.units)
         growth = grow_window(units, anchor, limits, lambda i: session.cues_of(nodes[i]))
         kept, pruned = prune_window(
             units, growth, anchor, self.prune_sim, limits.min_units, self.max_hole
@@ -176,7 +178,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         ]
         piece.records.append({
             "anchor": hit.node.node_id,
-            "anchor_similarity": round(units[anchor].similarity, 4),
+            "anchor_similarity": _rounded(units[anchor].similarity),
             "added": added,
             "pruned": [{"id": nodes[i].node_id, "similarity": round(units[i].similarity, 4)} for i in pruned],
             "stop": growth.stop.value,
@@ -223,7 +225,9 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             query_vector = self._embedder().get_agg_embedding_from_queries(query.embedding_strs)
         session = _Session(self, hits, query_vector)
         while requests := session.requests():
-            fetched = self._store.fetch(requests, light=True, known=session.nodes)
+            fetched = self._store.fetch(
+                requests, light=True, known=session.known(), anchor_vectors=False
+            )
             if missing := session.absorb(fetched):
                 vectors = self._embedder().get_text_embedding_batch(list(missing.values()))
                 session.add_vectors(list(missing), vectors)
@@ -243,7 +247,9 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             )
         session = _Session(self, hits, query_vector)
         while requests := session.requests():
-            fetched = await self._store.afetch(requests, light=True, known=session.nodes)
+            fetched = await self._store.afetch(
+                requests, light=True, known=session.known(), anchor_vectors=False
+            )
             if missing := session.absorb(fetched):
                 vectors = await self._embedder().aget_text_embedding_batch(list(missing.values()))
                 session.add_vectors(list(missing), vectors)
@@ -251,14 +257,20 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         return self._finish(session, query.embedding is None)
 
 
+def _rounded(similarity: float) -> float | None:
+    """A similarity for the trace; ``None`` for a hit whose vector was not at hand."""
+    return None if math.isnan(similarity) else round(similarity, 4)
+
+
 class _Session:
     """One call: neighbourhoods fetched so far, vectors, similarities, memoised tokens and cues.
 
-    The first fetch asks ``FIRST_FETCH_STEPS`` nodes each side. A window that grew into the
-    edge of what was fetched (not the document's edge) is fetched again up to
-    ``max_expand_steps`` each side (one more batched query for all such hits, nodes already
-    held excluded) and regrown from scratch, so the result equals one wide fetch at a third of
-    the rows: most windows stop within a few sentences.
+    The first fetch asks ``FIRST_FETCH_STEPS`` nodes each side of every hit. A window that grew
+    into the edge of what was fetched on a side (not the document's edge) gets
+    ``MORE_FETCH_STEPS`` more on that side only (one batched query for all such hits, nodes
+    already held excluded) and is regrown from scratch, until no window touches a fetch edge:
+    the result equals one fetch of ``max_expand_steps`` each side, at about half the rows
+    (Milvus charges per row returned, and most windows stop within three sentences a side).
     """
 
     def __init__(
@@ -268,12 +280,14 @@ class _Session:
         self.limits = post._limits()
         self.hoods: list[Any] = [None] * len(hits)
         self.windows: list[tuple[Piece, int, Growth] | None] = [None] * len(hits)
-        self.steps = min(FIRST_FETCH_STEPS, post.max_expand_steps)
+        first = min(FIRST_FETCH_STEPS, post.max_expand_steps)
+        self.reach = [[first, first] for _ in hits]  # nodes asked for before / after each hit
         self.pending = list(range(len(hits)))
+        self.hit_ids = {hit.node.node_id for hit in hits}
         self.nodes: dict[str, BaseNode] = {}
         self.vectors: dict[str, Any] = {}
         self.sims: dict[str, float] = {}
-        self.tokens: dict[str, int] = {}
+        self.units: dict[str, WindowUnit] = {}
         self.cues: dict[str, frozenset[str]] = {}
         self.round_trips = self.embedded = 0
 
@@ -283,7 +297,7 @@ class _Session:
         return self.cues[node.node_id]
 
     def requests(self) -> list[NeighbourRequest]:
-        return [NeighbourRequest(self.hits[i].node, self.steps, self.steps) for i in self.pending]
+        return [NeighbourRequest(self.hits[i].node, *self.reach[i]) for i in self.pending]
 
     def absorb(self, fetched: FetchResult) -> dict[str, str]:
         """Take a fetch in; returns the texts of nodes that came without a vector."""
@@ -291,10 +305,30 @@ class _Session:
         for index, hood in zip(self.pending, fetched.neighbourhoods, strict=True):
             self.hoods[index] = hood
             for node in hood.nodes:
-                self.nodes.setdefault(node.node_id, node)
-        fresh = [n for n in self.nodes.values() if n.node_id not in self.vectors]
+                held = self.nodes.get(node.node_id)
+                if held is None or (held.embedding is None and node.embedding is not None):
+                    self.nodes[node.node_id] = node
+        # A hit's own similarity decides nothing (it is always kept), so a hit that came back
+        # from the retriever without its vector is neither fetched again nor embedded, unless
+        # it is also another hit's neighbour.
+        needed = {
+            node.node_id
+            for hood in self.hoods
+            if hood is not None
+            for node in (*hood.before, *hood.after)
+        }
+        fresh = [self.nodes[i] for i in needed if i not in self.vectors]
         self.vectors.update((n.node_id, n.embedding) for n in fresh if n.embedding is not None)
         return {n.node_id: n.get_content() for n in fresh if n.embedding is None}
+
+    def known(self) -> dict[str, BaseNode]:
+        """Nodes not to fetch again: all but hits held without their vector (a hit may turn
+        out to be another hit's neighbour, whose similarity is then needed)."""
+        return {
+            node_id: node
+            for node_id, node in self.nodes.items()
+            if node_id not in self.hit_ids or node_id in self.vectors
+        }
 
     def add_vectors(self, ids: list[str], vectors: Sequence[Sequence[float]]) -> None:
         self.vectors.update(zip(ids, vectors, strict=True))
@@ -309,21 +343,21 @@ class _Session:
         locations = locate_all(
             [*self.nodes.values(), *(h.node for h in self.hits)], self.post.layout
         )
-        wider = []
         for index in self.pending:
             self.windows[index] = self.post._window(self, index, locations)
-            if self.steps < self.post.max_expand_steps and self._hit_fetch_edge(index):
-                wider.append(index)
-        self.pending = wider
-        self.steps = self.post.max_expand_steps
+        self.pending = [index for index in self.pending if self._widen(index)]
 
-    def _hit_fetch_edge(self, index: int) -> bool:
+    def _widen(self, index: int) -> bool:
+        """Reach further on each side where the window ran into the edge of what was fetched."""
         growth, hood = self.windows[index][2], self.hoods[index]  # type: ignore[index]
-        sides = (("left", hood.before), ("right", hood.after))
-        edge = StopReason.DOCUMENT_EDGE.value
-        return any(
-            growth.sides.get(side) == edge and len(nodes) == self.steps for side, nodes in sides
-        )
+        edge, cap = StopReason.DOCUMENT_EDGE.value, self.post.max_expand_steps
+        widened = False
+        for position, (side, nodes) in enumerate((("left", hood.before), ("right", hood.after))):
+            reach = self.reach[index][position]
+            if growth.sides.get(side) == edge and len(nodes) == reach < cap:
+                self.reach[index][position] = min(cap, reach + MORE_FETCH_STEPS)
+                widened = True
+        return widened
 
 
 __all__ = [

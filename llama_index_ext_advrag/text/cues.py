@@ -102,8 +102,8 @@ def _latin_cues(text: str) -> set[str]:
     text = _CITATION.sub(" ", text)
     for match in _LATIN_TOKEN.finditer(text):
         token = match.group()
-        if len(token) < MIN_CUE_CHARS:
-            continue
+        if len(token) < MIN_CUE_CHARS or (token.isalpha() and token.islower()):
+            continue  # a plain lower-case word is never a cue (the common case, checked first)
         lowered = token.lower()
         if lowered in ENGLISH_STOP_WORDS and not (
             lowered in _ACRONYM_EXCEPTIONS and token.isupper()

@@ -232,9 +232,27 @@ def test_query_and_missing_vectors_are_embedded_once(nodes) -> None:
     output = post.postprocess_nodes(hits(bare, "In 1901"), query_str="storm and pier")
     trace = get_trace(output[0].node, "drift_window")
     assert trace["query_embedded"] is True
-    # the first fetch: the hit and 4 nodes each side; growth stopped before that edge
-    assert trace["embedded_units"] == model.texts == 9
+    # the first fetch: 4 nodes each side; growth stopped before that edge. The hit itself is
+    # not embedded: its similarity decides nothing (it is always kept).
+    assert trace["embedded_units"] == model.texts == 8
     assert trace["round_trips"] == 1
+    assert trace["records"][0]["anchor_similarity"] is None
+
+
+def test_a_hit_that_is_another_hits_neighbour_gets_its_similarity(nodes) -> None:
+    bare = sentence_nodes(embed=False)
+    model = CountingEmbedding(dim=64)
+    post = DriftAwareWindowPostprocessor(
+        docstore=docstore_of(bare), embed_model=model, min_sim=-1.0, prune_sim=-1.0
+    )
+    output = post.postprocess_nodes(
+        hits(bare, "In 1901", "After the storm"), query_str="storm and pier"
+    )
+    records = get_trace(output[0].node, "drift_window")["records"]
+    second_hit = hits(bare, "After the storm")[0].node.node_id
+    added = {step["id"]: step["similarity"] for r in records for step in r["added"]}
+    assert isinstance(added[second_hit], float)  # embedded as a neighbour, not left unknown
+    assert all(isinstance(similarity, float) for similarity in added.values())
 
 
 def test_default_embed_model_is_resolved_once_per_postprocessor(nodes, monkeypatch) -> None:
@@ -255,7 +273,7 @@ def test_default_embed_model_is_resolved_once_per_postprocessor(nodes, monkeypat
     assert resolved == [None]
 
 
-def test_windows_reaching_the_first_fetch_edge_are_fetched_wider(monkeypatch) -> None:
+def test_windows_reaching_the_fetch_edge_are_fetched_wider_on_that_side_only(monkeypatch) -> None:
     from llama_index.core import Document
 
     from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
@@ -272,12 +290,21 @@ def test_windows_reaching_the_first_fetch_edge_are_fetched_wider(monkeypatch) ->
     results = hits(long_nodes, "Sentence 15 ")
     staged = post.postprocess_nodes(results, query("harbours"))
     trace = get_trace(staged[0].node, "drift_window")
-    assert trace["round_trips"] == 2 and trace["records"][0]["stop"] == "max_expand_steps"
-    assert trace["fetched"] == 25  # the hit and 12 each side, none fetched twice
+    # 4 each side, then 4 more on each side that ran out, then the last 4: 12 steps in all
+    assert trace["round_trips"] == 3 and trace["records"][0]["stop"] == "max_expand_steps"
+    # 12 steps spread over both sides: 21 rows, not the 25 (hit + 12 each side) of a wide fetch
+    assert trace["fetched"] == 21
     monkeypatch.setattr(drift_window, "FIRST_FETCH_STEPS", 12)
     one_shot = post.postprocess_nodes(results, query("harbours"))
     assert texts(one_shot) == texts(staged)
     assert get_trace(one_shot[0].node, "drift_window")["round_trips"] == 1
+    assert get_trace(one_shot[0].node, "drift_window")["fetched"] == 25
+    # near the document's start the left side ends for good: only the right side is widened
+    monkeypatch.setattr(drift_window, "FIRST_FETCH_STEPS", 4)
+    early = post.postprocess_nodes(hits(long_nodes, "Sentence 2 "), query("harbours"))
+    early_trace = get_trace(early[0].node, "drift_window")
+    assert early_trace["fetched"] == 1 + 2 + 12  # sentences 0-1 before, 3-14 after (4+4+4)
+    assert early_trace["records"][0]["sides"].get("left") == "document_edge"
 
 
 def test_max_window_change_limits_the_jump_between_turns(docstore, nodes) -> None:
