@@ -196,6 +196,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             "query_embedded": query_embedded,
             "embedded_units": session.embedded,
             "round_trips": session.round_trips,
+            "rows_read": session.rows_read,
             "fetched": len(session.nodes),
             "limits": session.limits.__dict__,
         }
@@ -289,7 +290,7 @@ class _Session:
         self.sims: dict[str, float] = {}
         self.units: dict[str, WindowUnit] = {}
         self.cues: dict[str, frozenset[str]] = {}
-        self.round_trips = self.embedded = 0
+        self.round_trips = self.embedded = self.rows_read = 0
 
     def cues_of(self, node: BaseNode) -> frozenset[str]:
         if node.node_id not in self.cues:
@@ -302,6 +303,7 @@ class _Session:
     def absorb(self, fetched: FetchResult) -> dict[str, str]:
         """Take a fetch in; returns the texts of nodes that came without a vector."""
         self.round_trips += fetched.round_trips
+        self.rows_read += fetched.fetched
         for index, hood in zip(self.pending, fetched.neighbourhoods, strict=True):
             self.hoods[index] = hood
             for node in hood.nodes:
