@@ -59,6 +59,7 @@ from llama_index_ext_advrag.postprocessor import (  # noqa: E402
     ConsecutiveMergePostprocessor,
     DriftAwareWindowPostprocessor,
     PrevNextPostprocessor,
+    UnitAnnotator,
 )
 from llama_index_ext_advrag.postprocessor.calibration import calibrate_thresholds  # noqa: E402
 from llama_index_ext_advrag.text import count_tokens  # noqa: E402
@@ -247,11 +248,11 @@ def llm_rows(
 # --- latency ----------------------------------------------------------------------------------
 
 
-def milvus_store(uri: str, nodes: list[BaseNode]) -> Any:
+def milvus_store(uri: str, nodes: list[BaseNode], name: str = "bench_pp_sentences") -> Any:
     """The sentence nodes in Milvus Lite, ingested once and reused while the count matches."""
-    store = open_vector_store(uri, "bench_pp_sentences", dim=EMBED_DIM, expected_rows=len(nodes))
+    store = open_vector_store(uri, name, dim=EMBED_DIM, expected_rows=len(nodes))
     if count_rows(store.client, store.collection_name) != len(nodes):
-        store = open_vector_store(uri, "bench_pp_sentences", dim=EMBED_DIM, overwrite=True,
+        store = open_vector_store(uri, name, dim=EMBED_DIM, overwrite=True,
                                   expected_rows=len(nodes))  # fmt: skip
         for start in range(0, len(nodes), 2000):
             store.add(nodes[start : start + 2000])
@@ -267,6 +268,8 @@ def latency_rows(
     embed_model: Any,
 ) -> list[dict[str, Any]]:
     store = milvus_store(args.milvus, nodes)
+    # the same nodes with token counts and cues stored at ingest (UnitAnnotator)
+    annotated = milvus_store(args.milvus, UnitAnnotator()(nodes), "bench_pp_annotated")
     retriever = VectorStoreIndex.from_vector_store(store, embed_model=embed_model).as_retriever(
         similarity_top_k=8
     )
@@ -276,6 +279,7 @@ def latency_rows(
         "ours PrevNext fixed +-1 (Milvus)": PrevNextPostprocessor(vector_store=store, num_nodes=1),
         "ours PrevNext fixed +-3 (Milvus)": PrevNextPostprocessor(vector_store=store, num_nodes=3),
         "ours DriftAware (Milvus)": DriftAwareWindowPostprocessor(vector_store=store),
+        "ours DriftAware (Milvus, UnitAnnotator at ingest)": DriftAwareWindowPostprocessor(vector_store=annotated),
         "ours DriftAware max_expand_steps=6 (Milvus)": DriftAwareWindowPostprocessor(vector_store=store, max_expand_steps=6),
         "ours ConsecutiveMerge fill_gaps (Milvus)": ConsecutiveMergePostprocessor(vector_store=store, fill_gaps=True),
         "ours PrevNext fixed +-1 (docstore)": PrevNextPostprocessor(docstore=docstore, num_nodes=1),

@@ -11,6 +11,7 @@ _EXPORTS = {
     "PrevNextPostprocessor": ".prev_next",
     "DriftAwareWindowPostprocessor": ".drift_window",
     "ConsecutiveMergePostprocessor": ".consecutive_merge",
+    "UnitAnnotator": ".annotations",
 }
 
 __all__ = sorted(_EXPORTS)

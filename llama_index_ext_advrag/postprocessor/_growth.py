@@ -14,6 +14,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode
 
+from llama_index_ext_advrag.postprocessor.annotations import stored_tokens
 from llama_index_ext_advrag.text import count_tokens, cue_overlap
 
 
@@ -210,7 +211,10 @@ class LazyUnits(Sequence[WindowUnit]):
         if unit is None:
             similarity = self._sims.get(node.node_id, math.nan)
             section = self._locations[node.node_id].section
-            unit = WindowUnit(similarity, count_tokens(node.get_content()), section)
+            tokens = stored_tokens(node.metadata)
+            if tokens is None:
+                tokens = count_tokens(node.get_content())
+            unit = WindowUnit(similarity, tokens, section)
             if not math.isnan(similarity):  # a hit's vector may still arrive as a neighbour
                 self._memo[node.node_id] = unit
         return unit

@@ -28,6 +28,7 @@ from llama_index_ext_advrag.postprocessor._layout import (
     ids_are_computable,
     relation_id,
 )
+from llama_index_ext_advrag.postprocessor.annotations import ANNOTATION_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +292,7 @@ class MilvusNeighbourStore(NeighbourStore):
             layout.span_key,
             layout.section_key,
             layout.char_span_key,
+            *ANNOTATION_KEYS,
         ]
         return [store.text_key, store.embedding_field, *metadata], metadata
 

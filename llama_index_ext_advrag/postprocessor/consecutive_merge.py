@@ -29,6 +29,7 @@ from llama_index_ext_advrag.postprocessor._layout import (
     locate_all,
 )
 from llama_index_ext_advrag.postprocessor._neighbours import NeighbourStore, build_neighbour_store
+from llama_index_ext_advrag.postprocessor.annotations import ANNOTATION_KEYS
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,8 @@ def piece_to_node(
     if len(members) > 1:
         node.set_content(join_texts(members, separator))
         node.embedding = None
+        for key in ANNOTATION_KEYS:  # they describe one unit, not the joined text
+            node.metadata.pop(key, None)
         spans = [char_span(m.node) for m in members]
         starts = [s for s, _ in spans if s is not None]
         ends = [e for _, e in spans if e is not None]

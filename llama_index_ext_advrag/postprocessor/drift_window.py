@@ -44,6 +44,7 @@ from llama_index_ext_advrag.postprocessor._neighbours import (
     NeighbourStore,
     build_neighbour_store,
 )
+from llama_index_ext_advrag.postprocessor.annotations import stored_cues
 from llama_index_ext_advrag.postprocessor.calibration import (
     MINILM_MIN_SIM,
     MINILM_PRUNE_SIM,
@@ -294,7 +295,8 @@ class _Session:
 
     def cues_of(self, node: BaseNode) -> frozenset[str]:
         if node.node_id not in self.cues:
-            self.cues[node.node_id] = extract_cues(node.get_content())
+            cues = stored_cues(node.metadata)  # annotated at ingest (UnitAnnotator), or now
+            self.cues[node.node_id] = extract_cues(node.get_content()) if cues is None else cues
         return self.cues[node.node_id]
 
     def requests(self) -> list[NeighbourRequest]:
