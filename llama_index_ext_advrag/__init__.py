@@ -25,6 +25,7 @@ _EXPORTS = {
     "PrevNextPostprocessor": "llama_index_ext_advrag.postprocessor",
     "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",
     "ConsecutiveMergePostprocessor": "llama_index_ext_advrag.postprocessor",
+    "UnitAnnotator": "llama_index_ext_advrag.postprocessor",
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",
