@@ -23,7 +23,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.node_parser import NodeParser
@@ -45,7 +44,10 @@ from llama_index_ext_advrag.retrievers._hierarchy import (
     ScoreAggregation,
     content_tokens,
 )
-from llama_index_ext_advrag.retrievers._node_store import AsyncLoopBinding
+from llama_index_ext_advrag.retrievers._milvus_base import (
+    MilvusLayoutRetriever,
+    warn_on_model_mismatch,
+)
 from llama_index_ext_advrag.text import count_tokens
 from llama_index_ext_advrag.trace import add_trace
 
@@ -88,7 +90,7 @@ class AutoMergingConfig(BaseModel):
     )
 
 
-class HierarchicalAutoMergingRetriever(BaseRetriever):
+class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig]):
     """Search small chunks in Milvus, return their parents when enough siblings are hit.
 
     A parent replaces its retrieved children when ``children retrieved / children`` is greater
@@ -143,24 +145,11 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
         )
         self._vector_store = vector_store
         self._parent_store = parent_store
-        self._embed_model = embed_model
-        self._layout = dict(layout or {})
-        self._uri = uri
-        self._loop_binding = AsyncLoopBinding(uri, token)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._init_layout(embed_model, layout, uri, token, callback_manager, verbose)
 
     @classmethod
     def class_name(cls) -> str:
         return "HierarchicalAutoMergingRetriever"
-
-    @property
-    def config(self) -> AutoMergingConfig:
-        return self._config
-
-    @property
-    def layout(self) -> dict[str, Any]:
-        """The recorded layout: collection names, chunk sizes, embedding dim and model."""
-        return dict(self._layout)
 
     @property
     def vector_store(self) -> Any:
@@ -185,13 +174,7 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
             IndexLayoutError: no such index at ``uri`` (the message lists the existing ones).
         """
         layout, leaves, parents = open_hierarchy_stores(uri, collection_name, token)
-        if embed_model is not None and embed_model.model_name != layout.get("embed_model"):
-            logger.warning(
-                "index %r was embedded with %r, querying with %r",
-                collection_name,
-                layout.get("embed_model"),
-                embed_model.model_name,
-            )
+        warn_on_model_mismatch(layout, embed_model, collection_name)
         return cls(
             leaves,
             parents,
@@ -291,40 +274,13 @@ class HierarchicalAutoMergingRetriever(BaseRetriever):
             **options,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Where the index lives and the query settings (no model, no client, no token)."""
-        return {
-            "class_name": self.class_name(),
-            "uri": self._uri,
-            "collection_name": self._layout.get("leaf_collection", DEFAULT_COLLECTION_NAME),
-            **self._config.model_dump(mode="json"),
-        }
-
-    @classmethod
-    def from_dict(
-        cls, data: dict[str, Any], embed_model: BaseEmbedding | None = None, token: str = ""
-    ) -> HierarchicalAutoMergingRetriever:
-        """Reopen what :meth:`to_dict` describes."""
-        options = {k: v for k, v in data.items() if k not in ("class_name", "uri")}
-        if not data.get("uri"):
-            raise ValueError(f"from_dict needs a 'uri', got {data.get('uri')!r}")
-        return cls.from_uri(data["uri"], embed_model=embed_model, token=token, **options)
+    def _collection_name(self) -> str:
+        return str(self._layout.get("leaf_collection", DEFAULT_COLLECTION_NAME))
 
     # --- retrieval ----------------------------------------------------------------------------
 
-    def _embedder(self) -> BaseEmbedding:
-        if self._embed_model is None:
-            self._embed_model = resolve_embed_model(None)
-        return self._embed_model
-
     def _vector_query(self, embedding: list[float]) -> VectorStoreQuery:
-        expected = self._layout.get("embed_dim")
-        if expected is not None and len(embedding) != expected:
-            raise ValueError(
-                f"query embedding has {len(embedding)} dimensions but index "
-                f"{self._layout.get('leaf_collection')!r} was built with {expected} "
-                f"(model {self._layout.get('embed_model')!r}); pass that embed_model"
-            )
+        self._check_dimensions(embedding)
         return VectorStoreQuery(
             query_embedding=embedding, similarity_top_k=self._config.similarity_top_k
         )

@@ -22,7 +22,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM
@@ -32,8 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llama_index_ext_advrag.milvus import in_filter
 from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+from llama_index_ext_advrag.retrievers._milvus_base import (
+    MilvusLayoutRetriever,
+)
 from llama_index_ext_advrag.retrievers._node_store import (
-    AsyncLoopBinding,
     aquery_nodes,
     query_nodes,
 )
@@ -101,7 +102,7 @@ class TwoLayerConfig(BaseModel):
     )
 
 
-class TwoLayerMilvusRetriever(BaseRetriever):
+class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
     """Route a query to the best units through their summaries, answer from their details.
 
     Args:
@@ -140,23 +141,11 @@ class TwoLayerMilvusRetriever(BaseRetriever):
         self._config = TwoLayerConfig(**options)
         self._summary_store = summary_store
         self._details_store = details_store
-        self._embed_model = embed_model
-        self._layout = dict(layout or {})
-        self._uri = uri
-        self._loop_binding = AsyncLoopBinding(uri, token)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._init_layout(embed_model, layout, uri, token, callback_manager, verbose)
 
     @classmethod
     def class_name(cls) -> str:
         return "TwoLayerMilvusRetriever"
-
-    @property
-    def config(self) -> TwoLayerConfig:
-        return self._config
-
-    @property
-    def layout(self) -> dict[str, Any]:
-        return dict(self._layout)
 
     @property
     def details_mode(self) -> DetailsMode:
@@ -277,39 +266,14 @@ class TwoLayerMilvusRetriever(BaseRetriever):
             units, uri, embed_model=embed_model, llm=llm, source="documents", **kwargs
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Where the index lives and the query settings (no model, no client, no token)."""
+    def _collection_name(self) -> str:
         name = str(self._layout.get("summary_collection", "")).removesuffix("_summary")
-        return {
-            "class_name": self.class_name(),
-            "uri": self._uri,
-            "collection_name": name or DEFAULT_COLLECTION_NAME,
-            **self._config.model_dump(mode="json"),
-        }
-
-    @classmethod
-    def from_dict(
-        cls, data: dict[str, Any], embed_model: BaseEmbedding | None = None, token: str = ""
-    ) -> TwoLayerMilvusRetriever:
-        if not data.get("uri"):
-            raise ValueError(f"from_dict needs a 'uri', got {data.get('uri')!r}")
-        options = {k: v for k, v in data.items() if k not in ("class_name", "uri")}
-        return cls.from_uri(data["uri"], embed_model=embed_model, token=token, **options)
+        return name or DEFAULT_COLLECTION_NAME
 
     # --- retrieval ----------------------------------------------------------------------------
 
-    def _embedder(self) -> BaseEmbedding:
-        if self._embed_model is None:
-            self._embed_model = resolve_embed_model(None)
-        return self._embed_model
-
     def _summary_query(self, embedding: list[float]) -> VectorStoreQuery:
-        expected = self._layout.get("embed_dim")
-        if expected is not None and len(embedding) != expected:
-            raise ValueError(
-                f"query embedding has {len(embedding)} dimensions but the index was built with "
-                f"{expected} (model {self._layout.get('embed_model')!r}); pass that embed_model"
-            )
+        self._check_dimensions(embedding)
         top_k = self._config.route_top_k
         if self._config.cue_weight > 0:
             top_k = max(top_k, self._config.route_candidates)
