@@ -2,8 +2,10 @@
 
 For CMRC 2018 (Chinese) and COVID-QA (English): every paragraph/paper is cut with
 ``llama_index_ext_advrag.text.split_sentences``; each sentence is a node (embedded and
-BM25-indexed on its own) carrying its window (the sentence and ``--radius`` neighbours each
-side) in metadata, which is the context handed to the LLM. For each retriever and k:
+BM25-indexed on its own) carrying its window in metadata, which is the context handed to the
+LLM: the sentence and ``--radius`` neighbours each side, or with ``--window-tokens N`` the
+sentence grown by whole neighbours (next, then previous, alternately) while the window stays
+within N tokens. For each retriever and k:
 
 * hit@k: a top-k node comes from the question's own paragraph (CMRC) / paper (COVID-QA);
 * coverage@k: a gold answer string occurs in the top-k windows (distinct windows concatenated),
@@ -12,10 +14,14 @@ side) in metadata, which is the context handed to the LLM. For each retriever an
   fusion rows the legs' results are memoised from the single-leg rows: fusion overhead only).
 
 Baselines in the same process: LlamaIndex core ``VectorStoreIndex`` retriever (dense leg) and
-``llama-index-retrievers-bm25``'s default ``BM25Retriever`` (no Chinese tokenisation).
+``llama-index-retrievers-bm25``'s default ``BM25Retriever`` (no Chinese tokenisation). Our BM25
+runs with the default tokenizer (jieba words + single characters) and, for comparison, with
+words only. Fusion rows: equal weights, and "lang" rows where the dense leg is marked
+English-only (its weight shrinks with the query's CJK share down to ``--cjk-floor``).
 
     python benchmarks/bench_fusion.py                         # CMRC first 1,000 + 300 COVID-QA
-    python benchmarks/bench_fusion.py --only cmrc --max-questions 200
+    python benchmarks/bench_fusion.py --only cmrc --offset 1000 --k 5   # held-out tuning slice
+    python benchmarks/bench_fusion.py --only cmrc --window-tokens 150
 """
 
 from __future__ import annotations
@@ -46,23 +52,51 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa
 
 from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
 from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever  # noqa: E402
+from llama_index_ext_advrag.retrievers.fusion import DEFAULT_CJK_WEIGHT_FLOOR  # noqa: E402
 from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever  # noqa: E402
 from llama_index_ext_advrag.text import count_tokens, split_sentences  # noqa: E402
+from llama_index_ext_advrag.text.words import WordTokenizer  # noqa: E402
 
 logger = logging.getLogger("bench_fusion")
 WINDOW_KEY = "window"
-BOOKKEEPING = ["doc_id", "sentence", "radius", WINDOW_KEY]  # never embedded nor shown
+BOOKKEEPING = ["doc_id", "sentence", "first", "last", WINDOW_KEY]  # never embedded nor shown
 
 
-def window_nodes(documents: dict[str, str], radius: int) -> tuple[list[TextNode], dict]:
-    """One node per sentence; its window (``radius`` sentences each side) in metadata. Also
+def window_bounds(token_counts: Sequence[int], i: int, radius: int, budget: int) -> tuple[int, int]:
+    """First and last sentence of sentence ``i``'s window: ``radius`` each side, or with a
+    token ``budget`` > 0 whole neighbours (next first, then previous, alternately) added while
+    the window stays within the budget (a longer sentence stays alone)."""
+    last_index = len(token_counts) - 1
+    if budget <= 0:
+        return max(0, i - radius), min(last_index, i + radius)
+    first = last = i
+    total = token_counts[i]
+    grew = True
+    while grew:
+        grew = False
+        if last < last_index and total + token_counts[last + 1] <= budget:
+            last += 1
+            total += token_counts[last]
+            grew = True
+        if first > 0 and total + token_counts[first - 1] <= budget:
+            first -= 1
+            total += token_counts[first]
+            grew = True
+    return first, last
+
+
+def window_nodes(
+    documents: dict[str, str], radius: int, budget: int = 0
+) -> tuple[list[TextNode], dict]:
+    """One node per sentence; its window in metadata (see :func:`window_bounds`). Also
     returns every document's sentences, for the merged context."""
     nodes = []
     sentences_of = {}
     for doc_id, text in documents.items():
         sentences = sentences_of[doc_id] = [s.text for s in split_sentences(text)]
+        counts = [count_tokens(s) for s in sentences] if budget > 0 else [0] * len(sentences)
         for i, sentence in enumerate(sentences):
-            window = " ".join(sentences[max(0, i - radius) : i + radius + 1])
+            first, last = window_bounds(counts, i, radius, budget)
             nodes.append(
                 TextNode(
                     text=sentence,
@@ -70,8 +104,9 @@ def window_nodes(documents: dict[str, str], radius: int) -> tuple[list[TextNode]
                     metadata={
                         "doc_id": doc_id,
                         "sentence": i,
-                        "radius": radius,
-                        WINDOW_KEY: window,
+                        "first": first,
+                        "last": last,
+                        WINDOW_KEY: " ".join(sentences[first : last + 1]),
                     },
                     excluded_embed_metadata_keys=BOOKKEEPING,
                     excluded_llm_metadata_keys=BOOKKEEPING,
@@ -86,12 +121,11 @@ def merged_context_of(results: Sequence[NodeWithScore], sentences_of: dict) -> s
     wanted: dict[str, set[int]] = {}
     for r in results:
         meta = r.node.metadata
-        first, last = meta["sentence"] - meta["radius"], meta["sentence"] + meta["radius"]
-        wanted.setdefault(meta["doc_id"], set()).update(range(max(0, first), last + 1))
+        wanted.setdefault(meta["doc_id"], set()).update(range(meta["first"], meta["last"] + 1))
     parts = []
     for doc_id, indices in wanted.items():
         sentences = sentences_of[doc_id]
-        parts.append(" ".join(sentences[i] for i in sorted(indices) if i < len(sentences)))
+        parts.append(" ".join(sentences[i] for i in sorted(indices)))
     return "\n".join(parts)
 
 
@@ -169,6 +203,7 @@ def build_retrievers(
     leg_top_k: int,
     weights: Sequence[float],
     weight_grid: Sequence[tuple[float, ...]] = (),
+    cjk_floor: float = DEFAULT_CJK_WEIGHT_FLOOR,
 ) -> dict[str, BaseRetriever]:
     from llama_index.retrievers.bm25 import BM25Retriever as CoreBM25Retriever
 
@@ -179,21 +214,34 @@ def build_retrievers(
     top = max(max_k, leg_top_k)
     dense = MemoRetriever(index.as_retriever(similarity_top_k=top))
     ours = MemoRetriever(BM25Retriever(nodes, similarity_top_k=top))
+    words_only = BM25Retriever(
+        nodes, similarity_top_k=max_k, tokenizer=WordTokenizer(chinese_characters=False)
+    )
     legs = [dense, ours]
     common = {"similarity_top_k": max_k, "leg_top_k": leg_top_k, "weights": weights}
     names = ["dense", "bm25"]
+    lang = {**common, "leg_names": names, "english_only_legs": ["dense"]}
+    lang["cjk_weight_floor"] = cjk_floor
     retrievers: dict[str, BaseRetriever] = {
         "core vector (dense)": dense,
         "core BM25Retriever (default)": CoreBM25Retriever.from_defaults(
             nodes=nodes, similarity_top_k=max_k
         ),
-        "ours BM25 (jieba+stem)": ours,
+        "ours BM25 (jieba words)": words_only,
+        "ours BM25 (words+chars)": ours,
         "fusion rrf k=60": HybridFusionRetriever(legs, mode="rrf", leg_names=names, **common),
         "fusion score minmax": HybridFusionRetriever(
             legs, mode="score", normalization="minmax", leg_names=names, **common
         ),
         "fusion score zscore": HybridFusionRetriever(
             legs, mode="score", normalization="zscore", leg_names=names, **common
+        ),
+        "fusion rrf lang": HybridFusionRetriever(legs, mode="rrf", **lang),
+        "fusion minmax lang": HybridFusionRetriever(
+            legs, mode="score", normalization="minmax", **lang
+        ),
+        "fusion zscore lang": HybridFusionRetriever(
+            legs, mode="score", normalization="zscore", **lang
         ),
     }
     for pair in weight_grid:
@@ -233,7 +281,7 @@ def format_rows(dataset: str, rows: list[dict[str, Any]], baseline: str) -> str:
 
 
 def run_dataset(name: str, corpus: SquadCorpus, args: argparse.Namespace) -> list[dict[str, Any]]:
-    nodes, sentences_of = window_nodes(corpus.documents, args.radius)
+    nodes, sentences_of = window_nodes(corpus.documents, args.radius, args.window_tokens)
     logger.info(
         "%s: %d documents, %d sentence nodes, %d questions",
         name,
@@ -242,7 +290,9 @@ def run_dataset(name: str, corpus: SquadCorpus, args: argparse.Namespace) -> lis
         len(corpus.questions),
     )
     grid = [tuple(float(w) for w in pair.split(",")) for pair in args.weight_grid]
-    retrievers = build_retrievers(nodes, max(args.k), args.leg_top_k, args.weights, grid)
+    retrievers = build_retrievers(
+        nodes, max(args.k), args.leg_top_k, args.weights, grid, args.cjk_floor
+    )
     rows = []
     for label, retriever in retrievers.items():
         rows.extend(evaluate(label, retriever.retrieve, corpus, args.k, sentences_of))
@@ -268,7 +318,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 5, 10])
     parser.add_argument("--radius", type=int, default=1, help="window = sentence +- radius")
+    parser.add_argument(
+        "--window-tokens", type=int, default=0, help="token-capped windows (0: use --radius)"
+    )
     parser.add_argument("--leg-top-k", type=int, default=30)
+    parser.add_argument(
+        "--cjk-floor", type=float, default=DEFAULT_CJK_WEIGHT_FLOOR, help='"lang" fusion rows'
+    )
     parser.add_argument("--weights", type=float, nargs=2, default=[1.0, 1.0])
     parser.add_argument(
         "--weight-grid", nargs="*", default=[], help='extra "dense,bm25" weight pairs, e.g. 0.3,1'
@@ -295,13 +351,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         tables.append(format_rows("COVID-QA, seeded sample", covid_rows, "core vector (dense)"))
         rows += covid_rows
     settings = (
-        f"radius={args.radius} leg_top_k={args.leg_top_k} weights={args.weights}"
-        f" offset={args.offset}"
+        f"radius={args.radius} window_tokens={args.window_tokens} leg_top_k={args.leg_top_k}"
+        f" weights={args.weights} cjk_floor={args.cjk_floor} offset={args.offset}"
     )
     text = "\n\n".join([f"# bench_fusion ({settings})", *tables])
     print(text)
     name = "bench_fusion" if args.only is None else f"bench_fusion_{args.only}"
     name += f"_offset{args.offset}" if args.offset else ""
+    name += f"_wt{args.window_tokens}" if args.window_tokens else ""
     write_results(
         name, text, {"settings": vars(args) | {"datasets": str(args.datasets)}, "rows": rows}
     )

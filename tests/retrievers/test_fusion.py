@@ -17,6 +17,7 @@ from llama_index_ext_advrag.retrievers.fusion import (
     fuse,
     fuse_rrf,
     fuse_scores,
+    language_scaled_weights,
     minmax_normalize,
     validate_weights,
     zscore_normalize,
@@ -184,3 +185,32 @@ def test_every_node_once_sorted_and_order_independent_of_input_copy(
     assert sorted(ids) == sorted({hit.node_id for leg in legs for hit in leg})
     assert all(a.score >= b.score - 1e-9 for a, b in zip(hits, hits[1:], strict=False))
     assert hits == fuse([list(leg) for leg in legs], mode=mode, normalization=normalization)
+
+
+def test_language_scaled_weights_by_hand() -> None:
+    english_only = (True, False)
+    # English query: unchanged; wholly CJK: floor x weight; half CJK: 0.5 + 0.5 * 0.2 = 0.6.
+    assert language_scaled_weights((1.0, 1.0), english_only, 0.0, floor=0.2) == (1.0, 1.0)
+    assert language_scaled_weights((0.5, 2.0), english_only, 1.0, floor=0.2) == (0.1, 2.0)
+    assert language_scaled_weights((1.0, 1.0), english_only, 0.5, floor=0.2) == pytest.approx(
+        (0.6, 1.0)
+    )
+    assert language_scaled_weights((1.0, 1.0), (False, False), 1.0) == (1.0, 1.0)
+
+
+def test_language_scaled_weights_never_zero_and_reorder_fusion() -> None:
+    weights = language_scaled_weights((1.0, 1.0), (True, False), 1.0, floor=0.05)
+    assert weights[0] == pytest.approx(0.05) and weights[0] > 0
+    # Equal weights: dense's "a" (ranks 1 and 2) beats sparse's "c" (ranks 3 and 1);
+    # with the dense leg scaled down, the sparse leg's first result wins.
+    assert fuse_rrf([DENSE, SPARSE], (1.0, 1.0), k=60)[0].node_id == "a"
+    assert fuse_rrf([DENSE, SPARSE], weights, k=60)[0].node_id == "c"
+
+
+def test_language_scaled_weights_invalid_arguments_name_the_value() -> None:
+    with pytest.raises(ValueError, match=r"\[True\]"):
+        language_scaled_weights((1.0, 1.0), (True,), 1.0)
+    with pytest.raises(ValueError, match="1.5"):
+        language_scaled_weights((1.0,), (True,), 1.5)
+    with pytest.raises(ValueError, match="0.0"):
+        language_scaled_weights((1.0,), (True,), 1.0, floor=0.0)

@@ -69,6 +69,8 @@ def test_defaults() -> None:
     assert hybrid.config.similarity_top_k == 10 and hybrid.config.effective_leg_top_k == 30
     assert hybrid.weights == (1.0, 1.0)
     assert hybrid.leg_names == ["ListRetriever", "ListRetriever"]
+    assert hybrid.config.english_only_legs == () and hybrid.config.cjk_weight_floor == 0.1
+    assert hybrid.query_weights("潜伏期有多长") == ((1.0, 1.0), None)
     assert HybridFusionRetriever.class_name() == "HybridFusionRetriever"
 
 
@@ -83,6 +85,9 @@ def test_defaults() -> None:
         ({"similarity_top_k": 0}, "0"),
         ({"leg_top_k": 0}, "0"),
         ({"leg_names": ["only"]}, "only"),
+        ({"leg_names": ["dense", "bm25"], "english_only_legs": ["sparse"]}, "sparse"),
+        ({"cjk_weight_floor": 0.0}, "cjk_weight_floor"),
+        ({"cjk_weight_floor": 1.5}, "cjk_weight_floor"),
     ],
 )
 def test_invalid_arguments_name_the_value(kwargs, named) -> None:
@@ -205,6 +210,54 @@ def test_config_round_trip() -> None:
     assert again.config == hybrid.config
     assert ids(again.retrieve("q")) == ids(hybrid.retrieve("q"))
     assert HybridFusionConfig.model_validate(data) == hybrid.config
+
+
+def test_english_only_leg_weight_follows_the_query_language() -> None:
+    legs = [ListRetriever(DENSE), ListRetriever(SPARSE)]
+    plain = HybridFusionRetriever(legs, leg_names=["dense", "bm25"])
+    aware = HybridFusionRetriever(
+        legs, leg_names=["dense", "bm25"], english_only_legs=["dense"], cjk_weight_floor=0.05
+    )
+    # English query: weights untouched, same ranking as without the option ("a" first).
+    assert aware.query_weights("how long is the incubation period") == (
+        (1.0, 1.0),
+        {"cjk_share": 0.0, "weights": [1.0, 1.0]},
+    )
+    assert ids(aware.retrieve("how long")) == ids(plain.retrieve("how long"))
+    assert ids(plain.retrieve("潜伏期有多长"))[0] == "a"
+    # Chinese query: dense weight 0.05, the BM25 leg's first result "c" leads.
+    results = aware.retrieve("潜伏期有多长")
+    assert ids(results)[0] == "c"
+    language = results[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["language"]
+    assert language["cjk_share"] == 1.0
+    assert language["weights"] == pytest.approx([0.05, 1.0])
+    # Mixed query: 3 CJK characters of 6 -> dense weight 0.5 + 0.5 * 0.05.
+    weights, _ = aware.query_weights("NBA冠军是")
+    assert weights == pytest.approx((0.525, 1.0))
+
+
+async def test_english_only_legs_async_matches_sync() -> None:
+    legs = [ListRetriever(DENSE), ListRetriever(SPARSE)]
+    aware = HybridFusionRetriever(legs, leg_names=["dense", "bm25"], english_only_legs=["dense"])
+    sync = aware.retrieve("潜伏期有多长")
+    asynchronous = await aware.aretrieve("潜伏期有多长")
+    assert ids(sync) == ids(asynchronous)
+    assert [r.score for r in sync] == pytest.approx([r.score for r in asynchronous])
+
+
+def test_config_round_trip_with_english_only_legs() -> None:
+    legs = [ListRetriever(DENSE), ListRetriever(SPARSE)]
+    names = ["dense", "bm25"]
+    hybrid = HybridFusionRetriever(
+        legs, leg_names=names, english_only_legs=["dense"], cjk_weight_floor=0.3
+    )
+    data = hybrid.to_dict()
+    assert data["english_only_legs"] == ["dense"] and data["cjk_weight_floor"] == 0.3
+    again = HybridFusionRetriever.from_dict(data, retrievers=legs, leg_names=names)
+    assert again.config == hybrid.config
+    assert ids(again.retrieve("潜伏期")) == ids(hybrid.retrieve("潜伏期"))
+    with pytest.raises(ValueError, match="dense"):
+        HybridFusionRetriever.from_dict(data, retrievers=legs)
 
 
 def test_with_real_bm25_leg_on_chinese() -> None:

@@ -11,7 +11,9 @@ from llama_index_ext_advrag.text.words import (
     ENGLISH_STOP_WORDS,
     ChineseMode,
     WordTokenizer,
+    cjk_share,
     cut_chinese,
+    han_characters,
     tokenize_words,
 )
 
@@ -22,6 +24,7 @@ def test_defaults() -> None:
     assert tokenizer.remove_stop_words is True
     assert tokenizer.chinese_mode is ChineseMode.SEARCH
     assert tokenizer.stemmer_language == "english"
+    assert tokenizer.chinese_characters is True
     assert WordTokenizer.class_name() == "WordTokenizer"
 
 
@@ -83,7 +86,8 @@ def test_round_trip() -> None:
     tokenizer = WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE)
     again = WordTokenizer.from_dict(tokenizer.to_dict())
     assert again == tokenizer
-    assert tokenize_words("Cats 首富", stem=False) == ["cats", "首富"]
+    assert tokenize_words("Cats 首富", stem=False) == ["cats", "首富", "首", "富"]
+    assert tokenize_words("Cats 首富", chinese_characters=False) == ["cat", "首富"]
 
 
 @settings(max_examples=60, deadline=None)
@@ -92,3 +96,33 @@ def test_tokens_are_non_empty_and_never_whitespace_or_punctuation(text: str) -> 
     for token in WordTokenizer()(text):
         assert token.strip() == token and token
         assert any(ch.isalnum() for ch in token)
+
+
+def test_chinese_characters_follow_the_words_of_their_run() -> None:
+    tokens = WordTokenizer(chinese_mode="accurate")("首富来自美国 rich")
+    assert tokens == ["首富", "来自", "美国", "首", "富", "来", "自", "美", "国", "rich"]
+    words_only = WordTokenizer(chinese_mode="accurate", chinese_characters=False)
+    assert words_only("首富来自美国 rich") == ["首富", "来自", "美国", "rich"]
+
+
+def test_chinese_characters_drop_stop_word_characters() -> None:
+    tokens = WordTokenizer()("病毒的潜伏期")
+    assert "的" not in tokens and "潜" in tokens and "毒" in tokens
+    assert "的" in WordTokenizer(remove_stop_words=False)("病毒的潜伏期")
+
+
+def test_han_characters_and_cjk_share() -> None:
+    assert han_characters("首富") == ["首", "富"]
+    assert han_characters("") == []
+    assert cjk_share("") == 0.0
+    assert cjk_share("。！ ...") == 0.0
+    assert cjk_share("How long?") == 0.0
+    assert cjk_share("潜伏期多长？") == 1.0
+    assert cjk_share("NBA冠军") == pytest.approx(2 / 5)
+
+
+def test_settings_saved_before_chinese_characters_load_without_them() -> None:
+    saved = WordTokenizer().to_dict()
+    del saved["chinese_characters"]
+    assert WordTokenizer.from_dict(saved).chinese_characters is False
+    assert WordTokenizer.from_dict(WordTokenizer().to_dict()) == WordTokenizer()
