@@ -208,6 +208,8 @@ def evaluate(
 
 def ours_adaptive(args: argparse.Namespace, embed_unit: str, embed_model: Any) -> NodeParser:
     return AdaptiveSlidingWindowNodeParser(
+        min_embed_tokens=args.min_embed_tokens if embed_unit == "sentence" else 0,
+        split_at_paragraphs=args.split_at_paragraphs,
         mode="adaptive",
         embed_unit=embed_unit,
         max_window_tokens=args.window_tokens
@@ -295,6 +297,7 @@ def throughput(documents: list[Document], repeats: int = 3) -> list[dict[str, An
         ("ours fixed(3,1), sentence", lambda: AdaptiveSlidingWindowNodeParser(embed_unit="sentence")),
         ("ours adaptive, window (no breakpoints)", lambda: AdaptiveSlidingWindowNodeParser(mode="adaptive", breakpoint_percentile=None)),
         ("ours adaptive, sentence (no breakpoints)", lambda: AdaptiveSlidingWindowNodeParser(mode="adaptive", embed_unit="sentence", breakpoint_percentile=None)),
+        ("ours adaptive, sentence, as benchmarked", lambda: AdaptiveSlidingWindowNodeParser(mode="adaptive", embed_unit="sentence", breakpoint_percentile=None, max_window_tokens=280, forward_ratio=0.75, min_embed_tokens=16, split_at_paragraphs=True)),
         ("ours HierarchicalSentence[1024,256,64]", lambda: HierarchicalSentenceNodeParser(chunk_sizes=[1024, 256, 64])),
     ]  # fmt: skip
     rows = []
@@ -344,22 +347,58 @@ def format_throughput(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def percentile(value: str) -> float | None:
+    """A breakpoint percentile argument; ``none`` turns semantic breakpoints off."""
+    return None if value.lower() == "none" else float(value)
+
+
+def load_covid(args: argparse.Namespace) -> SquadCorpus:
+    """COVID-QA questions: all, the first N in file order, or a seeded random sample of N."""
+    if args.max_questions <= 0 or args.sample == "first":
+        corpus = load_squad(covidqa_path(args.datasets))
+        count = args.max_questions if args.max_questions > 0 else len(corpus.questions)
+        return SquadCorpus(corpus.documents, corpus.questions[:count])
+    return load_squad(covidqa_path(args.datasets), max_questions=args.max_questions, seed=args.seed)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    parser.add_argument("--max-questions", type=int, default=400, help="COVID-QA questions")
+    parser.add_argument(
+        "--max-questions", type=int, default=400, help="COVID-QA questions (0: all 1,380)"
+    )
+    parser.add_argument(
+        "--sample",
+        choices=("random", "first"),
+        default="random",
+        help="COVID-QA: a seeded random sample or the first N questions in file order",
+    )
     parser.add_argument("--cmrc-questions", type=int, default=1000, help="first N CMRC questions")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--parts", default="covid,cmrc,throughput")
     parser.add_argument("--window-tokens", type=int, default=200, help="adaptive, window unit")
     parser.add_argument(
-        "--sentence-window-tokens", type=int, default=240, help="adaptive, sentence unit"
+        "--sentence-window-tokens", type=int, default=280, help="adaptive, sentence unit"
+    )
+    parser.add_argument(
+        "--split-at-paragraphs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="adaptive: windows stop at blank lines",
+    )
+    parser.add_argument(
+        "--min-embed-tokens", type=int, default=16, help="adaptive, sentence unit (0: off)"
     )
     parser.add_argument("--stride-ratio", type=float, default=0.5)
     parser.add_argument("--forward-ratio", type=float, default=0.75, help="adaptive, sentence unit")
-    parser.add_argument("--percentile", type=float, default=95.0, help="adaptive, window unit")
     parser.add_argument(
-        "--sentence-percentile", type=float, default=85.0, help="adaptive, sentence unit"
+        "--percentile", type=percentile, default=None, help="adaptive, window unit ('none': off)"
+    )
+    parser.add_argument(
+        "--sentence-percentile",
+        type=percentile,
+        default=None,
+        help="adaptive, sentence unit ('none': off)",
     )
     parser.add_argument("--seed", type=int, default=0, help="COVID-QA question sample")
     parser.add_argument("--name", default="node_parsers", help="results file name")
@@ -375,9 +414,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     data: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
 
     if "covid" in parts:
-        corpus = load_squad(
-            covidqa_path(args.datasets), max_questions=args.max_questions, seed=args.seed
-        )
+        corpus = load_covid(args)
         indexes, retrievals = covid_specs(args, embed_model)
         rows = evaluate(
             corpus, indexes, retrievals, embed_model, args.milvus, "np_covid", args.skip
@@ -385,7 +422,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         baseline = next(
             (r for r in rows if "Window" in r["pipeline"] and r["k"] == args.k), rows[0]
         )
-        title = f"COVID-QA: {len(corpus.questions)} questions over {len(corpus.documents)} papers"
+        sample = "first" if args.sample == "first" else f"random, seed {args.seed}"
+        if args.max_questions <= 0:
+            sample = "all"
+        title = (
+            f"COVID-QA: {len(corpus.questions)} questions ({sample}) "
+            f"over {len(corpus.documents)} papers"
+        )
         report.append(format_quality(title, rows, baseline))
         data["covid"] = rows
     if "cmrc" in parts:

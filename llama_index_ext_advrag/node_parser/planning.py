@@ -29,10 +29,12 @@ STOP_BUDGET = "token_budget"
 STOP_MAX_SENTENCES = "max_sentences"
 STOP_SECTION = "section"
 STOP_BREAKPOINT = "breakpoint"
+STOP_PARAGRAPH = "paragraph"
 STOP_DOCUMENT_END = "document_end"
 
 _QUESTION_END = re.compile(r"[?？][\"'”’)）」』]*$")
 _QUESTION_LABEL = re.compile(r"^(?:Q|Question|问|问题)\s*\d*\s*[:：.]", re.IGNORECASE)
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 
 
 class WindowSpan(NamedTuple):
@@ -146,6 +148,28 @@ def find_question_glue(texts: Sequence[str]) -> list[bool]:
     ]
 
 
+def find_paragraph_breaks(gaps: Sequence[str]) -> list[bool]:
+    """Flag the sentences followed by a blank line; ``gaps[i]`` is the text between sentence
+    ``i`` and sentence ``i + 1`` (one fewer than the sentences). Returns one flag per sentence.
+
+    >>> find_paragraph_breaks([" ", "\\n\\n", "\\n"])
+    [False, True, False, False]
+    """
+    return [bool(_BLANK_LINE.search(gap)) for gap in gaps] + [False]
+
+
+def merge_flags(*flags: Sequence[bool] | None) -> list[bool] | None:
+    """Element-wise OR of flag lists, skipping ``None``; ``None`` when all are ``None``.
+
+    >>> merge_flags([True, False], None, [False, False])
+    [True, False]
+    """
+    present = [f for f in flags if f is not None]
+    if not present:
+        return None
+    return [any(values) for values in zip(*present, strict=True)]
+
+
 def build_units(
     tokens: Sequence[int],
     sections: Sequence[int],
@@ -175,13 +199,20 @@ def build_units(
     return units
 
 
-def _segment_stop(units: Sequence[Unit], sections: Sequence[int], index: int) -> str:
+def _segment_stop(
+    units: Sequence[Unit],
+    sections: Sequence[int],
+    index: int,
+    paragraph_after: Sequence[bool] | None = None,
+) -> str:
     """Why the segment ends after unit ``index``."""
     if index + 1 >= len(units):
         return STOP_DOCUMENT_END
     last_sentence = units[index].last - 1
     if sections[last_sentence] != sections[last_sentence + 1]:
         return STOP_SECTION
+    if paragraph_after is not None and paragraph_after[last_sentence]:
+        return STOP_PARAGRAPH
     return STOP_BREAKPOINT
 
 
@@ -225,8 +256,12 @@ def plan_adaptive_windows(
     max_tokens: int,
     stride_ratio: float,
     max_sentences: int | None = None,
+    paragraph_after: Sequence[bool] | None = None,
 ) -> list[WindowSpan]:
     """Token-budgeted sliding windows that stay inside their segment.
+
+    ``paragraph_after`` only names the stop reason (``paragraph`` rather than ``breakpoint``);
+    the barriers themselves are in the units' segments.
 
     Each window takes as many whole units as fit in ``max_tokens``; the next one starts after
     at least ``stride_ratio`` of the previous window's tokens (and at least one unit), so a fact
@@ -241,7 +276,7 @@ def plan_adaptive_windows(
             if end <= previous_end:  # nothing new: restart at the unit that blocked the growth
                 start = previous_end
                 continue
-            reason = reason or _segment_stop(units, sections, seg_stop - 1)
+            reason = reason or _segment_stop(units, sections, seg_stop - 1, paragraph_after)
             spans.append(WindowSpan(units[start].first, units[end - 1].last, None, reason))
             if end == seg_stop:
                 break
@@ -300,6 +335,7 @@ def plan_adaptive_centred(
     max_tokens: int,
     max_sentences: int | None = None,
     forward_ratio: float = 0.5,
+    paragraph_after: Sequence[bool] | None = None,
 ) -> list[WindowSpan]:
     """One window per sentence: its unit, grown a unit at a time while ``max_tokens`` and
     ``max_sentences`` allow and the segment goes on.
@@ -315,10 +351,35 @@ def plan_adaptive_centred(
             left, right, reason = _grow_centred(
                 units, index, seg_start, seg_stop, max_tokens, max_sentences, forward_ratio
             )
-            reason = reason or _segment_stop(units, sections, seg_stop - 1)
+            reason = reason or _segment_stop(units, sections, seg_stop - 1, paragraph_after)
             for centre in range(units[index].first, units[index].last):
                 spans.append(WindowSpan(units[left].first, units[right - 1].last, centre, reason))
     return spans
+
+
+# --- embedded text of the sentence unit ---------------------------------------------------------
+
+
+def extend_embedded_sentence(tokens: Sequence[int], centre: int, last: int, min_tokens: int) -> int:
+    """End (exclusive) of the sentences embedded for sentence ``centre``: the sentence alone, or,
+    when it has fewer than ``min_tokens`` tokens, it and the sentences after it until the count
+    reaches ``min_tokens``, never past ``last`` (the end of its window).
+
+    A heading, a figure caption or a question such as "What was the main finding?" says little
+    on its own and, embedded alone, matches many queries; with its continuation it is specific.
+
+    >>> extend_embedded_sentence([3, 4, 20, 5], centre=0, last=4, min_tokens=10)
+    3
+    >>> extend_embedded_sentence([3, 4, 20, 5], centre=2, last=4, min_tokens=10)
+    3
+    >>> extend_embedded_sentence([3, 4, 20, 5], centre=0, last=2, min_tokens=10)
+    2
+    """
+    end, total = centre + 1, tokens[centre]
+    while total < min_tokens and end < last:
+        total += tokens[end]
+        end += 1
+    return end
 
 
 __all__ = [
@@ -326,12 +387,16 @@ __all__ = [
     "STOP_BUDGET",
     "STOP_DOCUMENT_END",
     "STOP_MAX_SENTENCES",
+    "STOP_PARAGRAPH",
     "STOP_SECTION",
     "STOP_SIZE",
     "Unit",
     "WindowSpan",
     "build_units",
+    "extend_embedded_sentence",
     "find_breakpoints",
+    "merge_flags",
+    "find_paragraph_breaks",
     "find_question_glue",
     "plan_adaptive_centred",
     "plan_adaptive_windows",

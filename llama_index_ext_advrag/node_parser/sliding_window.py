@@ -43,8 +43,11 @@ from llama_index_ext_advrag.node_parser._nodes import (
 from llama_index_ext_advrag.node_parser.planning import (
     WindowSpan,
     build_units,
+    extend_embedded_sentence,
     find_breakpoints,
+    find_paragraph_breaks,
     find_question_glue,
+    merge_flags,
     plan_adaptive_centred,
     plan_adaptive_windows,
     plan_fixed_centred,
@@ -81,7 +84,7 @@ class EmbedUnit(str, Enum):
 class _DocumentPlan:
     """A document's sentences with what the planner needs; embeddings are filled in later."""
 
-    __slots__ = ("break_after", "document", "sentences", "source", "text")
+    __slots__ = ("_tokens", "break_after", "document", "sentences", "source", "text")
 
     def __init__(self, document: BaseNode) -> None:
         self.document = document
@@ -89,6 +92,14 @@ class _DocumentPlan:
         self.sentences: list[Sentence] = split_sentences(self.text)
         self.break_after: list[bool] | None = None
         self.source = source_info(document) if self.sentences else None
+        self._tokens: list[int] | None = None
+
+    @property
+    def tokens(self) -> list[int]:
+        """Tokens per sentence, counted on first use (fixed mode usually needs none)."""
+        if self._tokens is None:
+            self._tokens = [count_tokens(s.text) for s in self.sentences]
+        return self._tokens
 
 
 class AdaptiveSlidingWindowNodeParser(NodeParser):
@@ -104,12 +115,19 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         preset: ``"general"``, ``"technical"``, ``"legal"`` or ``"qa"``: adaptive settings for
             that document type; explicitly passed fields override the preset.
         max_window_tokens: adaptive token budget per window (one longer sentence stays whole).
+        split_at_paragraphs: adaptive: no window crosses a blank line between two sentences (a
+            paragraph break), as none crosses a heading; off by default.
+        min_embed_tokens: sentence unit: a sentence shorter than this is embedded together with
+            the sentences after it, inside its window, until the text reaches this many tokens
+            (a bare "What was the main finding?" or "Table 3." matches too many queries); 0
+            embeds every sentence alone, as core's ``SentenceWindowNodeParser``.
         embed_model: model for semantic breakpoints, resolved with ``resolve_embed_model`` only
             when adaptive mode needs breakpoints; not serialised.
 
     Raises:
         ValueError: ``window_size < 1``, ``stride`` outside ``[1, window_size]``, an unknown
-            ``mode``, ``embed_unit`` or ``preset``, or a bound violated by another field.
+            ``mode``, ``embed_unit`` or ``preset``, ``min_embed_tokens > 0`` with the window
+            unit, or a bound violated by another field.
 
     Example:
         >>> from llama_index.core import Document
@@ -167,11 +185,21 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         le=10,
         description="Sentences averaged on each side when comparing adjacent sentences.",
     )
+    min_embed_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=512,
+        description="Sentence unit: a shorter sentence is embedded with the sentences after it (within its window) up to this many tokens; 0 embeds it alone.",
+    )
     forward_ratio: float = Field(
         default=0.5,
         ge=0.0,
         le=1.0,
         description="Adaptive, sentence unit: share of a window's added tokens placed after its sentence (0.5 centred).",
+    )
+    split_at_paragraphs: bool = Field(
+        default=False,
+        description="Adaptive: a blank line between two sentences is a barrier no window crosses.",
     )
     keep_questions_with_answers: bool = Field(
         default=False,
@@ -204,6 +232,11 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         if self.stride > self.window_size:
             raise ValueError(
                 f"stride must be between 1 and window_size={self.window_size}, got {self.stride}"
+            )
+        if self.min_embed_tokens and self.embed_unit is not EmbedUnit.SENTENCE:
+            raise ValueError(
+                f"min_embed_tokens={self.min_embed_tokens} applies to embed_unit='sentence' only, "
+                f"got embed_unit={self.embed_unit.value!r}"
             )
         return self
 
@@ -246,9 +279,8 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             if self.keep_questions_with_answers
             else None
         )
-        units = build_units(
-            [count_tokens(s.text) for s in sentences], sections, plan.break_after, glue
-        )
+        paragraphs = self._paragraph_breaks(plan) if self.split_at_paragraphs else None
+        units = build_units(plan.tokens, sections, merge_flags(plan.break_after, paragraphs), glue)
         if self.embed_unit is EmbedUnit.SENTENCE:
             return plan_adaptive_centred(
                 units,
@@ -256,10 +288,22 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
                 self.max_window_tokens,
                 self.max_window_sentences,
                 self.forward_ratio,
+                paragraphs,
             )
         return plan_adaptive_windows(
-            units, sections, self.max_window_tokens, self.stride_ratio, self.max_window_sentences
+            units,
+            sections,
+            self.max_window_tokens,
+            self.stride_ratio,
+            self.max_window_sentences,
+            paragraphs,
         )
+
+    @staticmethod
+    def _paragraph_breaks(plan: _DocumentPlan) -> list[bool]:
+        sentences, text = plan.sentences, plan.text
+        gaps = [text[a.end : b.start] for a, b in zip(sentences, sentences[1:], strict=False)]
+        return find_paragraph_breaks(gaps)
 
     def _needs_embeddings(self, plans: Sequence[_DocumentPlan]) -> list[_DocumentPlan]:
         if not self.uses_breakpoints:
@@ -286,6 +330,13 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         unit = "window" if span.centre is None else f"sentence{span.centre}"
         return deterministic_node_id(plan.document.node_id, unit, span.first, span.last)
 
+    def _embedded_end(self, plan: _DocumentPlan, span: WindowSpan) -> int:
+        """End (exclusive) of the sentences a sentence-unit node embeds."""
+        centre = span.centre if span.centre is not None else span.first
+        if not self.min_embed_tokens:
+            return centre + 1
+        return extend_embedded_sentence(plan.tokens, centre, span.last, self.min_embed_tokens)
+
     def _build_nodes(self, plan: _DocumentPlan) -> tuple[list[BaseNode], int]:
         """The document's nodes and the characters of their windows."""
         sentences, text, document = plan.sentences, plan.text, plan.document
@@ -304,17 +355,22 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             }
             excluded: list[str] = list(BOOKKEEPING_KEYS)
             node_text, node_start, node_end = window, start, end
+            trace: dict[str, object] = {"mode": self.mode.value, "stop": span.stop}
             if span.centre is not None:
                 centre = sentences[span.centre]
-                node_text, node_start, node_end = centre.text, centre.start, centre.end
+                embedded_end = self._embedded_end(plan, span)
+                node_start, node_end = centre.start, sentences[embedded_end - 1].end
+                node_text = text[node_start:node_end]
                 metadata[self.window_metadata_key] = window
                 metadata[self.original_text_metadata_key] = centre.text
                 excluded += [self.window_metadata_key, self.original_text_metadata_key]
+                if embedded_end > span.centre + 1:
+                    trace["embedded_sentences"] = [span.centre, embedded_end]
             node = new_text_node(
                 document, self._node_id(index, plan, span), node_text, node_start, node_end,
                 metadata, plan.source, self.include_metadata, excluded,  # type: ignore[arg-type]
             )  # fmt: skip
-            add_trace(node, TRACE_COMPONENT, {"mode": self.mode.value, "stop": span.stop})
+            add_trace(node, TRACE_COMPONENT, trace)
             nodes.append(node)
         if self.include_prev_next_rel:
             link_prev_next(nodes)

@@ -10,10 +10,14 @@ from llama_index_ext_advrag.node_parser.planning import (
     STOP_BUDGET,
     STOP_DOCUMENT_END,
     STOP_MAX_SENTENCES,
+    STOP_PARAGRAPH,
     STOP_SECTION,
     build_units,
+    extend_embedded_sentence,
     find_breakpoints,
+    find_paragraph_breaks,
     find_question_glue,
+    merge_flags,
     plan_adaptive_centred,
     plan_adaptive_windows,
     plan_fixed_centred,
@@ -210,3 +214,57 @@ def test_adaptive_centred_forward_ratio():
     assert (backward[4].first, backward[4].last) == (0, 5)
     # At the document's end a forward window spends its budget backwards.
     assert (only_right[8].first, only_right[8].last) == (4, 9)
+
+
+# --- embedded text of the sentence unit -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("centre", "last", "min_tokens", "expected"),
+    [
+        (0, 4, 0, 1),  # off: the sentence alone
+        (0, 4, 3, 1),  # 3 tokens already reach 3
+        (0, 4, 4, 2),  # 3 + 4 = 7 >= 4
+        (0, 4, 8, 3),  # 3 + 4 = 7 < 8, + 20 = 27
+        (2, 4, 8, 3),  # a long sentence stays alone
+        (3, 4, 8, 4),  # the window ends: 5 tokens are all there is
+        (0, 2, 30, 2),  # never past the window's end
+    ],
+)
+def test_extend_embedded_sentence(centre, last, min_tokens, expected):
+    assert extend_embedded_sentence([3, 4, 20, 5], centre, last, min_tokens) == expected
+
+
+# --- paragraphs ---------------------------------------------------------------------------------
+
+
+def test_find_paragraph_breaks():
+    gaps = [" ", "\n\n", "\n", " \n \t\n  ", "\r\n\r\n"]
+    assert find_paragraph_breaks(gaps) == [False, True, False, True, True, False]
+    assert find_paragraph_breaks([]) == [False]  # one sentence
+
+
+def test_merge_flags():
+    assert merge_flags(None, None) is None
+    assert merge_flags([True, False, False], None, [False, False, True]) == [True, False, True]
+    with pytest.raises(ValueError):
+        merge_flags([True], [True, False])
+
+
+def test_paragraph_barrier_names_its_stop():
+    paragraphs = [False, True, False, False]
+    units = build_units([5, 5, 5, 5], [0, 0, 0, 0], paragraphs)
+    centred = plan_adaptive_centred(units, [0] * 4, 100, paragraph_after=paragraphs)
+    assert [(w.first, w.last, w.stop) for w in centred] == [
+        (0, 2, STOP_PARAGRAPH),
+        (0, 2, STOP_PARAGRAPH),
+        (2, 4, STOP_DOCUMENT_END),
+        (2, 4, STOP_DOCUMENT_END),
+    ]
+    windows = plan_adaptive_windows(units, [0] * 4, 100, 0.5, paragraph_after=paragraphs)
+    assert [(w.first, w.last, w.stop) for w in windows] == [
+        (0, 2, STOP_PARAGRAPH),
+        (2, 4, STOP_DOCUMENT_END),
+    ]
+    # without the flags the same barrier is reported as a breakpoint
+    assert plan_adaptive_windows(units, [0] * 4, 100, 0.5)[0].stop == STOP_BREAKPOINT

@@ -39,6 +39,7 @@ def test_defaults():
     assert (parser.window_size, parser.stride) == (3, 1)
     assert parser.mode is WindowMode.FIXED and parser.embed_unit is EmbedUnit.WINDOW
     assert parser.preset is None and not parser.uses_breakpoints
+    assert parser.min_embed_tokens == 0 and parser.split_at_paragraphs is False
     assert parser.class_name() == "AdaptiveSlidingWindowNodeParser"
 
 
@@ -57,6 +58,10 @@ def test_defaults():
         ({"breakpoint_percentile": 100.0}, "breakpoint_percentile"),
         ({"breakpoint_threshold": 2.0}, "breakpoint_threshold"),
         ({"forward_ratio": 1.5}, "forward_ratio"),
+        ({"min_embed_tokens": -1}, "min_embed_tokens"),
+        ({"min_embed_tokens": 513}, "min_embed_tokens"),
+        ({"min_embed_tokens": 8}, "min_embed_tokens=8"),  # window unit: nothing to extend
+        ({"split_at_paragraphs": "maybe"}, "split_at_paragraphs"),
     ],
 )
 def test_invalid_arguments_raise_value_error_naming_the_value(kwargs, named):
@@ -82,7 +87,13 @@ def test_preset_selects_adaptive_settings_and_explicit_fields_override():
 @pytest.mark.parametrize("preset", [None, "general", "technical", "legal", "qa"])
 def test_serialisation_round_trip(preset):
     parser = AdaptiveSlidingWindowNodeParser(
-        preset=preset, window_size=4, stride=2, embed_unit="sentence", embed_model=HashEmbedding()
+        preset=preset,
+        window_size=4,
+        stride=2,
+        embed_unit="sentence",
+        min_embed_tokens=12,
+        split_at_paragraphs=True,
+        embed_model=HashEmbedding(),
     )
     restored = AdaptiveSlidingWindowNodeParser.from_dict(parser.to_dict())
     assert restored.model_dump() == parser.model_dump()
@@ -348,3 +359,82 @@ def test_section_title_reaches_the_llm_but_not_the_embedding():
     assert "section_title" not in node.get_content(metadata_mode=MetadataMode.EMBED)
     untitled = parse(parser, FIVE)[0]
     assert "section_title" not in untitled.get_content(metadata_mode=MetadataMode.LLM)
+
+
+# --- min_embed_tokens: short sentences embedded with what follows ------------------------------
+
+SHORT_EN = "Results. The virus binds the ACE2 receptor on human lung cells. Table 3."
+SHORT_ZH = "结果。黑神话悟空是一款动作游戏。它由游戏科学开发。"
+
+
+@pytest.mark.parametrize(
+    ("text", "min_tokens", "embedded", "original"),
+    [
+        (
+            SHORT_EN,
+            8,
+            "Results. The virus binds the ACE2 receptor on human lung cells.",
+            "Results.",
+        ),
+        (SHORT_ZH, 8, "结果。黑神话悟空是一款动作游戏。", "结果。"),
+    ],
+)
+def test_short_sentence_is_embedded_with_the_next(text, min_tokens, embedded, original):
+    parser = AdaptiveSlidingWindowNodeParser(embed_unit="sentence", min_embed_tokens=min_tokens)
+    nodes = parse(parser, text)
+    first = nodes[0]
+    assert first.get_content(metadata_mode=MetadataMode.EMBED) == embedded
+    assert first.metadata["original_text"] == original
+    assert text[first.start_char_idx : first.end_char_idx] == embedded
+    assert embedded in first.metadata["window"]
+    assert first.metadata[TRACE_KEY]["sliding_window"]["embedded_sentences"] == [0, 2]
+    # the long sentence stays alone, the last one has nothing after it to take
+    assert [n.metadata["original_text"] for n in nodes[1:]] == texts(nodes[1:])
+    assert len(nodes) == len(split_sentences(text))
+
+
+def test_min_embed_tokens_never_reaches_past_the_window():
+    parser = AdaptiveSlidingWindowNodeParser(
+        window_size=1, embed_unit="sentence", min_embed_tokens=50
+    )
+    nodes = parse(parser, SHORT_EN)
+    assert texts(nodes) == [s.text for s in split_sentences(SHORT_EN)]
+
+
+def test_min_embed_tokens_in_adaptive_mode_stays_in_the_section():
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", embed_unit="sentence", min_embed_tokens=30, breakpoint_percentile=None
+    )
+    nodes = parse(parser, SECTIONED)
+    by_original = {n.metadata["original_text"]: n for n in nodes}
+    last_of_install = by_original["Restart the machine."]
+    assert texts([last_of_install]) == ["Restart the machine."]  # the heading is not taken
+    assert texts([by_original["Run the installer."]]) == [
+        "Run the installer. Accept the licence. Restart the machine."
+    ]
+
+
+# --- split_at_paragraphs: windows stop at blank lines -------------------------------------------
+
+PARAGRAPHS_EN = "Alpha one. Beta two.\n\nGamma three. Delta four."
+PARAGRAPHS_ZH = "第一段的第一句。第一段的第二句。\n\n第二段的第一句。第二段的第二句。"
+
+
+@pytest.mark.parametrize("text", [PARAGRAPHS_EN, PARAGRAPHS_ZH])
+@pytest.mark.parametrize("embed_unit", ["sentence", "window"])
+def test_split_at_paragraphs_keeps_windows_inside_paragraphs(text, embed_unit):
+    first_paragraph, second_paragraph = text.split("\n\n")
+    kwargs = {"mode": "adaptive", "embed_unit": embed_unit, "breakpoint_percentile": None}
+    window_key = "window" if embed_unit == "sentence" else None
+
+    def windows(nodes):
+        return [n.metadata[window_key] if window_key else n.text for n in nodes]
+
+    split = parse(AdaptiveSlidingWindowNodeParser(split_at_paragraphs=True, **kwargs), text)
+    assert set(windows(split)) == {first_paragraph, second_paragraph}
+    assert {n.metadata[TRACE_KEY]["sliding_window"]["stop"] for n in split} == {
+        "paragraph",
+        "document_end",
+    }
+    joined = parse(AdaptiveSlidingWindowNodeParser(**kwargs), text)
+    assert windows(joined)[0] == text  # without the option one window spans the blank line
