@@ -341,9 +341,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             load_squad(cmrc_path(args.datasets)), args.max_questions or 1000, args.offset
         )
         cmrc_rows = run_dataset("cmrc2018", cmrc, args)
-        tables.append(
-            format_rows("CMRC 2018 dev, first questions", cmrc_rows, "core vector (dense)")
-        )
+        first, last = args.offset + 1, args.offset + len(cmrc.questions)
+        title = f"CMRC 2018 dev, questions {first}-{last} in file order"
+        tables.append(format_rows(title, cmrc_rows, "core vector (dense)"))
         rows += cmrc_rows
     if args.only in (None, "covidqa"):
         covid = load_squad(covidqa_path(args.datasets), max_questions=args.max_questions or 300)
