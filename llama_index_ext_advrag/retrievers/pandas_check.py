@@ -75,7 +75,7 @@ def check_pandas_code(code: str) -> None:
 
     Example:
         >>> check_pandas_code("df[df['Age'] > 60]['Name'].tolist()")
-        >>> check_pandas_code("__import__('os').system('id')")
+        >>> check_pandas_code("__import__('os')")
         Traceback (most recent call last):
         ...
         llama_index_ext_advrag.retrievers.pandas_check.UnsafeCodeError: refused to run generated pandas code: name '__import__' starts with '_'
