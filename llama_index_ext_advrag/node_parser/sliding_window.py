@@ -22,11 +22,12 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.node_parser.node_utils import default_id_func
-from llama_index.core.schema import BaseNode, Document, MetadataMode
+from llama_index.core.schema import BaseNode, Document
 from llama_index.core.utils import get_tqdm_iterable
 from pydantic import Field, PrivateAttr, model_validator
 
 from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.node_parser._documents import DocumentPlan
 from llama_index_ext_advrag.node_parser._nodes import (
     BOOKKEEPING_KEYS,
     CHAR_SPAN_KEY,
@@ -38,14 +39,12 @@ from llama_index_ext_advrag.node_parser._nodes import (
     link_prev_next,
     new_text_node,
     restore_id_func,
-    source_info,
 )
 from llama_index_ext_advrag.node_parser.planning import (
     WindowSpan,
     build_units,
     extend_embedded_sentence,
     find_breakpoints,
-    find_paragraph_breaks,
     find_question_glue,
     merge_flags,
     plan_adaptive_centred,
@@ -54,7 +53,6 @@ from llama_index_ext_advrag.node_parser.planning import (
     plan_fixed_windows,
 )
 from llama_index_ext_advrag.node_parser.presets import DocumentPreset, preset_values
-from llama_index_ext_advrag.text import Sentence, count_tokens, split_sentences
 from llama_index_ext_advrag.trace import add_trace
 
 logger = logging.getLogger(__name__)
@@ -79,27 +77,6 @@ class EmbedUnit(str, Enum):
 
     WINDOW = "window"
     SENTENCE = "sentence"
-
-
-class _DocumentPlan:
-    """A document's sentences with what the planner needs; embeddings are filled in later."""
-
-    __slots__ = ("_tokens", "break_after", "document", "sentences", "source", "text")
-
-    def __init__(self, document: BaseNode) -> None:
-        self.document = document
-        self.text = document.get_content(metadata_mode=MetadataMode.NONE)
-        self.sentences: list[Sentence] = split_sentences(self.text)
-        self.break_after: list[bool] | None = None
-        self.source = source_info(document) if self.sentences else None
-        self._tokens: list[int] | None = None
-
-    @property
-    def tokens(self) -> list[int]:
-        """Tokens per sentence, counted on first use (fixed mode usually needs none)."""
-        if self._tokens is None:
-            self._tokens = [count_tokens(s.text) for s in self.sentences]
-        return self._tokens
 
 
 class AdaptiveSlidingWindowNodeParser(NodeParser):
@@ -258,20 +235,20 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
 
     # --- planning (pure given the sentences and break flags) -----------------------------------
 
-    def _plan(self, plan: _DocumentPlan) -> list[WindowSpan]:
-        planners: dict[WindowMode, Callable[[_DocumentPlan], list[WindowSpan]]] = {
+    def _plan(self, plan: DocumentPlan) -> list[WindowSpan]:
+        planners: dict[WindowMode, Callable[[DocumentPlan], list[WindowSpan]]] = {
             WindowMode.FIXED: self._plan_fixed,
             WindowMode.ADAPTIVE: self._plan_adaptive,
         }
         return planners[self.mode](plan)
 
-    def _plan_fixed(self, plan: _DocumentPlan) -> list[WindowSpan]:
+    def _plan_fixed(self, plan: DocumentPlan) -> list[WindowSpan]:
         count = len(plan.sentences)
         if self.embed_unit is EmbedUnit.SENTENCE:
             return plan_fixed_centred(count, self.window_size, self.stride)
         return plan_fixed_windows(count, self.window_size, self.stride)
 
-    def _plan_adaptive(self, plan: _DocumentPlan) -> list[WindowSpan]:
+    def _plan_adaptive(self, plan: DocumentPlan) -> list[WindowSpan]:
         sentences = plan.sentences
         sections = [s.section_index for s in sentences]
         glue = (
@@ -279,7 +256,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             if self.keep_questions_with_answers
             else None
         )
-        paragraphs = self._paragraph_breaks(plan) if self.split_at_paragraphs else None
+        paragraphs = plan.paragraph_breaks() if self.split_at_paragraphs else None
         units = build_units(plan.tokens, sections, merge_flags(plan.break_after, paragraphs), glue)
         if self.embed_unit is EmbedUnit.SENTENCE:
             return plan_adaptive_centred(
@@ -299,19 +276,13 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             paragraphs,
         )
 
-    @staticmethod
-    def _paragraph_breaks(plan: _DocumentPlan) -> list[bool]:
-        sentences, text = plan.sentences, plan.text
-        gaps = [text[a.end : b.start] for a, b in zip(sentences, sentences[1:], strict=False)]
-        return find_paragraph_breaks(gaps)
-
-    def _needs_embeddings(self, plans: Sequence[_DocumentPlan]) -> list[_DocumentPlan]:
+    def _needs_embeddings(self, plans: Sequence[DocumentPlan]) -> list[DocumentPlan]:
         if not self.uses_breakpoints:
             return []
         return [plan for plan in plans if len(plan.sentences) >= 2]
 
     def _set_breakpoints(
-        self, plans: Sequence[_DocumentPlan], vectors: Sequence[Sequence[float]]
+        self, plans: Sequence[DocumentPlan], vectors: Sequence[Sequence[float]]
     ) -> None:
         offset = 0
         for plan in plans:
@@ -324,20 +295,20 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
 
     # --- node building ------------------------------------------------------------------------
 
-    def _node_id(self, index: int, plan: _DocumentPlan, span: WindowSpan) -> str:
+    def _node_id(self, index: int, plan: DocumentPlan, span: WindowSpan) -> str:
         if self.id_func is not default_id_func:  # the user asked for their own ids
             return str(self.id_func(index, plan.document))
         unit = "window" if span.centre is None else f"sentence{span.centre}"
         return deterministic_node_id(plan.document.node_id, unit, span.first, span.last)
 
-    def _embedded_end(self, plan: _DocumentPlan, span: WindowSpan) -> int:
+    def _embedded_end(self, plan: DocumentPlan, span: WindowSpan) -> int:
         """End (exclusive) of the sentences a sentence-unit node embeds."""
         centre = span.centre if span.centre is not None else span.first
         if not self.min_embed_tokens:
             return centre + 1
         return extend_embedded_sentence(plan.tokens, centre, span.last, self.min_embed_tokens)
 
-    def _build_nodes(self, plan: _DocumentPlan) -> tuple[list[BaseNode], int]:
+    def _build_nodes(self, plan: DocumentPlan) -> tuple[list[BaseNode], int]:
         """The document's nodes and the characters of their windows."""
         sentences, text, document = plan.sentences, plan.text, plan.document
         nodes: list[BaseNode] = []
@@ -376,7 +347,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             link_prev_next(nodes)
         return nodes, window_chars
 
-    def _finish(self, plans: Sequence[_DocumentPlan], show_progress: bool) -> list[BaseNode]:
+    def _finish(self, plans: Sequence[DocumentPlan], show_progress: bool) -> list[BaseNode]:
         all_nodes: list[BaseNode] = []
         window_chars = 0
         for plan in get_tqdm_iterable(plans, show_progress, "Building windows"):
@@ -401,7 +372,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
     def _parse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
-        plans = [_DocumentPlan(node) for node in nodes]
+        plans = [DocumentPlan(node) for node in nodes]
         pending = self._needs_embeddings(plans)
         if pending:
             embed_model = resolve_embed_model(self.embed_model)
@@ -414,7 +385,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
-        plans = [_DocumentPlan(node) for node in nodes]
+        plans = [DocumentPlan(node) for node in nodes]
         pending = self._needs_embeddings(plans)
         if pending:
             embed_model = resolve_embed_model(self.embed_model)
