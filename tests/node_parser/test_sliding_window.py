@@ -438,3 +438,27 @@ def test_split_at_paragraphs_keeps_windows_inside_paragraphs(text, embed_unit):
     }
     joined = parse(AdaptiveSlidingWindowNodeParser(**kwargs), text)
     assert windows(joined)[0] == text  # without the option one window spans the blank line
+
+
+def test_documented_covid_configuration():
+    """The example in docs/node_parsers.md gives what it says."""
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive",
+        embed_unit="sentence",
+        max_window_tokens=280,
+        forward_ratio=0.75,
+        breakpoint_percentile=None,
+        split_at_paragraphs=True,
+        min_embed_tokens=16,
+    )
+    text = (
+        "Results.\nThe virus binds the ACE2 receptor on the surface of human lung cells. It enters them.\n\n"
+        "Methods follow."
+    )
+    nodes = parse(parser, text, doc_id="paper")
+    assert (
+        nodes[0].text
+        == "Results.\nThe virus binds the ACE2 receptor on the surface of human lung cells."
+    )
+    assert nodes[0].metadata["window"] == text.split("\n\n")[0]
+    assert nodes[-1].metadata["window"] == "Methods follow."
