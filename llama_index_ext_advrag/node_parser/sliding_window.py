@@ -3,12 +3,13 @@
 A window of sentences slides over the document, so a fact that spans the boundary between two
 sentences is whole in at least one window, and no sentence is ever cut. In ``fixed`` mode the
 window holds exactly ``window_size`` sentences and moves by ``stride``; in ``adaptive`` mode it
-holds as many whole sentences as fit a token budget, never crosses a heading or a semantic
-breakpoint (an embedding-similarity drop between adjacent sentences), and moves by a share of
-its own tokens.
+holds as many whole sentences as fit a token budget, never crosses a heading, a semantic
+breakpoint (an embedding-similarity drop between adjacent sentences) or, optionally, a blank
+line, and moves by a share of its own tokens.
 
 Each window becomes a node (``embed_unit="window"``), or each sentence becomes a node that keeps
-its window in metadata (``embed_unit="sentence"``, for ``MetadataReplacementPostProcessor``).
+its window in metadata (``embed_unit="sentence"``, for ``MetadataReplacementPostProcessor``);
+a sentence too short to embed alone can take the sentences after it (``min_embed_tokens``).
 """
 
 from __future__ import annotations
