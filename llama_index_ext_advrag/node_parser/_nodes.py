@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ logger = logging.getLogger(__name__)
 
 # A fixed namespace, so the same document and span give the same id in every process.
 NODE_ID_NAMESPACE = uuid.UUID("5d1f7a52-3c4b-4e0a-9a55-8f6a2b1c0d7e")
+_NAMESPACE_BYTES = NODE_ID_NAMESPACE.bytes
 
 DOCUMENT_ID_KEY = "document_id"
 SENTENCE_SPAN_KEY = "sentence_span"
@@ -22,6 +24,8 @@ CHAR_SPAN_KEY = "char_span"
 SECTION_TITLE_KEY = "section_title"
 # Positional bookkeeping that helps code, not the embedding model or the LLM.
 BOOKKEEPING_KEYS = (DOCUMENT_ID_KEY, SENTENCE_SPAN_KEY, CHAR_SPAN_KEY)
+# Read once: building a throwaway TextNode per node to get it cost a tenth of the parse time.
+DEFAULT_TEXT_TEMPLATE: str = TextNode.model_fields["text_template"].default
 
 
 def deterministic_node_id(document_id: str, *parts: object) -> str:
@@ -32,7 +36,12 @@ def deterministic_node_id(document_id: str, *parts: object) -> str:
     True
     """
     key = "\x1f".join([document_id, *(str(part) for part in parts)])
-    return str(uuid.uuid5(NODE_ID_NAMESPACE, key))
+    # uuid.uuid5 spelled out (same value): building UUID objects cost a sixth of the parse time
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + key.encode("utf-8")).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def restore_id_func(data: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +102,7 @@ def new_text_node(
         excluded_llm_metadata_keys=excluded_llm,
         metadata_separator=document.metadata_separator,
         metadata_template=document.metadata_template,
-        text_template=getattr(document, "text_template", TextNode().text_template),
+        text_template=getattr(document, "text_template", DEFAULT_TEXT_TEMPLATE),
         relationships={NodeRelationship.SOURCE: source},
     )
 
