@@ -38,9 +38,7 @@ _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_WORDS = frozenset(
     {"and", "or", "not", "in", "like", "true", "false", "exists", "null", "is"}
 )
-_STRING_ESCAPES = str.maketrans(
-    {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-)
+_STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 def validate_field_name(field: str) -> str:
