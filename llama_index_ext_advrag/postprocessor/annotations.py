@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llama_index.core.schema import BaseNode, TransformComponent
+from llama_index.core.utils import get_tqdm_iterable
 
 from llama_index_ext_advrag.text import count_tokens, extract_cues
 
@@ -75,7 +76,11 @@ class UnitAnnotator(TransformComponent):
         return "UnitAnnotator"
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        return [annotate_unit(node) for node in nodes]
+        show_progress = bool(kwargs.get("show_progress", False))
+        return [
+            annotate_unit(node)
+            for node in get_tqdm_iterable(nodes, show_progress, "Annotating units")
+        ]
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         return self.__call__(nodes, **kwargs)

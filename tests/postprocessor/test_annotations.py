@@ -62,6 +62,8 @@ def test_annotator_in_an_ingestion_pipeline_sync_and_async() -> None:
     assert all(stored_tokens(n.metadata) == count_tokens(n.get_content()) for n in sync)
     assert UnitAnnotator.from_dict(UnitAnnotator().to_dict()).class_name() == "UnitAnnotator"
     assert UnitAnnotator()([]) == []
+    shown = UnitAnnotator()(nodes, show_progress=True)  # a progress bar on long corpora
+    assert [n.metadata for n in shown] == [n.metadata for n in sync]
 
 
 @pytest.mark.parametrize("value", ["12", True, -1, 1.5, None])
