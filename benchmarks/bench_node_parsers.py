@@ -61,12 +61,14 @@ from llama_index_ext_advrag.node_parser import (  # noqa: E402
     AdaptiveSlidingWindowNodeParser,
     HierarchicalSentenceNodeParser,
 )
+from llama_index_ext_advrag.postprocessor import WindowReplacementPostprocessor  # noqa: E402
 from llama_index_ext_advrag.text import count_tokens  # noqa: E402
 
 logger = logging.getLogger("bench_node_parsers")
 
 EMBED_DIM = 384
 WINDOW_KEY = "window"
+NO_REPEAT_FETCH = 4  # hits fetched per window returned by the no-repeat replacement
 
 
 @dataclass
@@ -85,7 +87,9 @@ class RetrievalSpec:
     label: str
     index: str
     k: int
-    post: str = "none"  # "none" | "window" (metadata replacement) | "automerge"
+    post: str = (
+        "none"  # "none" | "window" (metadata replacement) | "window_no_repeat" | "automerge"
+    )
 
 
 @dataclass
@@ -147,6 +151,10 @@ def build_index(
 
 
 def retrieve_context(built: BuiltIndex, spec: RetrievalSpec, question: str) -> list[NodeWithScore]:
+    if spec.post == "window_no_repeat":
+        wide = built.index.as_retriever(similarity_top_k=NO_REPEAT_FETCH * spec.k)
+        post = WindowReplacementPostprocessor(target_metadata_key=WINDOW_KEY, top_n=spec.k)
+        return post.postprocess_nodes(wide.retrieve(question))
     retriever = built.index.as_retriever(similarity_top_k=spec.k)
     if spec.post == "automerge":
         return AutoMergingRetriever(retriever, built.storage).retrieve(question)  # type: ignore[arg-type]
@@ -260,6 +268,19 @@ def covid_specs(args: argparse.Namespace, embed_model: Any):
         ),
         RetrievalSpec(
             "ours HierarchicalSentence[1024,256,64] + AutoMerging", "ours_hier", 12, "automerge"
+        ),
+        # the same indexes, windows without repeats (WindowReplacementPostprocessor, 4k fetched)
+        RetrievalSpec(
+            "core SentenceWindowNodeParser(3) + ours no-repeat replacement",
+            "core_swnp3",
+            k,
+            "window_no_repeat",
+        ),
+        RetrievalSpec(
+            "ours adaptive, embed_unit=sentence + no-repeat replacement",
+            "ours_adaptive_sentence",
+            k,
+            "window_no_repeat",
         ),
     ]
     return indexes, retrievals

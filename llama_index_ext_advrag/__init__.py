@@ -26,6 +26,7 @@ _EXPORTS = {
     "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",
     "ConsecutiveMergePostprocessor": "llama_index_ext_advrag.postprocessor",
     "UnitAnnotator": "llama_index_ext_advrag.postprocessor",
+    "WindowReplacementPostprocessor": "llama_index_ext_advrag.postprocessor",
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",

@@ -15,6 +15,8 @@ def copy_node_with_score(node_with_score: NodeWithScore) -> NodeWithScore:
     node = node_with_score.node.model_copy(deep=False)
     node.metadata = copy.deepcopy(node_with_score.node.metadata)
     node.relationships = dict(node_with_score.node.relationships)
+    node.excluded_llm_metadata_keys = list(node_with_score.node.excluded_llm_metadata_keys)
+    node.excluded_embed_metadata_keys = list(node_with_score.node.excluded_embed_metadata_keys)
     return NodeWithScore(node=node, score=node_with_score.score)
 
 

@@ -12,6 +12,7 @@ _EXPORTS = {
     "DriftAwareWindowPostprocessor": ".drift_window",
     "ConsecutiveMergePostprocessor": ".consecutive_merge",
     "UnitAnnotator": ".annotations",
+    "WindowReplacementPostprocessor": ".window_replacement",
 }
 
 __all__ = sorted(_EXPORTS)
