@@ -374,7 +374,13 @@ def percentile(value: str) -> float | None:
 
 
 def load_covid(args: argparse.Namespace) -> SquadCorpus:
-    """COVID-QA questions: all, the first N in file order, or a seeded random sample of N."""
+    """COVID-QA questions: all, the first N in file order, a seeded random sample of N, or all
+    but the seeded sample of N the settings were tuned on (``--sample holdout``)."""
+    if args.sample == "holdout":
+        corpus = load_squad(covidqa_path(args.datasets))
+        tuned = load_squad(covidqa_path(args.datasets), args.max_questions, seed=args.seed)
+        seen = {q.id for q in tuned.questions}
+        return SquadCorpus(corpus.documents, [q for q in corpus.questions if q.id not in seen])
     if args.max_questions <= 0 or args.sample == "first":
         corpus = load_squad(covidqa_path(args.datasets))
         count = args.max_questions if args.max_questions > 0 else len(corpus.questions)
@@ -390,9 +396,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--sample",
-        choices=("random", "first"),
+        choices=("random", "first", "holdout"),
         default="random",
-        help="COVID-QA: a seeded random sample or the first N questions in file order",
+        help="COVID-QA: a seeded random sample, the first N questions in file order, or all "
+        "questions except the seeded sample (holdout)",
     )
     parser.add_argument("--cmrc-questions", type=int, default=1000, help="first N CMRC questions")
     parser.add_argument("--k", type=int, default=5)
@@ -446,6 +453,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sample = "first" if args.sample == "first" else f"random, seed {args.seed}"
         if args.max_questions <= 0:
             sample = "all"
+        if args.sample == "holdout":
+            sample = f"all but the {args.max_questions} of seed {args.seed}"
         title = (
             f"COVID-QA: {len(corpus.questions)} questions ({sample}) "
             f"over {len(corpus.documents)} papers"
