@@ -7,8 +7,7 @@ import logging
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_ext_advrag.node_parser._nodes import source_info
-from llama_index_ext_advrag.node_parser.planning import find_paragraph_breaks
-from llama_index_ext_advrag.text import Sentence, count_tokens, split_sentences
+from llama_index_ext_advrag.text import Sentence, count_tokens, paragraph_breaks, split_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +34,7 @@ class DocumentPlan:
 
     def paragraph_breaks(self) -> list[bool]:
         """Per sentence, whether a blank line follows it."""
-        sentences, text = self.sentences, self.text
-        gaps = [text[a.end : b.start] for a, b in zip(sentences, sentences[1:], strict=False)]
-        return find_paragraph_breaks(gaps)
+        return paragraph_breaks(self.text, self.sentences)
 
 
 __all__ = ["DocumentPlan"]

@@ -34,7 +34,6 @@ STOP_DOCUMENT_END = "document_end"
 
 _QUESTION_END = re.compile(r"[?？][\"'”’)）」』]*$")
 _QUESTION_LABEL = re.compile(r"^(?:Q|Question|问|问题)\s*\d*\s*[:：.]", re.IGNORECASE)
-_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 
 
 class WindowSpan(NamedTuple):
@@ -146,16 +145,6 @@ def find_question_glue(texts: Sequence[str]) -> list[bool]:
         bool(_QUESTION_END.search(text) or _QUESTION_LABEL.match(text)) and index + 1 < len(texts)
         for index, text in enumerate(texts)
     ]
-
-
-def find_paragraph_breaks(gaps: Sequence[str]) -> list[bool]:
-    """Flag the sentences followed by a blank line; ``gaps[i]`` is the text between sentence
-    ``i`` and sentence ``i + 1`` (one fewer than the sentences). Returns one flag per sentence.
-
-    >>> find_paragraph_breaks([" ", "\\n\\n", "\\n"])
-    [False, True, False, False]
-    """
-    return [bool(_BLANK_LINE.search(gap)) for gap in gaps] + [False]
 
 
 def merge_flags(*flags: Sequence[bool] | None) -> list[bool] | None:
@@ -396,7 +385,6 @@ __all__ = [
     "extend_embedded_sentence",
     "find_breakpoints",
     "merge_flags",
-    "find_paragraph_breaks",
     "find_question_glue",
     "plan_adaptive_centred",
     "plan_adaptive_windows",

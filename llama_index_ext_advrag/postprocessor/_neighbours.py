@@ -214,6 +214,20 @@ class NeighbourStore(ABC):
     async def aget_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
         return await self.aget_nodes(node_ids, True)
 
+    def _plan(
+        self,
+        requests: Sequence[NeighbourRequest],
+        with_embeddings: bool,
+        light: bool,
+        known: Mapping[str, BaseNode] | None,
+        anchor_vectors: bool,
+    ) -> tuple[FetchPlan, bool]:
+        """The fetch plan, and whether light rows may be read (no hit walks relationships)."""
+        plan = FetchPlan(
+            requests, self.layout, (with_embeddings or light) and anchor_vectors, known
+        )
+        return plan, light and not plan.walks
+
     def fetch(
         self,
         requests: Sequence[NeighbourRequest],
@@ -225,10 +239,7 @@ class NeighbourStore(ABC):
         """Neighbourhoods of all requests; ``light`` allows light nodes (vectors implied) when no
         hit needs walking; ``known`` nodes (from an earlier fetch) are not fetched again; with
         ``anchor_vectors=False`` a hit without a vector is not fetched again for it."""
-        plan = FetchPlan(
-            requests, self.layout, (with_embeddings or light) and anchor_vectors, known
-        )
-        light = light and not plan.walks
+        plan, light = self._plan(requests, with_embeddings, light, known, anchor_vectors)
         round_trips = fetched = 0
         while ids := plan.pending():
             found = self.get_units(ids) if light else self.get_nodes(ids, with_embeddings)
@@ -244,10 +255,7 @@ class NeighbourStore(ABC):
         known: Mapping[str, BaseNode] | None = None,
         anchor_vectors: bool = True,
     ) -> FetchResult:
-        plan = FetchPlan(
-            requests, self.layout, (with_embeddings or light) and anchor_vectors, known
-        )
-        light = light and not plan.walks
+        plan, light = self._plan(requests, with_embeddings, light, known, anchor_vectors)
         round_trips = fetched = 0
         while ids := plan.pending():
             if light:

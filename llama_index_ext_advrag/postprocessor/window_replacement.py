@@ -19,6 +19,7 @@ from llama_index.core.bridge.pydantic import Field
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag.node_parser._nodes import DOCUMENT_ID_KEY
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class WindowReplacementPostprocessor(BaseNodePostprocessor):
         own = metadata.get(self.original_text_key)
         sentence = own if isinstance(own, str) else node.get_content(MetadataMode.NONE)
         window = metadata.get(self.target_metadata_key)
-        doc_id = node.ref_doc_id or metadata.get("document_id")
+        doc_id = node.ref_doc_id or metadata.get(DOCUMENT_ID_KEY)
         return (
             str(doc_id) if doc_id is not None else None,
             sentence.strip(),

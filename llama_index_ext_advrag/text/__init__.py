@@ -6,7 +6,7 @@ postprocessors agree on what a sentence, a section and a token are.
 
 from llama_index_ext_advrag.text.cues import cue_overlap, extract_cues
 from llama_index_ext_advrag.text.sections import Section, find_sections
-from llama_index_ext_advrag.text.sentences import Sentence, split_sentences
+from llama_index_ext_advrag.text.sentences import Sentence, paragraph_breaks, split_sentences
 from llama_index_ext_advrag.text.tokens import count_tokens
 
 __all__ = [
@@ -16,5 +16,6 @@ __all__ = [
     "cue_overlap",
     "extract_cues",
     "find_sections",
+    "paragraph_breaks",
     "split_sentences",
 ]

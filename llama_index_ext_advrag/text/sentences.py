@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llama_index_ext_advrag.text.lines import Line, LineKind, scan_lines
@@ -54,6 +55,7 @@ _LETTER = re.compile(r"[^\W\d_]")
 _HAS_CJK_STOP = re.compile(f"[{_CJK_STOPS}]")
 # The first word after a candidate end, past whitespace and opening quotes/brackets.
 _FOLLOWING_WORD = re.compile(rf"\s*[{_OPENERS}]*(\w{{1,40}}|\S)?")
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 _TRAILING_WORD = re.compile(r"[A-Za-z](?:[A-Za-z.]*[A-Za-z])?$")
 _DOTTED_INITIALS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 _ABBREVIATION_WINDOW = 20
@@ -340,3 +342,15 @@ def split_sentences(text: str) -> list[Sentence]:
             _split_block(text, line.start, block_end, out, section, scan_from)
         index = stop
     return out
+
+
+def paragraph_breaks(text: str, sentences: Sequence[Sentence]) -> list[bool]:
+    """Per sentence of ``text`` (as :func:`split_sentences` returns them), whether a blank line
+    (a line of whitespace only) separates it from the next one; the last sentence gets ``False``.
+
+    >>> text = "One. Two.\\n\\nThree.\\nFour."
+    >>> paragraph_breaks(text, split_sentences(text))
+    [False, True, False, False]
+    """
+    gaps = (text[a.end : b.start] for a, b in zip(sentences, sentences[1:], strict=False))
+    return [bool(_BLANK_LINE.search(gap)) for gap in gaps] + [False] * bool(sentences)

@@ -15,7 +15,6 @@ from llama_index_ext_advrag.node_parser.planning import (
     build_units,
     extend_embedded_sentence,
     find_breakpoints,
-    find_paragraph_breaks,
     find_question_glue,
     merge_flags,
     plan_adaptive_centred,
@@ -238,10 +237,15 @@ def test_extend_embedded_sentence(centre, last, min_tokens, expected):
 # --- paragraphs ---------------------------------------------------------------------------------
 
 
-def test_find_paragraph_breaks():
-    gaps = [" ", "\n\n", "\n", " \n \t\n  ", "\r\n\r\n"]
-    assert find_paragraph_breaks(gaps) == [False, True, False, True, True, False]
-    assert find_paragraph_breaks([]) == [False]  # one sentence
+def test_paragraph_breaks():
+    from llama_index_ext_advrag.text import paragraph_breaks, split_sentences
+
+    text = "A one. B two.\n\nC three.\nD four.\n \t\n  E five.\r\n\r\nF six."
+    sentences = split_sentences(text)
+    assert [s.text for s in sentences][-1] == "F six."
+    assert paragraph_breaks(text, sentences) == [False, True, False, True, True, False]
+    assert paragraph_breaks("Alone.", split_sentences("Alone.")) == [False]  # one sentence
+    assert paragraph_breaks("", []) == []
 
 
 def test_merge_flags():
