@@ -8,7 +8,6 @@ are ordered by their ``PREVIOUS``/``NEXT`` relationships.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import NamedTuple
 
 from llama_index.core.schema import BaseNode, NodeRelationship
@@ -26,10 +25,6 @@ from llama_index_ext_advrag.node_parser._nodes import (
 # gives one sentence per node). A mismatch is detected per hit (see ``ids_are_computable``).
 DEFAULT_ID_UNIT = "window"
 CHAIN_PREFIX = "chain:"
-
-# Neighbour ids are recomputed for every fetch round of every hit; the hash behind them is pure,
-# so a small bounded memo saves most of that work (it holds strings only, never nodes).
-_node_id = lru_cache(maxsize=16_384)(deterministic_node_id)
 
 
 class Location(NamedTuple):
@@ -79,7 +74,7 @@ class NodeLayout(BaseModel):
         first = location.first + steps * location.width
         if first < 0:
             return None
-        return _node_id(location.doc_id, self.id_unit, first, first + location.width)
+        return deterministic_node_id(location.doc_id, self.id_unit, first, first + location.width)
 
 
 def relation_id(node: BaseNode, relation: NodeRelationship) -> str | None:
