@@ -17,7 +17,8 @@ Baselines in the same process: LlamaIndex core ``VectorStoreIndex`` retriever (d
 ``llama-index-retrievers-bm25``'s default ``BM25Retriever`` (no Chinese tokenisation). Our BM25
 runs with the default tokenizer (jieba words + single characters) and, for comparison, with
 words only. Fusion rows: equal weights, and "lang" rows where the dense leg is marked
-English-only (its weight shrinks with the query's CJK share down to ``--cjk-floor``).
+English-only: its term for a candidate shrinks with the CJK share of the query and of the
+candidate's text, down to ``--cjk-floor`` ("query-lang" rows: the query's share only).
 
     python benchmarks/bench_fusion.py                         # CMRC first 1,000 + 300 COVID-QA
     python benchmarks/bench_fusion.py --only cmrc --offset 1000 --k 5   # held-out tuning slice
@@ -222,6 +223,7 @@ def build_retrievers(
     names = ["dense", "bm25"]
     lang = {**common, "leg_names": names, "english_only_legs": ["dense"]}
     lang["cjk_weight_floor"] = cjk_floor
+    query_lang = {**lang, "node_language": False}
     retrievers: dict[str, BaseRetriever] = {
         "core vector (dense)": dense,
         "core BM25Retriever (default)": CoreBM25Retriever.from_defaults(
@@ -242,6 +244,13 @@ def build_retrievers(
         ),
         "fusion zscore lang": HybridFusionRetriever(
             legs, mode="score", normalization="zscore", **lang
+        ),
+        "fusion rrf query-lang": HybridFusionRetriever(legs, mode="rrf", **query_lang),
+        "fusion minmax query-lang": HybridFusionRetriever(
+            legs, mode="score", normalization="minmax", **query_lang
+        ),
+        "fusion zscore query-lang": HybridFusionRetriever(
+            legs, mode="score", normalization="zscore", **query_lang
         ),
     }
     for pair in weight_grid:
@@ -359,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     name = "bench_fusion" if args.only is None else f"bench_fusion_{args.only}"
     name += f"_offset{args.offset}" if args.offset else ""
     name += f"_wt{args.window_tokens}" if args.window_tokens else ""
+    name += f"_floor{args.cjk_floor:g}" if args.cjk_floor != DEFAULT_CJK_WEIGHT_FLOOR else ""
     write_results(
         name, text, {"settings": vars(args) | {"datasets": str(args.datasets)}, "rows": rows}
     )

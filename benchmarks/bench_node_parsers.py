@@ -374,8 +374,13 @@ def percentile(value: str) -> float | None:
 
 
 def load_covid(args: argparse.Namespace) -> SquadCorpus:
-    """COVID-QA questions: all, the first N in file order, a seeded random sample of N, or all
-    but the seeded sample of N the settings were tuned on (``--sample holdout``)."""
+    """COVID-QA questions: all, the first N in file order, a seeded random sample of N, all
+    but the seeded sample of N the settings were tuned on (``--sample holdout``), or all but
+    the first N in file order (``--sample rest``: for tuning apart from the issue's anchor
+    set, the first 400)."""
+    if args.sample == "rest":
+        corpus = load_squad(covidqa_path(args.datasets))
+        return SquadCorpus(corpus.documents, corpus.questions[args.max_questions :])
     if args.sample == "holdout":
         corpus = load_squad(covidqa_path(args.datasets))
         tuned = load_squad(covidqa_path(args.datasets), args.max_questions, seed=args.seed)
@@ -396,10 +401,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--sample",
-        choices=("random", "first", "holdout"),
+        choices=("random", "first", "holdout", "rest"),
         default="random",
-        help="COVID-QA: a seeded random sample, the first N questions in file order, or all "
-        "questions except the seeded sample (holdout)",
+        help="COVID-QA: a seeded random sample, the first N questions in file order, all "
+        "questions except the seeded sample (holdout), or all but the first N (rest)",
     )
     parser.add_argument("--cmrc-questions", type=int, default=1000, help="first N CMRC questions")
     parser.add_argument("--k", type=int, default=5)
@@ -455,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             sample = "all"
         if args.sample == "holdout":
             sample = f"all but the {args.max_questions} of seed {args.seed}"
+        if args.sample == "rest":
+            sample = f"all but the first {args.max_questions}"
         title = (
             f"COVID-QA: {len(corpus.questions)} questions ({sample}) "
             f"over {len(corpus.documents)} papers"

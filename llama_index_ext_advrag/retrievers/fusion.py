@@ -14,8 +14,11 @@ from the leg's order; a node id repeated within a leg keeps its first (best) pos
   scored ``1 / rank``.
 
 An English-only leg (a dense leg on an English embedding model such as all-MiniLM-L6-v2) can
-have its weight lowered per query by :func:`language_scaled_weights`: by the share of CJK
-characters in the query, down to ``floor`` times its weight for a query wholly in CJK.
+have its weight lowered by :func:`language_factor`: by the share of CJK characters in the
+query and, per candidate, in the node's text (the model reads neither), down to ``floor``
+times its weight for wholly CJK text. :func:`language_scaled_weights` applies the query part
+to the leg weights; ``node_factors`` (one ``{node_id: factor}`` per leg) applies the per-node
+part inside :func:`fuse_rrf` and :func:`fuse_scores`.
 
 Ties are broken deterministically: higher fused score, then the best rank in any leg, then
 the ranks leg by leg, then the node id.
@@ -29,7 +32,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import NamedTuple
 
@@ -89,21 +92,50 @@ def validate_weights(weights: Sequence[float] | None, n_legs: int) -> tuple[floa
     return values
 
 
+def language_factor(
+    query_cjk_share: float,
+    text_cjk_share: float = 0.0,
+    floor: float = DEFAULT_CJK_WEIGHT_FLOOR,
+) -> float:
+    """The weight factor of an English-only leg: ``r + (1 - r) * floor`` where
+    ``r = 1 - max(query_cjk_share, text_cjk_share)`` is how readable the pair is to the model.
+
+    English query and passage give 1.0; a wholly CJK query or passage gives ``floor``.
+
+    Raises:
+        ValueError: a share outside [0, 1] or ``floor`` outside [0, 1].
+
+    Example:
+        >>> language_factor(0.0, 0.0, floor=0.1), language_factor(1.0, 0.0, floor=0.1)
+        (1.0, 0.1)
+        >>> round(language_factor(0.5, 0.2, floor=0.1), 4)
+        0.55
+    """
+    for name, value in (("query_cjk_share", query_cjk_share), ("text_cjk_share", text_cjk_share)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {value}")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor must be in [0, 1], got {floor}")
+    readable = 1.0 - max(query_cjk_share, text_cjk_share)
+    return readable + (1.0 - readable) * floor
+
+
 def language_scaled_weights(
     weights: Sequence[float],
     english_only: Sequence[bool],
     cjk_share: float,
     floor: float = DEFAULT_CJK_WEIGHT_FLOOR,
 ) -> tuple[float, ...]:
-    """Scale each English-only leg's weight by ``(1 - cjk_share) + cjk_share * floor``.
+    """Scale each English-only leg's weight by ``language_factor(cjk_share, 0, floor)``, that is
+    ``(1 - cjk_share) + cjk_share * floor``.
 
     ``cjk_share`` is the share of CJK characters among the query's letters and digits
     (:func:`~llama_index_ext_advrag.text.words.cjk_share`): an English query keeps every weight,
-    a Chinese one gives an English-only leg ``floor`` times its weight, never zero.
+    a Chinese one gives an English-only leg ``floor`` times its weight.
 
     Raises:
-        ValueError: ``english_only`` and ``weights`` differ in length, or ``cjk_share`` is
-            outside [0, 1], or ``floor`` outside (0, 1].
+        ValueError: ``english_only`` and ``weights`` differ in length, or ``cjk_share`` or
+            ``floor`` is outside [0, 1].
 
     Example:
         >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=1.0, floor=0.1)
@@ -116,11 +148,7 @@ def language_scaled_weights(
             f"english_only {list(english_only)} has {len(english_only)} entries "
             f"for {len(weights)} weights"
         )
-    if not 0.0 <= cjk_share <= 1.0:
-        raise ValueError(f"cjk_share must be in [0, 1], got {cjk_share}")
-    if not 0.0 < floor <= 1.0:
-        raise ValueError(f"floor must be in (0, 1], got {floor}")
-    factor = (1.0 - cjk_share) + cjk_share * floor
+    factor = language_factor(cjk_share, 0.0, floor)
     return tuple(
         float(w) * factor if english else float(w)
         for w, english in zip(weights, english_only, strict=True)
@@ -210,23 +238,51 @@ def tie_break_key(hit: FusedHit) -> tuple:
     return (-round(hit.score, _TIE_DIGITS), min(present, default=math.inf), per_leg, hit.node_id)
 
 
-def fuse_rrf(
-    legs: Sequence[Sequence[LegHit]], weights: Sequence[float] | None = None, k: int = DEFAULT_RRF_K
-) -> list[FusedHit]:
-    """Weighted reciprocal rank fusion: ``sum_i w_i / (k + rank_i)``, ranks from 1.
+NodeFactors = Sequence[Mapping[str, float] | None]
+
+
+def validate_node_factors(
+    node_factors: NodeFactors | None, n_legs: int
+) -> list[Mapping[str, float]]:
+    """One ``{node_id: factor}`` per leg (empty where ``None``); a missing node has factor 1.
 
     Raises:
-        ValueError: ``k < 0`` or invalid weights.
+        ValueError: wrong length, or a factor that is negative or not finite.
+    """
+    if node_factors is None:
+        return [{} for _ in range(n_legs)]
+    if len(node_factors) != n_legs:
+        raise ValueError(f"node_factors has {len(node_factors)} entries for {n_legs} legs")
+    checked = [dict(factors or {}) for factors in node_factors]
+    for factors in checked:
+        bad = {node: f for node, f in factors.items() if not math.isfinite(f) or f < 0}
+        if bad:
+            raise ValueError(f"node_factors must be finite and >= 0, got {bad}")
+    return checked
+
+
+def fuse_rrf(
+    legs: Sequence[Sequence[LegHit]],
+    weights: Sequence[float] | None = None,
+    k: int = DEFAULT_RRF_K,
+    node_factors: NodeFactors | None = None,
+) -> list[FusedHit]:
+    """Weighted reciprocal rank fusion: ``sum_i w_i * f_i(d) / (k + rank_i)``, ranks from 1,
+    with ``f_i(d)`` the leg's factor for the node (``node_factors``, default 1).
+
+    Raises:
+        ValueError: ``k < 0``, invalid weights or node factors.
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     legs = [dedupe_leg(leg) for leg in legs]
     weight = validate_weights(weights, len(legs))
+    factors = validate_node_factors(node_factors, len(legs))
     order, ranks = _positions(legs)
     fused = {node_id: 0.0 for node_id in order}
-    for w, leg_ranks in zip(weight, ranks, strict=True):
+    for w, leg_ranks, leg_factors in zip(weight, ranks, factors, strict=True):
         for node_id, rank in leg_ranks.items():
-            fused[node_id] += w / (k + rank)
+            fused[node_id] += w * leg_factors.get(node_id, 1.0) / (k + rank)
     return _collect(legs, fused, ranks)
 
 
@@ -234,26 +290,29 @@ def fuse_scores(
     legs: Sequence[Sequence[LegHit]],
     weights: Sequence[float] | None = None,
     normalization: Normalization | str = Normalization.MINMAX,
+    node_factors: NodeFactors | None = None,
 ) -> list[FusedHit]:
-    """Normalise each leg's scores, then take the weighted sum (absent = the leg's floor).
+    """Normalise each leg's scores, then take the weighted sum (absent = the leg's floor),
+    each term times the leg's factor for the node (``node_factors``, default 1).
 
     Raises:
-        ValueError: an unknown ``normalization`` or invalid weights.
+        ValueError: an unknown ``normalization``, invalid weights or node factors.
     """
     method = _normalization(normalization)
     normalize, absent_floor = NORMALIZERS[method], ABSENT_FLOORS[method]
     legs = [dedupe_leg(leg) for leg in legs]
     weight = validate_weights(weights, len(legs))
+    factors = validate_node_factors(node_factors, len(legs))
     order, ranks = _positions(legs)
     fused = {node_id: 0.0 for node_id in order}
-    for w, leg in zip(weight, legs, strict=True):
+    for w, leg, leg_factors in zip(weight, legs, factors, strict=True):
         if not leg:
             continue
         normalized = normalize(_raw_scores(leg))
         floor = absent_floor(normalized)
         by_id = {hit.node_id: value for hit, value in zip(leg, normalized, strict=True)}
         for node_id in order:
-            fused[node_id] += w * by_id.get(node_id, floor)
+            fused[node_id] += w * leg_factors.get(node_id, 1.0) * by_id.get(node_id, floor)
     return _collect(legs, fused, ranks)
 
 
@@ -263,11 +322,12 @@ def fuse(
     weights: Sequence[float] | None = None,
     k: int = DEFAULT_RRF_K,
     normalization: Normalization | str = Normalization.MINMAX,
+    node_factors: NodeFactors | None = None,
 ) -> list[FusedHit]:
     """Fuse ``legs`` with ``mode`` (``"rrf"`` or ``"score"``); see the module docstring."""
     dispatch: dict[FusionMode, Callable[[], list[FusedHit]]] = {
-        FusionMode.RRF: lambda: fuse_rrf(legs, weights, k),
-        FusionMode.SCORE: lambda: fuse_scores(legs, weights, normalization),
+        FusionMode.RRF: lambda: fuse_rrf(legs, weights, k, node_factors),
+        FusionMode.SCORE: lambda: fuse_scores(legs, weights, normalization, node_factors),
     }
     return dispatch[_mode(mode)]()
 
@@ -299,9 +359,12 @@ __all__ = [
     "fuse",
     "fuse_rrf",
     "fuse_scores",
+    "NodeFactors",
+    "language_factor",
     "language_scaled_weights",
     "minmax_normalize",
     "tie_break_key",
+    "validate_node_factors",
     "validate_weights",
     "zscore_normalize",
 ]

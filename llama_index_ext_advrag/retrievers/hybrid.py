@@ -8,9 +8,12 @@ records, under ``metadata["advrag_trace"]["hybrid_fusion"]``, its rank and score
 returns nothing is skipped with a logged warning and the others carry on; only when every leg
 raises is the first error re-raised.
 
-Legs named in ``english_only_legs`` (a dense leg on an English-only embedding model) have their
-weight lowered per query by the query's share of CJK characters
-(:func:`~.fusion.language_scaled_weights`); the weights used are in the trace.
+Legs named in ``english_only_legs`` (a dense leg on an English-only embedding model) count less
+where the model cannot read: by default each candidate's term is scaled by
+:func:`~.fusion.language_factor` of the query's and the node's share of CJK characters (down to
+``cjk_weight_floor`` for wholly CJK text); with ``node_language=False`` only the query's share
+lowers the leg weight (:func:`~.fusion.language_scaled_weights`). The factors used are in the
+trace.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from llama_index_ext_advrag.retrievers.fusion import (
     FusedHit,
     FusionMode,
     LegHit,
+    NodeFactors,
     Normalization,
     fuse,
+    language_factor,
     language_scaled_weights,
     validate_weights,
 )
@@ -74,9 +79,14 @@ class HybridFusionConfig(BaseModel):
     )
     cjk_weight_floor: float = Field(
         default=DEFAULT_CJK_WEIGHT_FLOOR,
-        gt=0.0,
+        ge=0.0,
         le=1.0,
-        description="Weight factor of an English-only leg on a query wholly in CJK.",
+        description="Weight factor of an English-only leg on wholly CJK text (0 mutes it).",
+    )
+    node_language: bool = Field(
+        default=True,
+        description="Scale English-only legs per candidate by the CJK share of the query "
+        "and of the node's text; False = by the query's share only.",
     )
 
     @model_validator(mode="after")
@@ -112,9 +122,11 @@ def build_fused_nodes(
     config: HybridFusionConfig,
     degraded: Sequence[dict[str, Any]],
     language: dict[str, Any] | None = None,
+    node_factors: NodeFactors | None = None,
 ) -> list[NodeWithScore]:
     """Copies of the fused nodes (taken from the first leg holding each) with traces;
-    ``language`` (the query's CJK share and the weights used) is recorded when given."""
+    ``language`` (the query's CJK share and the weights used) is recorded when given, and a
+    leg's language factor for the node under ``legs[i]["language_factor"]``."""
     first: dict[str, NodeWithScore] = {}
     for leg in legs:
         for result in leg:
@@ -131,6 +143,9 @@ def build_fused_nodes(
                 for name, rank, score in zip(leg_names, hit.ranks, hit.scores, strict=True)
             ],
         }
+        for entry, factors in zip(record["legs"], node_factors or (), strict=False):
+            if factors is not None:
+                entry["language_factor"] = factors.get(hit.node_id, 1.0)
         if degraded:
             record["degraded"] = list(degraded)
         if language:
@@ -153,17 +168,20 @@ class HybridFusionRetriever(BaseRetriever):
             shallow-copied with it set, the caller's retrievers are not modified.
         leg_names: names used in the trace (default: the legs' class names).
         english_only_legs: names of legs whose model only reads English (e.g. ``["dense"]``
-            over all-MiniLM-L6-v2): per query, such a leg's weight is multiplied by
-            ``(1 - s) + s * cjk_weight_floor`` where ``s`` is the query's share of CJK
-            characters, so English queries fuse with the given weights and Chinese ones lean
-            on the language-independent legs (BM25) without dropping the dense leg.
-        cjk_weight_floor: that factor for a query wholly in CJK, in (0, 1] (default 0.1,
-            chosen on held-out CMRC 2018 questions).
+            over all-MiniLM-L6-v2): such a leg's term for a candidate is multiplied by
+            ``r + (1 - r) * cjk_weight_floor`` with ``r = 1 - max(s_query, s_node)``, the
+            ``s`` being shares of CJK characters; English text fuses with the given weights,
+            Chinese text leans on the language-independent legs (BM25).
+        cjk_weight_floor: that factor for wholly CJK text, in [0, 1] (0 mutes the leg there).
+            The default is chosen on held-out CMRC 2018 questions (docs/retrievers_fusion.md).
+        node_language: ``True`` (default): the factor uses the query's and the candidate
+            node's CJK share (the model can read neither a Chinese query nor a Chinese
+            passage); ``False``: the query's share only, applied to the leg weight.
 
     Raises:
         ValueError: no legs, weights of the wrong length or negative, an unknown ``mode`` or
             ``normalization``, a top-k below 1, an ``english_only_legs`` name that is not a
-            leg name, a ``cjk_weight_floor`` outside (0, 1].
+            leg name, a ``cjk_weight_floor`` outside [0, 1].
 
     Example:
         >>> hybrid = HybridFusionRetriever(  # doctest: +SKIP
@@ -184,6 +202,7 @@ class HybridFusionRetriever(BaseRetriever):
         leg_names: Sequence[str] | None = None,
         english_only_legs: Sequence[str] = (),
         cjk_weight_floor: float = DEFAULT_CJK_WEIGHT_FLOOR,
+        node_language: bool = True,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -198,6 +217,7 @@ class HybridFusionRetriever(BaseRetriever):
             leg_top_k=leg_top_k,
             english_only_legs=tuple(english_only_legs),
             cjk_weight_floor=cjk_weight_floor,
+            node_language=node_language,
         )
         self.weights = validate_weights(self.config.weights, len(retrievers))
         names = list(leg_names) if leg_names is not None else [type(r).__name__ for r in retrievers]
@@ -254,7 +274,8 @@ class HybridFusionRetriever(BaseRetriever):
         return cls(retrievers=retrievers, leg_names=leg_names, **_init_kwargs(config))
 
     def query_weights(self, query_str: str) -> tuple[tuple[float, ...], dict[str, Any] | None]:
-        """The weights used for ``query_str`` and, with English-only legs, what chose them."""
+        """The leg weights for ``query_str`` scaled by its CJK share (as with
+        ``node_language=False``) and, with English-only legs, what chose them."""
         if not any(self.english_only):
             return self.weights, None
         share = cjk_share(query_str)
@@ -263,19 +284,43 @@ class HybridFusionRetriever(BaseRetriever):
         )
         return weights, {"cjk_share": round(share, 4), "weights": list(weights)}
 
+    def node_factors(
+        self, query_str: str, legs: Sequence[Sequence[NodeWithScore]]
+    ) -> list[dict[str, float] | None]:
+        """Per leg, ``{node_id: language_factor(query share, node share)}`` for English-only
+        legs (``None`` for the others), over the nodes of every leg: a node the leg did not
+        return is scored with the leg's absent floor, which the factor scales too."""
+        query = cjk_share(query_str)
+        floor = self.config.cjk_weight_floor
+        texts = {r.node.node_id: r.node.get_content() for leg in legs for r in leg}
+        factors = {
+            node_id: language_factor(query, cjk_share(text), floor)
+            for node_id, text in texts.items()
+        }
+        return [dict(factors) if english else None for english in self.english_only]
+
     def _fuse(
         self, query_str: str, outcomes: Sequence[list[NodeWithScore] | BaseException]
     ) -> list[NodeWithScore]:
         legs, degraded = self._triage(outcomes)
-        weights, language = self.query_weights(query_str)
+        factors: NodeFactors | None = None
+        if self.config.node_language and any(self.english_only):
+            weights = self.weights
+            factors = self.node_factors(query_str, legs)
+            language: dict[str, Any] | None = {"cjk_share": round(cjk_share(query_str), 4)}
+        else:
+            weights, language = self.query_weights(query_str)
         fused = fuse(
             [leg_hits(leg) for leg in legs],
             mode=self.config.mode,
             weights=weights,
             k=self.config.k,
             normalization=self.config.normalization,
+            node_factors=factors,
         )
-        return build_fused_nodes(fused, legs, self.leg_names, self.config, degraded, language)
+        return build_fused_nodes(
+            fused, legs, self.leg_names, self.config, degraded, language, factors
+        )
 
     def _triage(
         self, outcomes: Sequence[list[NodeWithScore] | BaseException]
@@ -338,6 +383,7 @@ def _init_kwargs(config: HybridFusionConfig) -> dict[str, Any]:
         "leg_top_k": config.leg_top_k,
         "english_only_legs": config.english_only_legs,
         "cjk_weight_floor": config.cjk_weight_floor,
+        "node_language": config.node_language,
     }
 
 

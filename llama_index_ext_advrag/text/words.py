@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 # Han ideographs, CJK compatibility ideographs, extension B+ and Japanese kana: jieba's domain.
 _CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
-_CJK_CHAR = re.compile(f"[{_CJK_CHARS}]")
+_CJK_CHAR_RUN = re.compile(f"[{_CJK_CHARS}]+")
 _RUN = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>[^\W_{_CJK_CHARS}]+)", re.UNICODE)
 
 # Lucene's English stop words (the list bm25s ships as STOPWORDS_EN).
@@ -94,12 +94,13 @@ def han_characters(run: str) -> list[str]:
 
 
 def cjk_share(text: str) -> float:
-    """The share of CJK characters among the letters and digits of ``text`` (0.0 when it has
-    none): 1.0 for a Chinese question, 0.0 for an English one, in between for mixed text."""
-    characters = [ch for ch in text if ch.isalnum()]
-    if not characters:
+    """The share of CJK characters among the letters of ``text`` (0.0 when it has none): 1.0
+    for a Chinese question, 0.0 for an English one, in between for mixed text. Digits are
+    left out: "1998年" is as Chinese as "年"."""
+    letters = sum(map(str.isalpha, text))
+    if not letters:
         return 0.0
-    return sum(1 for ch in characters if _CJK_CHAR.match(ch)) / len(characters)
+    return sum(map(str.isalpha, "".join(_CJK_CHAR_RUN.findall(text)))) / letters
 
 
 def cut_chinese(run: str, mode: ChineseMode = ChineseMode.SEARCH) -> list[str]:

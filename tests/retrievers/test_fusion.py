@@ -17,6 +17,7 @@ from llama_index_ext_advrag.retrievers.fusion import (
     fuse,
     fuse_rrf,
     fuse_scores,
+    language_factor,
     language_scaled_weights,
     minmax_normalize,
     validate_weights,
@@ -212,5 +213,36 @@ def test_language_scaled_weights_invalid_arguments_name_the_value() -> None:
         language_scaled_weights((1.0, 1.0), (True,), 1.0)
     with pytest.raises(ValueError, match="1.5"):
         language_scaled_weights((1.0,), (True,), 1.5)
-    with pytest.raises(ValueError, match="0.0"):
-        language_scaled_weights((1.0,), (True,), 1.0, floor=0.0)
+    with pytest.raises(ValueError, match="-0.5"):
+        language_scaled_weights((1.0,), (True,), 1.0, floor=-0.5)
+
+
+def test_language_factor_by_hand() -> None:
+    # r = 1 - max(query share, text share); factor = r + (1 - r) * floor.
+    assert language_factor(0.0, 0.0, floor=0.1) == 1.0
+    assert language_factor(1.0, 0.0, floor=0.1) == pytest.approx(0.1)
+    assert language_factor(0.0, 1.0, floor=0.1) == pytest.approx(0.1)
+    assert language_factor(0.5, 0.2, floor=0.1) == pytest.approx(0.55)
+    assert language_factor(0.2, 0.8, floor=0.0) == pytest.approx(0.2)
+    for bad in ((1.5, 0.0, 0.1), (0.0, -0.1, 0.1), (0.0, 0.0, 2.0)):
+        with pytest.raises(ValueError, match=str(max(bad, key=lambda v: abs(v - 0.5)))):
+            language_factor(*bad)
+
+
+def test_node_factors_in_rrf_and_score_fusion_by_hand() -> None:
+    dense = [LegHit("a", 0.9), LegHit("b", 0.5), LegHit("c", 0.1)]
+    sparse = [LegHit("c", 12.0), LegHit("a", 6.0)]
+    factors = [{"a": 0.5}, None]
+    # RRF k=0: a = 0.5 / 1 + 1 / 2 = 1.0; b = 1 / 2; c = 1 / 3 + 1 / 1.
+    rrf = {h.node_id: h.score for h in fuse_rrf([dense, sparse], k=0, node_factors=factors)}
+    assert rrf == pytest.approx({"a": 1.0, "b": 0.5, "c": 4 / 3})
+    # min-max: dense a=1, b=0.5, c=0; sparse c=1, a=0. a = 0.5 * 1 + 0 = 0.5.
+    score = {h.node_id: h.score for h in fuse_scores([dense, sparse], node_factors=factors)}
+    assert score == pytest.approx({"a": 0.5, "b": 0.5, "c": 1.0})
+    assert fuse_rrf([dense, sparse], k=0, node_factors=[None, None]) == fuse_rrf(
+        [dense, sparse], k=0
+    )
+    with pytest.raises(ValueError, match="3 entries"):
+        fuse_rrf([dense, sparse], node_factors=[None, None, None])
+    with pytest.raises(ValueError, match="-1"):
+        fuse_scores([dense, sparse], node_factors=[{"a": -1.0}, None])

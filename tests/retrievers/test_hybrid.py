@@ -70,6 +70,7 @@ def test_defaults() -> None:
     assert hybrid.weights == (1.0, 1.0)
     assert hybrid.leg_names == ["ListRetriever", "ListRetriever"]
     assert hybrid.config.english_only_legs == () and hybrid.config.cjk_weight_floor == 0.1
+    assert hybrid.config.node_language is True
     assert hybrid.query_weights("潜伏期有多长") == ((1.0, 1.0), None)
     assert HybridFusionRetriever.class_name() == "HybridFusionRetriever"
 
@@ -86,7 +87,7 @@ def test_defaults() -> None:
         ({"leg_top_k": 0}, "0"),
         ({"leg_names": ["only"]}, "only"),
         ({"leg_names": ["dense", "bm25"], "english_only_legs": ["sparse"]}, "sparse"),
-        ({"cjk_weight_floor": 0.0}, "cjk_weight_floor"),
+        ({"cjk_weight_floor": -0.1}, "cjk_weight_floor"),
         ({"cjk_weight_floor": 1.5}, "cjk_weight_floor"),
     ],
 )
@@ -216,7 +217,11 @@ def test_english_only_leg_weight_follows_the_query_language() -> None:
     legs = [ListRetriever(DENSE), ListRetriever(SPARSE)]
     plain = HybridFusionRetriever(legs, leg_names=["dense", "bm25"])
     aware = HybridFusionRetriever(
-        legs, leg_names=["dense", "bm25"], english_only_legs=["dense"], cjk_weight_floor=0.05
+        legs,
+        leg_names=["dense", "bm25"],
+        english_only_legs=["dense"],
+        cjk_weight_floor=0.05,
+        node_language=False,
     )
     # English query: weights untouched, same ranking as without the option ("a" first).
     assert aware.query_weights("how long is the incubation period") == (
@@ -285,3 +290,68 @@ def test_from_defaults_builds_dense_and_bm25_legs() -> None:
     assert ids(hybrid.retrieve("潜伏期")) == ["covid"]
     with pytest.raises(ValueError, match="neither"):
         HybridFusionRetriever.from_defaults(index)
+
+
+def cjk_hits(pairs: list[tuple[str, float, str]]) -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=t, id_=i), score=s) for i, s, t in pairs]
+
+
+def test_node_language_scales_the_dense_term_per_candidate_by_hand() -> None:
+    # Dense ranks the English passage "en" first, then the Chinese "zh1"; BM25 ranks "zh2",
+    # then "zh1". English query over these nodes: "en" keeps its full dense term.
+    dense = ListRetriever(
+        cjk_hits([("en", 0.9, "Masks reduce spread."), ("zh1", 0.8, "潜伏期三到七天")])
+    )
+    bm25 = ListRetriever(
+        cjk_hits([("zh2", 5.0, "潜伏期一般为五天"), ("zh1", 4.0, "潜伏期三到七天")])
+    )
+    aware = HybridFusionRetriever(
+        [dense, bm25], leg_names=["dense", "bm25"], english_only_legs=["dense"],
+        cjk_weight_floor=0.1, k=0,
+    )  # fmt: skip
+    results = aware.retrieve("How long is the incubation period?")
+    scores = {r.node.node_id: r.score for r in results}
+    # k=0: dense term w * f / rank. "en": 1.0 / 1; "zh1": 0.1 / 2 + 1 / 2; "zh2": 1 / 1.
+    assert scores == pytest.approx({"en": 1.0, "zh1": 0.55, "zh2": 1.0})
+    legs = {r.node.node_id: r.node.metadata[TRACE_KEY]["hybrid_fusion"]["legs"] for r in results}
+    assert legs["zh1"][0]["language_factor"] == pytest.approx(0.1)
+    assert legs["en"][0]["language_factor"] == pytest.approx(1.0)
+    assert "language_factor" not in legs["zh1"][1]
+    # The same query with node_language=False: nothing is scaled (the query is English).
+    query_only = HybridFusionRetriever(
+        [dense, bm25], leg_names=["dense", "bm25"], english_only_legs=["dense"],
+        cjk_weight_floor=0.1, k=0, node_language=False,
+    )  # fmt: skip
+    plain = {r.node.node_id: r.score for r in query_only.retrieve("How long?")}
+    assert plain == pytest.approx({"en": 1.0, "zh1": 1.0, "zh2": 1.0})
+
+
+def test_floor_zero_mutes_an_english_only_leg_on_chinese_text() -> None:
+    dense = ListRetriever(cjk_hits([("zh1", 0.9, "潜伏期三到七天"), ("zh2", 0.2, "潜伏期五天")]))
+    bm25 = ListRetriever(cjk_hits([("zh2", 5.0, "潜伏期五天"), ("zh1", 4.0, "潜伏期三到七天")]))
+    for mode in ("rrf", "score"):
+        muted = HybridFusionRetriever(
+            [dense, bm25], leg_names=["dense", "bm25"], english_only_legs=["dense"],
+            cjk_weight_floor=0.0, mode=mode,
+        )  # fmt: skip
+        bm25_only = HybridFusionRetriever([bm25], mode=mode)
+        assert ids(muted.retrieve("潜伏期多长")) == ids(bm25_only.retrieve("潜伏期多长"))
+        # Without the language option the dense leg's first result wins the tie-break.
+        plain = HybridFusionRetriever([dense, bm25], mode=mode)
+        assert ids(plain.retrieve("潜伏期多长"))[0] == "zh1"
+
+
+def test_node_factor_also_scales_the_absent_floor_in_zscore_fusion() -> None:
+    # "zh2" is missing from the dense leg; with floor 0 the dense leg's absent floor (a negative
+    # z-score) must not count against it on Chinese text, so the BM25 order stands.
+    dense = ListRetriever(
+        cjk_hits([("zh1", 0.9, "潜伏期三到七天"), ("zh3", 0.5, "病毒"), ("zh4", 0.1, "口罩")])
+    )
+    bm25 = ListRetriever(cjk_hits([("zh2", 5.0, "潜伏期五天"), ("zh1", 4.9, "潜伏期三到七天")]))
+    muted = HybridFusionRetriever(
+        [dense, bm25], leg_names=["dense", "bm25"], english_only_legs=["dense"],
+        cjk_weight_floor=0.0, mode="score", normalization="zscore",
+    )  # fmt: skip
+    assert ids(muted.retrieve("潜伏期多长"))[:2] == ["zh2", "zh1"]
+    legs = muted.retrieve("潜伏期多长")[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["legs"]
+    assert legs[0]["rank"] is None and legs[0]["language_factor"] == 0.0

@@ -119,6 +119,8 @@ def test_han_characters_and_cjk_share() -> None:
     assert cjk_share("How long?") == 0.0
     assert cjk_share("潜伏期多长？") == 1.0
     assert cjk_share("NBA冠军") == pytest.approx(2 / 5)
+    assert cjk_share("1998年的冠军") == 1.0  # digits are not letters of either language
+    assert cjk_share("2019") == 0.0
 
 
 def test_settings_saved_before_chinese_characters_load_without_them() -> None:
