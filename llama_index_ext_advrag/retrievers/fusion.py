@@ -253,7 +253,7 @@ def validate_node_factors(
         return [{} for _ in range(n_legs)]
     if len(node_factors) != n_legs:
         raise ValueError(f"node_factors has {len(node_factors)} entries for {n_legs} legs")
-    checked = [dict(factors or {}) for factors in node_factors]
+    checked: list[Mapping[str, float]] = [dict(factors or {}) for factors in node_factors]
     for factors in checked:
         bad = {node: f for node, f in factors.items() if not math.isfinite(f) or f < 0}
         if bad:
