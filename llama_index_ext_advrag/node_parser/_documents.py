@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode, MetadataMode, RelatedNodeInfo
 
 from llama_index_ext_advrag.node_parser._nodes import source_info
 from llama_index_ext_advrag.text import Sentence, count_tokens, paragraph_breaks, split_sentences
@@ -15,15 +15,23 @@ logger = logging.getLogger(__name__)
 class DocumentPlan:
     """A document's sentences with what the planner needs; embeddings are filled in later."""
 
-    __slots__ = ("_tokens", "break_after", "document", "sentences", "source", "text")
+    __slots__ = ("_source", "_tokens", "break_after", "document", "sentences", "text")
 
     def __init__(self, document: BaseNode) -> None:
         self.document = document
         self.text = document.get_content(metadata_mode=MetadataMode.NONE)
         self.sentences: list[Sentence] = split_sentences(self.text)
         self.break_after: list[bool] | None = None
-        self.source = source_info(document) if self.sentences else None
+        self._source: RelatedNodeInfo | None = None
         self._tokens: list[int] | None = None
+
+    @property
+    def source(self) -> RelatedNodeInfo:
+        """The SOURCE relationship of the document's nodes, made on first use (it hashes the
+        whole text, which a document without sentences never needs)."""
+        if self._source is None:
+            self._source = source_info(self.document)
+        return self._source
 
     @property
     def tokens(self) -> list[int]:

@@ -12,6 +12,8 @@ from typing import Any
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 
+from llama_index_ext_advrag.trace import TRACE_KEY
+
 logger = logging.getLogger(__name__)
 
 # A fixed namespace, so the same document and span give the same id in every process.
@@ -35,13 +37,32 @@ def deterministic_node_id(document_id: str, *parts: object) -> str:
     >>> deterministic_node_id("doc", 0, 3) == deterministic_node_id("doc", 0, 3)
     True
     """
-    key = "\x1f".join([document_id, *(str(part) for part in parts)])
-    # uuid.uuid5 spelled out (same value): building UUID objects cost a sixth of the parse time
-    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + key.encode("utf-8")).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return DocumentNodeIds(document_id)(*parts)
+
+
+class DocumentNodeIds:
+    """``deterministic_node_id`` for the nodes of one document: the hash of the namespace and the
+    document id is computed once and copied for each node.
+
+    >>> DocumentNodeIds("doc")(0, 3) == deterministic_node_id("doc", 0, 3)
+    True
+    """
+
+    __slots__ = ("_prefix",)
+
+    def __init__(self, document_id: str) -> None:
+        self._prefix = hashlib.sha1(_NAMESPACE_BYTES + document_id.encode("utf-8"))
+
+    def __call__(self, *parts: object) -> str:
+        # uuid.uuid5 of "\x1f".join([document_id, *parts]) spelled out (same value): building
+        # UUID objects cost a sixth of the parse time
+        sha = self._prefix.copy()
+        sha.update("".join(["\x1f" + str(part) for part in parts]).encode("utf-8"))
+        digest = bytearray(sha.digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = digest.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def restore_id_func(data: dict[str, Any]) -> dict[str, Any]:
@@ -69,42 +90,86 @@ def source_info(document: BaseNode) -> RelatedNodeInfo:
     return document.source_node or document.as_related_node_info()
 
 
-def new_text_node(
-    document: BaseNode,
-    node_id: str,
-    text: str,
-    start: int,
-    end: int,
-    metadata: dict[str, object],
-    source: RelatedNodeInfo,
-    include_metadata: bool,
-    excluded_keys: Sequence[str],
-) -> TextNode:
-    """Build a node that inherits the document's metadata settings without sharing its lists.
+class NodeFactory:
+    """Builds the text nodes of one document; each inherits the document's metadata settings
+    without sharing its lists.
 
     The section title is shown to the LLM (when there is one) but not embedded: prefixed to a
-    short window or sentence it would pull every embedding of a section towards its title.
+    short window or sentence it would pull every embedding of a section towards its title. With
+    ``trace_component`` each node gets ``metadata[TRACE_KEY][trace_component]`` exactly as
+    :func:`~llama_index_ext_advrag.trace.add_trace` would record it. What all nodes of the
+    document share (metadata, templates, excluded-key lists) is worked out once: a parse builds
+    tens of thousands of nodes.
     """
-    merged = {**document.metadata, **metadata} if include_metadata else dict(metadata)
-    embed_keys = [*excluded_keys, SECTION_TITLE_KEY]
-    llm_keys = [*excluded_keys] + (
-        [SECTION_TITLE_KEY] if merged.get(SECTION_TITLE_KEY) is None else []
-    )
-    excluded_embed = list(dict.fromkeys([*document.excluded_embed_metadata_keys, *embed_keys]))
-    excluded_llm = list(dict.fromkeys([*document.excluded_llm_metadata_keys, *llm_keys]))
-    return TextNode(
-        id_=node_id,
-        text=text,
-        start_char_idx=start,
-        end_char_idx=end,
-        metadata=merged,
-        excluded_embed_metadata_keys=excluded_embed,
-        excluded_llm_metadata_keys=excluded_llm,
-        metadata_separator=document.metadata_separator,
-        metadata_template=document.metadata_template,
-        text_template=getattr(document, "text_template", DEFAULT_TEXT_TEMPLATE),
-        relationships={NodeRelationship.SOURCE: source},
-    )
+
+    __slots__ = ("_document", "_excluded", "_include_metadata", "_shared", "_source", "_trace")
+
+    def __init__(
+        self,
+        document: BaseNode,
+        source: RelatedNodeInfo,
+        include_metadata: bool,
+        trace_component: str | None = None,
+    ) -> None:
+        self._document, self._source = document, source
+        self._include_metadata, self._trace = include_metadata, trace_component
+        self._excluded: dict[tuple[tuple[str, ...], bool], tuple[list[str], list[str]]] = {}
+        self._shared = {
+            "metadata_separator": document.metadata_separator,
+            "metadata_template": document.metadata_template,
+            "text_template": getattr(document, "text_template", DEFAULT_TEXT_TEMPLATE),
+        }
+
+    def _excluded_keys(self, keys: tuple[str, ...], untitled: bool) -> tuple[list[str], list[str]]:
+        """Embed- and LLM-excluded keys of a node excluding ``keys`` (and the trace key)."""
+        cached = self._excluded.get((keys, untitled))
+        if cached is None:
+            document = self._document
+            llm_keys = [*keys, SECTION_TITLE_KEY] if untitled else [*keys]
+            embed = list(
+                dict.fromkeys([*document.excluded_embed_metadata_keys, *keys, SECTION_TITLE_KEY])
+            )
+            llm = list(dict.fromkeys([*document.excluded_llm_metadata_keys, *llm_keys]))
+            if self._trace is not None:
+                llm += [TRACE_KEY] * (TRACE_KEY not in llm)
+                embed += [TRACE_KEY] * (TRACE_KEY not in embed)
+            cached = self._excluded[(keys, untitled)] = (embed, llm)
+        return cached
+
+    def make(
+        self,
+        node_id: str,
+        text: str,
+        start: int,
+        end: int,
+        metadata: dict[str, object],
+        excluded_keys: tuple[str, ...],
+        trace: object = None,
+    ) -> TextNode:
+        """A node of ``text`` (``source[start:end]``) with the document's metadata (when
+        included) under ``metadata``, hiding ``excluded_keys`` from the embedding and the LLM."""
+        merged = (
+            {**self._document.metadata, **metadata} if self._include_metadata else dict(metadata)
+        )
+        if self._trace is not None:
+            previous = merged.get(TRACE_KEY)
+            merged[TRACE_KEY] = (
+                {**previous, self._trace: trace}
+                if isinstance(previous, dict)
+                else {self._trace: trace}
+            )
+        embed, llm = self._excluded_keys(excluded_keys, merged.get(SECTION_TITLE_KEY) is None)
+        return TextNode(
+            id_=node_id,
+            text=text,
+            start_char_idx=start,
+            end_char_idx=end,
+            metadata=merged,
+            excluded_embed_metadata_keys=list(embed),
+            excluded_llm_metadata_keys=list(llm),
+            relationships={NodeRelationship.SOURCE: self._source},
+            **self._shared,
+        )
 
 
 def link_prev_next(
@@ -143,10 +208,11 @@ __all__ = [
     "DOCUMENT_ID_KEY",
     "SECTION_TITLE_KEY",
     "SENTENCE_SPAN_KEY",
+    "DocumentNodeIds",
+    "NodeFactory",
     "ParseStats",
     "deterministic_node_id",
     "link_prev_next",
-    "new_text_node",
     "restore_id_func",
     "source_info",
 ]

@@ -31,10 +31,10 @@ from llama_index_ext_advrag.node_parser._nodes import (
     DOCUMENT_ID_KEY,
     SECTION_TITLE_KEY,
     SENTENCE_SPAN_KEY,
+    DocumentNodeIds,
+    NodeFactory,
     ParseStats,
-    deterministic_node_id,
     link_prev_next,
-    new_text_node,
     restore_id_func,
     source_info,
 )
@@ -168,7 +168,9 @@ class HierarchicalSentenceNodeParser(NodeParser):
             return [], 0, 0
         tokens = [count_tokens(s.text) for s in sentences]
         breaks = [s.is_heading and self.split_at_headings for s in sentences]
-        source = source_info(document)
+        factory = NodeFactory(document, source_info(document), self.include_metadata)
+        node_id = DocumentNodeIds(document.node_id)
+        excluded = (*BOOKKEEPING_KEYS, LEVEL_KEY)
         levels: list[list[BaseNode]] = []
         parent_infos: list[RelatedNodeInfo] = []
         stored = 0
@@ -184,10 +186,9 @@ class HierarchicalSentenceNodeParser(NodeParser):
                     SECTION_TITLE_KEY: sentences[first].section_title,
                     LEVEL_KEY: level,
                 }
-                node = new_text_node(
-                    document, deterministic_node_id(document.node_id, "level", level, first, last),
-                    text[start:end], start, end, metadata, source, self.include_metadata,
-                    [*BOOKKEEPING_KEYS, LEVEL_KEY],
+                node = factory.make(
+                    node_id("level", level, first, last), text[start:end], start, end, metadata,
+                    excluded,
                 )  # fmt: skip
                 level_nodes.append(node)
             infos = [node.as_related_node_info() for node in level_nodes]

@@ -287,34 +287,40 @@ def _grow_centred(
     forward_ratio: float,
 ) -> tuple[int, int, str]:
     """Grow the window of unit ``index`` inside ``[seg_start, seg_stop)``; returns the unit
-    range and the limit that stopped it (``""`` when only the segment's edges did)."""
+    range and the limit that stopped it (``""`` when only the segment's edges did). The side
+    whose share of the added tokens is below its target grows next; a blocked side stays so."""
     left, right = index, index + 1
     total = units[index].tokens
-    added = {"right": 0, "left": 0}
-    blocked = {"right": right >= seg_stop, "left": left <= seg_start}
+    added_right = added_left = 0
+    right_blocked, left_blocked = right >= seg_stop, left <= seg_start
+    backward_ratio = 1 - forward_ratio
     reason = ""
-    while not (blocked["right"] and blocked["left"]):
-        # The side whose share of the added tokens is below its target grows next.
-        wants_right = forward_ratio > 0 and (
-            added["right"] * (1 - forward_ratio) <= added["left"] * forward_ratio
+    while not (right_blocked and left_blocked):
+        wants_right = (
+            forward_ratio > 0 and added_right * backward_ratio <= added_left * forward_ratio
         )
-        side = "right" if (wants_right and not blocked["right"]) or blocked["left"] else "left"
-        candidate = right if side == "right" else left - 1
-        first = units[min(left, candidate)].first
-        last = units[max(right - 1, candidate)].last
-        if max_sentences is not None and last - first > max_sentences:
-            blocked[side], reason = True, STOP_MAX_SENTENCES
-        elif total + units[candidate].tokens > max_tokens:
-            blocked[side], reason = True, STOP_BUDGET
-        else:
-            total += units[candidate].tokens
-            added[side] += units[candidate].tokens
-            if side == "right":
-                right += 1
-                blocked[side] = right >= seg_stop
+        if left_blocked or (wants_right and not right_blocked):
+            unit = units[right]
+            if max_sentences is not None and unit.last - units[left].first > max_sentences:
+                right_blocked, reason = True, STOP_MAX_SENTENCES
+            elif total + unit.tokens > max_tokens:
+                right_blocked, reason = True, STOP_BUDGET
             else:
+                total += unit.tokens
+                added_right += unit.tokens
+                right += 1
+                right_blocked = right >= seg_stop
+        else:
+            unit = units[left - 1]
+            if max_sentences is not None and units[right - 1].last - unit.first > max_sentences:
+                left_blocked, reason = True, STOP_MAX_SENTENCES
+            elif total + unit.tokens > max_tokens:
+                left_blocked, reason = True, STOP_BUDGET
+            else:
+                total += unit.tokens
+                added_left += unit.tokens
                 left -= 1
-                blocked[side] = left <= seg_start
+                left_blocked = left <= seg_start
     return left, right, reason
 
 
@@ -336,13 +342,16 @@ def plan_adaptive_centred(
     """
     spans: list[WindowSpan] = []
     for seg_start, seg_stop in _segments(units):
+        segment_reason = _segment_stop(units, sections, seg_stop - 1, paragraph_after)
         for index in range(seg_start, seg_stop):
             left, right, reason = _grow_centred(
                 units, index, seg_start, seg_stop, max_tokens, max_sentences, forward_ratio
             )
-            reason = reason or _segment_stop(units, sections, seg_stop - 1, paragraph_after)
-            for centre in range(units[index].first, units[index].last):
-                spans.append(WindowSpan(units[left].first, units[right - 1].last, centre, reason))
+            first, last, stop = units[left].first, units[right - 1].last, reason or segment_reason
+            unit = units[index]
+            spans.extend(
+                WindowSpan(first, last, centre, stop) for centre in range(unit.first, unit.last)
+            )
     return spans
 
 

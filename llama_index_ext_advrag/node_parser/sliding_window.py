@@ -35,10 +35,10 @@ from llama_index_ext_advrag.node_parser._nodes import (
     DOCUMENT_ID_KEY,
     SECTION_TITLE_KEY,
     SENTENCE_SPAN_KEY,
+    DocumentNodeIds,
+    NodeFactory,
     ParseStats,
-    deterministic_node_id,
     link_prev_next,
-    new_text_node,
     restore_id_func,
 )
 from llama_index_ext_advrag.node_parser.planning import (
@@ -54,7 +54,6 @@ from llama_index_ext_advrag.node_parser.planning import (
     plan_fixed_windows,
 )
 from llama_index_ext_advrag.node_parser.presets import DocumentPreset, preset_values
-from llama_index_ext_advrag.trace import add_trace
 
 logger = logging.getLogger(__name__)
 
@@ -261,21 +260,13 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         units = build_units(plan.tokens, sections, merge_flags(plan.break_after, paragraphs), glue)
         if self.embed_unit is EmbedUnit.SENTENCE:
             return plan_adaptive_centred(
-                units,
-                sections,
-                self.max_window_tokens,
-                self.max_window_sentences,
-                self.forward_ratio,
-                paragraphs,
-            )
+                units, sections, self.max_window_tokens, self.max_window_sentences,
+                self.forward_ratio, paragraphs,
+            )  # fmt: skip
         return plan_adaptive_windows(
-            units,
-            sections,
-            self.max_window_tokens,
-            self.stride_ratio,
-            self.max_window_sentences,
+            units, sections, self.max_window_tokens, self.stride_ratio, self.max_window_sentences,
             paragraphs,
-        )
+        )  # fmt: skip
 
     def _needs_embeddings(self, plans: Sequence[DocumentPlan]) -> list[DocumentPlan]:
         if not self.uses_breakpoints:
@@ -296,11 +287,15 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
 
     # --- node building ------------------------------------------------------------------------
 
-    def _node_id(self, index: int, plan: DocumentPlan, span: WindowSpan) -> str:
+    def _node_ids(self, plan: DocumentPlan) -> Callable[[int, WindowSpan], str]:
+        """The id of each node of ``plan`` from its index and span."""
         if self.id_func is not default_id_func:  # the user asked for their own ids
-            return str(self.id_func(index, plan.document))
-        unit = "window" if span.centre is None else f"sentence{span.centre}"
-        return deterministic_node_id(plan.document.node_id, unit, span.first, span.last)
+            id_func, document = self.id_func, plan.document
+            return lambda index, span: str(id_func(index, document))
+        ids = DocumentNodeIds(plan.document.node_id)
+        return lambda index, span: ids(
+            "window" if span.centre is None else f"sentence{span.centre}", span.first, span.last
+        )
 
     def _embedded_end(self, plan: DocumentPlan, span: WindowSpan) -> int:
         """End (exclusive) of the sentences a sentence-unit node embeds."""
@@ -311,7 +306,12 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
 
     def _build_nodes(self, plan: DocumentPlan) -> tuple[list[BaseNode], int]:
         """The document's nodes and the characters of their windows."""
-        sentences, text, document = plan.sentences, plan.text, plan.document
+        sentences, text, document_id = plan.sentences, plan.text, plan.document.node_id
+        factory = NodeFactory(plan.document, plan.source, self.include_metadata, TRACE_COMPONENT)
+        node_id = self._node_ids(plan)
+        window_key, original_key = self.window_metadata_key, self.original_text_metadata_key
+        sentence_excluded = (*BOOKKEEPING_KEYS, window_key, original_key)
+        mode = self.mode.value
         nodes: list[BaseNode] = []
         window_chars = 0
         for index, span in enumerate(self._plan(plan)):
@@ -320,30 +320,29 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             window_chars += len(window)
             middle = span.centre if span.centre is not None else (span.first + span.last - 1) // 2
             metadata: dict[str, object] = {
-                DOCUMENT_ID_KEY: document.node_id,
+                DOCUMENT_ID_KEY: document_id,
                 SENTENCE_SPAN_KEY: [span.first, span.last],
                 CHAR_SPAN_KEY: [start, end],
                 SECTION_TITLE_KEY: sentences[middle].section_title,
             }
-            excluded: list[str] = list(BOOKKEEPING_KEYS)
+            excluded: tuple[str, ...] = BOOKKEEPING_KEYS
             node_text, node_start, node_end = window, start, end
-            trace: dict[str, object] = {"mode": self.mode.value, "stop": span.stop}
+            trace: dict[str, object] = {"mode": mode, "stop": span.stop}
             if span.centre is not None:
                 centre = sentences[span.centre]
                 embedded_end = self._embedded_end(plan, span)
                 node_start, node_end = centre.start, sentences[embedded_end - 1].end
                 node_text = text[node_start:node_end]
-                metadata[self.window_metadata_key] = window
-                metadata[self.original_text_metadata_key] = centre.text
-                excluded += [self.window_metadata_key, self.original_text_metadata_key]
+                metadata[window_key] = window
+                metadata[original_key] = centre.text
+                excluded = sentence_excluded
                 if embedded_end > span.centre + 1:
                     trace["embedded_sentences"] = [span.centre, embedded_end]
-            node = new_text_node(
-                document, self._node_id(index, plan, span), node_text, node_start, node_end,
-                metadata, plan.source, self.include_metadata, excluded,  # type: ignore[arg-type]
-            )  # fmt: skip
-            add_trace(node, TRACE_COMPONENT, trace)
-            nodes.append(node)
+            nodes.append(
+                factory.make(
+                    node_id(index, span), node_text, node_start, node_end, metadata, excluded, trace
+                )
+            )
         if self.include_prev_next_rel:
             link_prev_next(nodes)
         return nodes, window_chars

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from llama_index_ext_advrag.text.lines import Line, LineKind, scan_lines
@@ -50,6 +50,12 @@ _BOUNDARY = re.compile(
     rf"|(?P<mark>[{_CJK_STOPS}!?…⋯]+)[{_CLOSERS}]*{_CITATIONS}"
     # Only at the first period of a run, so that "....." cannot make the scan quadratic.
     rf"|(?<!\.)(?P<dot>\.+)[{_CLOSERS}]*{_CITATIONS}(?=\s|$|[{_CJK_RANGES}])"
+)
+# Where a _BOUNDARY match can begin (one entry per opening of its branches: keep them in step),
+# as literal alternatives so that the regex engine skips everything else in C; _BOUNDARY itself,
+# opening with groups and a lookbehind, is tried at every offset.
+_CANDIDATE = re.compile(
+    "|".join(["https?://", "ftp://", r"www\.", r"\."] + [re.escape(c) for c in f"{_CJK_STOPS}!?…⋯"])
 )
 _LETTER = re.compile(r"[^\W\d_]")
 _HAS_CJK_STOP = re.compile(f"[{_CJK_STOPS}]")
@@ -226,6 +232,18 @@ def _ends_sentence(text: str, match: re.Match[str], block_end: int) -> bool:
     return True
 
 
+def _boundaries(text: str, start: int, end: int) -> Iterator[re.Match[str]]:
+    """``_BOUNDARY.finditer(text, start, end)``, trying the pattern only where one may begin."""
+    position = start
+    while (candidate := _CANDIDATE.search(text, position, end)) is not None:
+        match = _BOUNDARY.match(text, candidate.start(), end)
+        if match is None:
+            position = candidate.start() + 1
+        else:
+            yield match
+            position = match.end()
+
+
 def _emit(
     text: str,
     start: int,
@@ -268,7 +286,7 @@ def _split_block(
     emitted = len(out)
     # First letter at or after ``current``; searched once per sentence to stay linear.
     letter = _first_letter(text, current, end)
-    for match in _BOUNDARY.finditer(text, start if scan_from is None else scan_from, end):
+    for match in _boundaries(text, start if scan_from is None else scan_from, end):
         cut = match.end()
         if letter < cut and match.lastgroup != "url" and _ends_sentence(text, match, end):
             _emit(text, current, cut, out, section)
