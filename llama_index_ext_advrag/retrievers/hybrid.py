@@ -75,7 +75,8 @@ class HybridFusionConfig(BaseModel):
         description="Results fetched per leg before fusion; None = 3 * similarity_top_k.",
     )
     english_only_legs: tuple[str, ...] = Field(
-        default=(), description="Leg names whose weight shrinks with the query's CJK share."
+        default=(),
+        description="Leg names whose model reads English only (scaled down on CJK text).",
     )
     cjk_weight_floor: float = Field(
         default=DEFAULT_CJK_WEIGHT_FLOOR,

@@ -69,7 +69,7 @@ def test_defaults() -> None:
     assert hybrid.config.similarity_top_k == 10 and hybrid.config.effective_leg_top_k == 30
     assert hybrid.weights == (1.0, 1.0)
     assert hybrid.leg_names == ["ListRetriever", "ListRetriever"]
-    assert hybrid.config.english_only_legs == () and hybrid.config.cjk_weight_floor == 0.1
+    assert hybrid.config.english_only_legs == () and hybrid.config.cjk_weight_floor == 0.0
     assert hybrid.config.node_language is True
     assert hybrid.query_weights("潜伏期有多长") == ((1.0, 1.0), None)
     assert HybridFusionRetriever.class_name() == "HybridFusionRetriever"
