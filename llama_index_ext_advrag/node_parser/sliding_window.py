@@ -89,8 +89,8 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         mode: ``"fixed"`` or ``"adaptive"`` (token budget, headings, semantic breakpoints).
         embed_unit: ``"window"`` embeds each window; ``"sentence"`` makes each sentence a node
             and keeps its window under ``window_metadata_key``.
-        preset: ``"general"``, ``"technical"``, ``"legal"`` or ``"qa"``: adaptive settings for
-            that document type; explicitly passed fields override the preset.
+        preset: ``"general"``, ``"technical"``, ``"legal"``, ``"qa"`` or ``"article"``: adaptive
+            settings for that document type; explicitly passed fields override the preset.
         max_window_tokens: adaptive token budget per window (one longer sentence stays whole).
         split_at_paragraphs: adaptive: no window crosses a blank line between two sentences (a
             paragraph break), as none crosses a heading; off by default.

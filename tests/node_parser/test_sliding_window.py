@@ -84,6 +84,24 @@ def test_preset_selects_adaptive_settings_and_explicit_fields_override():
     assert forced.mode is WindowMode.FIXED
 
 
+def test_article_preset_is_the_benchmarked_sentence_unit():
+    article = AdaptiveSlidingWindowNodeParser(preset="article")
+    explicit = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", embed_unit="sentence", max_window_tokens=280, forward_ratio=0.75,
+        min_embed_tokens=16, split_at_paragraphs=True, breakpoint_percentile=None,
+    )  # fmt: skip
+    text = (
+        "Title of a paper\n\nShort one. "
+        + "A longer sentence about the virus and its spread. " * 12
+    )
+    text += "\n\nAnother paragraph starts here. It ends here."
+    assert article.embed_unit is EmbedUnit.SENTENCE and article.breakpoint_percentile is None
+    assert [n.get_content() for n in parse(article, text)] == [
+        n.get_content() for n in parse(explicit, text)
+    ]
+    assert [n.metadata for n in parse(article, text)] == [n.metadata for n in parse(explicit, text)]
+
+
 @pytest.mark.parametrize("preset", [None, "general", "technical", "legal", "qa"])
 def test_serialisation_round_trip(preset):
     parser = AdaptiveSlidingWindowNodeParser(
