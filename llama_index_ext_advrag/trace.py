@@ -20,19 +20,28 @@ def copy_node_with_score(node_with_score: NodeWithScore) -> NodeWithScore:
     return NodeWithScore(node=node, score=node_with_score.score)
 
 
+def with_record(trace: Any, component: str, record: Any) -> dict[str, Any]:
+    """A new trace dict: ``trace`` (when it is one) plus ``record`` under ``component``."""
+    merged = dict(trace) if isinstance(trace, dict) else {}
+    merged[component] = record
+    return merged
+
+
+def exclude_trace_key(excluded_keys: list[str]) -> None:
+    """Append the trace key to an excluded-metadata-keys list that lacks it."""
+    if TRACE_KEY not in excluded_keys:
+        excluded_keys.append(TRACE_KEY)
+
+
 def add_trace(node: BaseNode, component: str, record: Any) -> None:
     """Store ``record`` under ``node.metadata[TRACE_KEY][component]``.
 
     Call it on a node the component owns (a copy), never on a caller's node. The trace key is
     excluded from what the LLM and the embedding model see.
     """
-    trace = node.metadata.get(TRACE_KEY)
-    trace = dict(trace) if isinstance(trace, dict) else {}
-    trace[component] = record
-    node.metadata[TRACE_KEY] = trace
-    for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
-        if TRACE_KEY not in excluded:
-            excluded.append(TRACE_KEY)
+    node.metadata[TRACE_KEY] = with_record(node.metadata.get(TRACE_KEY), component, record)
+    exclude_trace_key(node.excluded_llm_metadata_keys)
+    exclude_trace_key(node.excluded_embed_metadata_keys)
 
 
 def get_trace(node: BaseNode, component: str | None = None) -> Any:
@@ -41,4 +50,11 @@ def get_trace(node: BaseNode, component: str | None = None) -> Any:
     return trace if component is None else trace.get(component)
 
 
-__all__ = ["TRACE_KEY", "add_trace", "copy_node_with_score", "get_trace"]
+__all__ = [
+    "TRACE_KEY",
+    "add_trace",
+    "copy_node_with_score",
+    "exclude_trace_key",
+    "get_trace",
+    "with_record",
+]

@@ -12,7 +12,7 @@ from typing import Any
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 
-from llama_index_ext_advrag.trace import TRACE_KEY
+from llama_index_ext_advrag.trace import TRACE_KEY, exclude_trace_key, with_record
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +96,8 @@ class NodeFactory:
 
     The section title is shown to the LLM (when there is one) but not embedded: prefixed to a
     short window or sentence it would pull every embedding of a section towards its title. With
-    ``trace_component`` each node gets ``metadata[TRACE_KEY][trace_component]`` exactly as
-    :func:`~llama_index_ext_advrag.trace.add_trace` would record it. What all nodes of the
+    ``trace_component`` each node gets ``metadata[TRACE_KEY][trace_component]`` with the
+    helpers :func:`~llama_index_ext_advrag.trace.add_trace` uses. What all nodes of the
     document share (metadata, templates, excluded-key lists) is worked out once: a parse builds
     tens of thousands of nodes.
     """
@@ -131,8 +131,8 @@ class NodeFactory:
             )
             llm = list(dict.fromkeys([*document.excluded_llm_metadata_keys, *llm_keys]))
             if self._trace is not None:
-                llm += [TRACE_KEY] * (TRACE_KEY not in llm)
-                embed += [TRACE_KEY] * (TRACE_KEY not in embed)
+                exclude_trace_key(llm)
+                exclude_trace_key(embed)
             cached = self._excluded[(keys, untitled)] = (embed, llm)
         return cached
 
@@ -152,12 +152,7 @@ class NodeFactory:
             {**self._document.metadata, **metadata} if self._include_metadata else dict(metadata)
         )
         if self._trace is not None:
-            previous = merged.get(TRACE_KEY)
-            merged[TRACE_KEY] = (
-                {**previous, self._trace: trace}
-                if isinstance(previous, dict)
-                else {self._trace: trace}
-            )
+            merged[TRACE_KEY] = with_record(merged.get(TRACE_KEY), self._trace, trace)
         embed, llm = self._excluded_keys(excluded_keys, merged.get(SECTION_TITLE_KEY) is None)
         return TextNode(
             id_=node_id,

@@ -286,19 +286,18 @@ class HybridFusionRetriever(BaseRetriever):
         return weights, {"cjk_share": round(share, 4), "weights": list(weights)}
 
     def node_factors(
-        self, query_str: str, legs: Sequence[Sequence[NodeWithScore]]
+        self, query_share: float, legs: Sequence[Sequence[NodeWithScore]]
     ) -> list[dict[str, float] | None]:
-        """Per leg, ``{node_id: language_factor(query share, node share)}`` for English-only
+        """Per leg, ``{node_id: language_factor(query_share, node share)}`` for English-only
         legs (``None`` for the others), over the nodes of every leg: a node the leg did not
         return is scored with the leg's absent floor, which the factor scales too."""
-        query = cjk_share(query_str)
         floor = self.config.cjk_weight_floor
         texts = {r.node.node_id: r.node.get_content() for leg in legs for r in leg}
         factors = {
-            node_id: language_factor(query, cjk_share(text), floor)
+            node_id: language_factor(query_share, cjk_share(text), floor)
             for node_id, text in texts.items()
         }
-        return [dict(factors) if english else None for english in self.english_only]
+        return [factors if english else None for english in self.english_only]
 
     def _fuse(
         self, query_str: str, outcomes: Sequence[list[NodeWithScore] | BaseException]
@@ -306,9 +305,9 @@ class HybridFusionRetriever(BaseRetriever):
         legs, degraded = self._triage(outcomes)
         factors: NodeFactors | None = None
         if self.config.node_language and any(self.english_only):
-            weights = self.weights
-            factors = self.node_factors(query_str, legs)
-            language: dict[str, Any] | None = {"cjk_share": round(cjk_share(query_str), 4)}
+            share = cjk_share(query_str)
+            weights, factors = self.weights, self.node_factors(share, legs)
+            language: dict[str, Any] | None = {"cjk_share": round(share, 4)}
         else:
             weights, language = self.query_weights(query_str)
         fused = fuse(
