@@ -20,8 +20,11 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[offline]'
 	touch $@
 
+# CMAKE_ARGS: llama-cpp-python compiles llama.cpp; a native build (the default) dies at the first
+# decode on CPUs with AMX and a cached native wheel dies on CPUs without its instructions, so the
+# build is portable (AVX2/FMA/F16C) on every machine. --no-binary keeps a cached wheel out.
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[offline,dev,local-llm]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -e '.[offline,dev,local-llm]'
 	touch $@ $(VENV)/.run-deps
 
 run: $(VENV)/.run-deps
