@@ -20,11 +20,17 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[offline]'
 	touch $@
 
-# CMAKE_ARGS: llama-cpp-python compiles llama.cpp; a native build (the default) dies at the first
-# decode on CPUs with AMX and a cached native wheel dies on CPUs without its instructions, so the
-# build is portable (AVX2/FMA/F16C) on every machine. --no-binary keeps a cached wheel out.
+# llama-cpp-python compiles llama.cpp. A native build (pip's default) dies at the first decode on
+# CPUs with AMX, and a native wheel reused from pip's cache dies on CPUs without the instructions
+# it was built for: build portable (AVX2/FMA/F16C), then prove one decode; if that fails (a
+# native wheel from the cache), rebuild it portable without the cache and prove it again.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -e '.[offline,dev,local-llm]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,dev,local-llm]'
+	$(BIN)/python tests/llm/check_llama_build.py || { \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
+	    "$$($(BIN)/pip freeze | grep -i '^llama.cpp.python==')" && \
+	  $(BIN)/python tests/llm/check_llama_build.py; }
 	touch $@ $(VENV)/.run-deps
 
 run: $(VENV)/.run-deps

@@ -76,3 +76,16 @@ def test_llm_order(clean_settings, monkeypatch) -> None:
 def test_llm_wrong_type_rejected(clean_settings) -> None:
     with pytest.raises(TypeError, match="str"):
         resolve_llm("gpt-4")  # type: ignore[arg-type]
+
+
+def test_mock_llm_counts_as_no_llm(clean_settings, monkeypatch) -> None:
+    from llama_index.core.llms import MockLLM
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert resolve_llm(MockLLM()) is None
+    Settings.llm = None  # core installs a MockLLM
+    assert isinstance(Settings._llm, MockLLM)
+    assert resolve_llm() is None
+    scripted = ScriptedLLM(["x"])
+    assert resolve_llm(scripted) is scripted  # a real model is still used
+    assert models.is_mock_llm(MockLLM()) and not models.is_mock_llm(scripted)
