@@ -158,10 +158,32 @@ def cached_default_embedding() -> CachedEmbedding:
     return CachedEmbedding(load_packaged_embed_model(embed_batch_size=128))
 
 
+def portable(value: Any, datasets: Path = DEFAULT_DATASETS) -> Any:
+    """``value`` with machine paths replaced: a datasets path by its name inside the datasets
+    folder (``"datasets:covidqa/200423_covidQA.json"``), any other absolute path by its file name.
+    Result files record what was measured, never where it lay on one machine."""
+    if isinstance(value, dict):
+        return {key: portable(item, datasets) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(item, datasets) for item in value]
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, str) and value.startswith("/") and "\n" not in value:
+        path = Path(value)
+        for root in {Path(datasets), Path(datasets).resolve()}:
+            if path == root or root in path.parents:
+                relative = path.relative_to(root).as_posix()
+                return "datasets:" + ("" if relative == "." else relative)
+        return path.name
+    return value
+
+
 def write_results(name: str, text: str, data: Any) -> Path:
-    """Save a benchmark's table (``.txt``) and figures (``.json``) under benchmarks/results/."""
+    """Save a benchmark's table (``.txt``) and figures (``.json``) under benchmarks/results/,
+    with machine paths made :func:`portable`."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    text_json = json.dumps(portable(data), indent=2, ensure_ascii=False)
+    path.write_text(text_json + "\n", encoding="utf-8")
     return path
