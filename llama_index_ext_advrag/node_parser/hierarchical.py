@@ -25,13 +25,15 @@ from llama_index.core.schema import (
 from llama_index.core.utils import get_tqdm_iterable
 from pydantic import Field, PrivateAttr, field_validator
 
-from llama_index_ext_advrag.node_parser._nodes import (
+from llama_index_ext_advrag.layout import (
     BOOKKEEPING_KEYS,
     CHAR_SPAN_KEY,
     DOCUMENT_ID_KEY,
     SECTION_TITLE_KEY,
     SENTENCE_SPAN_KEY,
     DocumentNodeIds,
+)
+from llama_index_ext_advrag.node_parser._nodes import (
     NodeFactory,
     ParseStats,
     link_prev_next,

@@ -27,15 +27,20 @@ from llama_index.core.schema import BaseNode, Document
 from llama_index.core.utils import get_tqdm_iterable
 from pydantic import Field, PrivateAttr, model_validator
 
+from llama_index_ext_advrag.layout import (
+    BOOKKEEPING_KEYS,
+    CHAR_SPAN_KEY,
+    DEFAULT_ID_UNIT,
+    DOCUMENT_ID_KEY,
+    ORIGINAL_TEXT_KEY,
+    SECTION_TITLE_KEY,
+    SENTENCE_SPAN_KEY,
+    WINDOW_KEY,
+    DocumentNodeIds,
+)
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.node_parser._documents import DocumentPlan
 from llama_index_ext_advrag.node_parser._nodes import (
-    BOOKKEEPING_KEYS,
-    CHAR_SPAN_KEY,
-    DOCUMENT_ID_KEY,
-    SECTION_TITLE_KEY,
-    SENTENCE_SPAN_KEY,
-    DocumentNodeIds,
     NodeFactory,
     ParseStats,
     link_prev_next,
@@ -60,8 +65,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_WINDOW_SIZE = 3
 DEFAULT_STRIDE = 1
 DEFAULT_MAX_WINDOW_TOKENS = 256
-DEFAULT_WINDOW_METADATA_KEY = "window"
-DEFAULT_ORIGINAL_TEXT_METADATA_KEY = "original_text"
+DEFAULT_WINDOW_METADATA_KEY = WINDOW_KEY
+DEFAULT_ORIGINAL_TEXT_METADATA_KEY = ORIGINAL_TEXT_KEY
 TRACE_COMPONENT = "sliding_window"
 
 
@@ -294,7 +299,9 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             return lambda index, span: str(id_func(index, document))
         ids = DocumentNodeIds(plan.document.node_id)
         return lambda index, span: ids(
-            "window" if span.centre is None else f"sentence{span.centre}", span.first, span.last
+            DEFAULT_ID_UNIT if span.centre is None else f"sentence{span.centre}",
+            span.first,
+            span.last,
         )
 
     def _embedded_end(self, plan: DocumentPlan, span: WindowSpan) -> int:
@@ -327,7 +334,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             }
             excluded: tuple[str, ...] = BOOKKEEPING_KEYS
             node_text, node_start, node_end = window, start, end
-            trace: dict[str, object] = {"mode": mode, "stop": span.stop}
+            trace: dict[str, object] = {"mode": mode, "stop": span.stop.value}
             if span.centre is not None:
                 centre = sentences[span.centre]
                 embedded_end = self._embedded_end(plan, span)

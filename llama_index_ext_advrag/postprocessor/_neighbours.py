@@ -22,13 +22,13 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
 
-from llama_index_ext_advrag.postprocessor._layout import (
+from llama_index_ext_advrag.layout import (
+    ANNOTATION_KEYS,
     Location,
     NodeLayout,
     ids_are_computable,
     relation_id,
 )
-from llama_index_ext_advrag.postprocessor.annotations import ANNOTATION_KEYS
 
 logger = logging.getLogger(__name__)
 

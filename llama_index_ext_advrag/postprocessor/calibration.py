@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from numpy.typing import ArrayLike
 
 from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.similarity import normalise_rows
 
 logger = logging.getLogger(__name__)
 
@@ -50,24 +50,6 @@ class ThresholdCalibration:
     def as_kwargs(self) -> dict[str, float]:
         """``min_sim``/``prune_sim`` to pass to ``DriftAwareWindowPostprocessor``."""
         return {"min_sim": self.min_sim, "prune_sim": self.prune_sim}
-
-
-def normalise_rows(vectors: ArrayLike) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    matrix = np.asarray(vectors, dtype=np.float64)
-    if matrix.ndim == 1:
-        matrix = matrix[None, :]
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
-
-
-def cosine_to_query(
-    query: Sequence[float], vectors: Sequence[Sequence[float]] | np.ndarray
-) -> list[float]:
-    """Cosine similarity of each row of ``vectors`` to ``query``."""
-    if len(vectors) == 0:
-        return []
-    return (normalise_rows(vectors) @ normalise_rows(query)[0]).tolist()
 
 
 def background_similarities(
@@ -161,6 +143,5 @@ __all__ = [
     "ThresholdCalibration",
     "background_similarities",
     "calibrate_thresholds",
-    "cosine_to_query",
     "thresholds_from_background",
 ]

@@ -25,15 +25,16 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.layout import NodeLayout, locate_all
 from llama_index_ext_advrag.models import resolve_llm
-from llama_index_ext_advrag.postprocessor._layout import NodeLayout, locate_all
 from llama_index_ext_advrag.postprocessor._neighbours import (
     FetchResult,
     NeighbourRequest,
     NeighbourStore,
     build_neighbour_store,
 )
-from llama_index_ext_advrag.postprocessor.consecutive_merge import (
+from llama_index_ext_advrag.postprocessor.pieces import (
     Member,
     Piece,
     dedupe_hits,
@@ -195,10 +196,8 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
 
     def __init__(self, **data: Any) -> None:
         for name, enum in (("mode", PrevNextMode), ("direction", Direction)):
-            value = data.get(name)
-            if isinstance(value, str) and value not in {e.value for e in enum}:
-                allowed = ", ".join(repr(e.value) for e in enum)
-                raise ValueError(f"{name}={value!r} is not one of {allowed}")
+            if isinstance(data.get(name), str):
+                data[name] = parse_enum(enum, data[name], name)
         super().__init__(**data)
         missing = [v for v in ("{context_str}", "{query_str}") if v not in self.direction_template]
         if missing:

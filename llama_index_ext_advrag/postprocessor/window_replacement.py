@@ -19,14 +19,14 @@ from llama_index.core.bridge.pydantic import Field
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.node_parser._nodes import DOCUMENT_ID_KEY
+from llama_index_ext_advrag.layout import DOCUMENT_ID_KEY, ORIGINAL_TEXT_KEY, WINDOW_KEY
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
 
 TRACE_COMPONENT = "window_replacement"
-DEFAULT_WINDOW_KEY = "window"
-DEFAULT_ORIGINAL_TEXT_KEY = "original_text"
+DEFAULT_WINDOW_KEY = WINDOW_KEY
+DEFAULT_ORIGINAL_TEXT_KEY = ORIGINAL_TEXT_KEY
 
 
 def select_windows(

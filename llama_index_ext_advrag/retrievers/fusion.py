@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import NamedTuple
 
+from llama_index_ext_advrag._enums import parse_enum
+
 DEFAULT_RRF_K = 60
 # Weight factor of an English-only leg on wholly CJK text (query or passage): 0, the leg is
 # muted where its model cannot read. Chosen on CMRC 2018 questions 1001-2000 (held out from the
@@ -299,7 +301,7 @@ def fuse_scores(
     Raises:
         ValueError: an unknown ``normalization``, invalid weights or node factors.
     """
-    method = _normalization(normalization)
+    method = parse_enum(Normalization, normalization, "normalization")
     normalize, absent_floor = NORMALIZERS[method], ABSENT_FLOORS[method]
     legs = [dedupe_leg(leg) for leg in legs]
     weight = validate_weights(weights, len(legs))
@@ -330,23 +332,7 @@ def fuse(
         FusionMode.RRF: lambda: fuse_rrf(legs, weights, k, node_factors),
         FusionMode.SCORE: lambda: fuse_scores(legs, weights, normalization, node_factors),
     }
-    return dispatch[_mode(mode)]()
-
-
-def _mode(mode: FusionMode | str) -> FusionMode:
-    try:
-        return FusionMode(mode)
-    except ValueError:
-        allowed = [m.value for m in FusionMode]
-        raise ValueError(f"mode {mode!r} is not one of {allowed}") from None
-
-
-def _normalization(normalization: Normalization | str) -> Normalization:
-    try:
-        return Normalization(normalization)
-    except ValueError:
-        allowed = [n.value for n in Normalization]
-        raise ValueError(f"normalization {normalization!r} is not one of {allowed}") from None
+    return dispatch[parse_enum(FusionMode, mode, "mode")]()
 
 
 __all__ = [

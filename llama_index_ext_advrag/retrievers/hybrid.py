@@ -29,6 +29,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.retrievers.fusion import (
     DEFAULT_CJK_WEIGHT_FLOOR,
     DEFAULT_RRF_K,
@@ -211,9 +212,9 @@ class HybridFusionRetriever(BaseRetriever):
             raise ValueError("retrievers must hold at least one retriever, got none")
         self.config = HybridFusionConfig(
             weights=None if weights is None else tuple(weights),
-            mode=_enum_value(FusionMode, mode, "mode"),
+            mode=parse_enum(FusionMode, mode, "mode"),
             k=k,
-            normalization=_enum_value(Normalization, normalization, "normalization"),
+            normalization=parse_enum(Normalization, normalization, "normalization"),
             similarity_top_k=similarity_top_k,
             leg_top_k=leg_top_k,
             english_only_legs=tuple(english_only_legs),
@@ -364,13 +365,6 @@ class HybridFusionRetriever(BaseRetriever):
                 raise outcome  # cancellation and interrupts are not a leg failure
             outcomes.append(outcome)
         return self._fuse(query_bundle.query_str, outcomes)
-
-
-def _enum_value(enum: Any, value: Any, name: str) -> Any:
-    try:
-        return enum(value)
-    except ValueError:
-        raise ValueError(f"{name} {value!r} is not one of {[m.value for m in enum]}") from None
 
 
 def _init_kwargs(config: HybridFusionConfig) -> dict[str, Any]:

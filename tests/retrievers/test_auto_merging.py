@@ -12,9 +12,9 @@ from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes
 from llama_index.core.schema import NodeRelationship, TextNode
 from llama_index.vector_stores.milvus import MilvusVectorStore
 
+from llama_index_ext_advrag import IndexLayoutError
 from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
 from llama_index_ext_advrag.retrievers import auto_merging as module
-from llama_index_ext_advrag.retrievers._node_store import IndexLayoutError
 from llama_index_ext_advrag.text import count_tokens
 from llama_index_ext_advrag.trace import TRACE_KEY
 
