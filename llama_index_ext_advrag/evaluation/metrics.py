@@ -13,9 +13,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from llama_index_ext_advrag.text.charsets import CJK_TEXT
+
 _SPACE = re.compile(r"\s+")
 # Between two CJK characters whitespace carries no meaning (hard-wrapped Chinese text).
-_CJK_GAP = re.compile(r"(?<=[\u3000-\u9fff\uff00-\uffef])\s+(?=[\u3000-\u9fff\uff00-\uffef])")
+_CJK_GAP = re.compile(rf"(?<=[{CJK_TEXT}])\s+(?=[{CJK_TEXT}])")
 
 
 def normalize_for_match(text: str) -> str:

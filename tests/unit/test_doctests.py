@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["layout", "similarity", "_enums"])
+@pytest.mark.parametrize("module", ["layout", "similarity", "_enums", "text.charsets"])
 def test_docstring_examples(module):
     imported = importlib.import_module(f"llama_index_ext_advrag.{module}")
     result = doctest.testmod(imported, optionflags=doctest.NORMALIZE_WHITESPACE)
