@@ -97,6 +97,7 @@ class NodeFactory:
         self,
         node_id: str,
         text: str,
+        *,
         start: int,
         end: int,
         metadata: dict[str, object],

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import (
     BaseNode,
@@ -23,7 +24,6 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
 )
 from llama_index.core.utils import get_tqdm_iterable
-from pydantic import Field, PrivateAttr, field_validator
 
 from llama_index_ext_advrag.layout import (
     BOOKKEEPING_KEYS,
@@ -189,9 +189,13 @@ class HierarchicalSentenceNodeParser(NodeParser):
                     LEVEL_KEY: level,
                 }
                 node = factory.make(
-                    node_id("level", level, first, last), text[start:end], start, end, metadata,
-                    excluded,
-                )  # fmt: skip
+                    node_id("level", level, first, last),
+                    text[start:end],
+                    start=start,
+                    end=end,
+                    metadata=metadata,
+                    excluded_keys=excluded,
+                )
                 level_nodes.append(node)
             infos = [node.as_related_node_info() for node in level_nodes]
             siblings: dict[int | None, list[int]] = {}

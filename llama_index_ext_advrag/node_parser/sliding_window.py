@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, Document
 from llama_index.core.utils import get_tqdm_iterable
-from pydantic import Field, PrivateAttr, model_validator
 
 from llama_index_ext_advrag.layout import (
     BOOKKEEPING_KEYS,
@@ -265,13 +265,21 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         units = build_units(plan.tokens, sections, merge_flags(plan.break_after, paragraphs), glue)
         if self.embed_unit is EmbedUnit.SENTENCE:
             return plan_adaptive_centred(
-                units, sections, self.max_window_tokens, self.max_window_sentences,
-                self.forward_ratio, paragraphs,
-            )  # fmt: skip
+                units,
+                sections,
+                self.max_window_tokens,
+                max_sentences=self.max_window_sentences,
+                forward_ratio=self.forward_ratio,
+                paragraph_after=paragraphs,
+            )
         return plan_adaptive_windows(
-            units, sections, self.max_window_tokens, self.stride_ratio, self.max_window_sentences,
-            paragraphs,
-        )  # fmt: skip
+            units,
+            sections,
+            self.max_window_tokens,
+            self.stride_ratio,
+            max_sentences=self.max_window_sentences,
+            paragraph_after=paragraphs,
+        )
 
     def _needs_embeddings(self, plans: Sequence[DocumentPlan]) -> list[DocumentPlan]:
         if not self.uses_breakpoints:
@@ -347,7 +355,13 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
                     trace["embedded_sentences"] = [span.centre, embedded_end]
             nodes.append(
                 factory.make(
-                    node_id(index, span), node_text, node_start, node_end, metadata, excluded, trace
+                    node_id(index, span),
+                    node_text,
+                    start=node_start,
+                    end=node_end,
+                    metadata=metadata,
+                    excluded_keys=excluded,
+                    trace=trace,
                 )
             )
         if self.include_prev_next_rel:
@@ -372,8 +386,11 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         )
         logger.info(
             "%s: %d nodes from %d documents, storage expansion %.2fx",
-            self.class_name(), len(all_nodes), len(plans), self._last_stats.storage_expansion,
-        )  # fmt: skip
+            self.class_name(),
+            len(all_nodes),
+            len(plans),
+            self._last_stats.storage_expansion,
+        )
         return all_nodes
 
     def _parse_nodes(

@@ -316,9 +316,13 @@ class MilvusNeighbourStore(NeighbourStore):
                 span if isinstance(span, (list, tuple)) and len(span) == 2 else (None, None)
             )
             units[str(key)] = TextNode(
-                id_=str(key), text=row.get(text_key) or "", metadata=metadata,
-                embedding=row.get(vector_key), start_char_idx=start, end_char_idx=end,
-            )  # fmt: skip
+                id_=str(key),
+                text=row.get(text_key) or "",
+                metadata=metadata,
+                embedding=row.get(vector_key),
+                start_char_idx=start,
+                end_char_idx=end,
+            )
         return units
 
     def get_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:

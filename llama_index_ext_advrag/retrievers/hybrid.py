@@ -24,10 +24,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field, model_validator
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.retrievers.fusion import (
