@@ -8,9 +8,10 @@ stored in the node metadata (kept out of the embedding and LLM text). Nodes with
 work: the postprocessor then computes them itself. The keys are part of the layout contract
 (:mod:`llama_index_ext_advrag.layout`), which also reads them back.
 
-Example:
-    >>> nodes = UnitAnnotator()(parser.get_nodes_from_documents(documents))  # doctest: +SKIP
-    >>> index = VectorStoreIndex(nodes, storage_context=storage_context)  # doctest: +SKIP
+Examples
+--------
+>>> nodes = UnitAnnotator()(parser.get_nodes_from_documents(documents))  # doctest: +SKIP
+>>> index = VectorStoreIndex(nodes, storage_context=storage_context)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ class UnitAnnotator(TransformComponent):
     Use it after the parser, before the nodes are embedded and stored (or in an
     ``IngestionPipeline``). The input nodes are not modified: annotated copies are returned.
 
-    Example:
-        >>> pipeline = IngestionPipeline(transformations=[  # doctest: +SKIP
-        ...     AdaptiveSlidingWindowNodeParser(window_size=1, stride=1), UnitAnnotator(), embed])
+    Examples
+    --------
+    >>> pipeline = IngestionPipeline(transformations=[  # doctest: +SKIP
+    ...     AdaptiveSlidingWindowNodeParser(window_size=1, stride=1), UnitAnnotator(), embed])
     """
 
     @classmethod

@@ -114,20 +114,26 @@ class HierarchicalSentenceNodeParser(NodeParser):
     level), PREVIOUS/NEXT link neighbours of the same level, and node ids are derived from the
     document id, level and sentence span.
 
-    Args:
-        chunk_sizes: token budget per level, largest first (e.g. ``[1024, 256, 64]``); a
-            sentence longer than a level's budget is a chunk of its own at that level.
-        split_at_headings: close chunks before every heading, at every level.
+    Parameters
+    ----------
+    chunk_sizes
+        token budget per level, largest first (e.g. ``[1024, 256, 64]``); a
+        sentence longer than a level's budget is a chunk of its own at that level.
+    split_at_headings
+        close chunks before every heading, at every level.
 
-    Raises:
-        ValueError: ``chunk_sizes`` empty, not strictly decreasing, or not positive.
+    Raises
+    ------
+    ValueError
+        ``chunk_sizes`` empty, not strictly decreasing, or not positive.
 
-    Example:
-        >>> from llama_index.core import Document
-        >>> parser = HierarchicalSentenceNodeParser(chunk_sizes=[8, 4])
-        >>> nodes = parser.get_nodes_from_documents([Document(text="One two. Three four. Five.")])
-        >>> [(n.metadata["hierarchy_level"], n.text) for n in nodes]
-        [(0, 'One two. Three four. Five.'), (1, 'One two. '), (1, 'Three four. '), (1, 'Five.')]
+    Examples
+    --------
+    >>> from llama_index.core import Document
+    >>> parser = HierarchicalSentenceNodeParser(chunk_sizes=[8, 4])
+    >>> nodes = parser.get_nodes_from_documents([Document(text="One two. Three four. Five.")])
+    >>> [(n.metadata["hierarchy_level"], n.text) for n in nodes]
+    [(0, 'One two. Three four. Five.'), (1, 'One two. '), (1, 'Three four. '), (1, 'Five.')]
     """
 
     chunk_sizes: list[int] = Field(

@@ -124,7 +124,9 @@ def find_breakpoints(
     similarity is below ``threshold`` or, without a threshold, where the distance
     ``1 - similarity`` is above the ``percentile``-th percentile of the document's distances.
 
-    Returns:
+    Returns
+    -------
+    list[bool]
         ``break_after`` with one flag per sentence (the last one is always ``False``).
     """
     count = len(embeddings)

@@ -78,19 +78,27 @@ class ConsecutiveMergePostprocessor(BaseNodePostprocessor):
     merged run, in reading order within each document, documents ordered by their best hit;
     each output node is a copy of its best hit with the joined text and the best score.
 
-    Args:
-        vector_store: the ``MilvusVectorStore`` holding the nodes (needed for ``fill_gaps``).
-        docstore: a LlamaIndex docstore holding the nodes, instead of ``vector_store``.
-        fill_gaps: also merge hits up to ``max_gap`` nodes apart, fetching the nodes between
-            (one batched query); needs position metadata and a store.
-        max_gap: the largest gap, in nodes, that ``fill_gaps`` fills.
+    Parameters
+    ----------
+    vector_store
+        the ``MilvusVectorStore`` holding the nodes (needed for ``fill_gaps``).
+    docstore
+        a LlamaIndex docstore holding the nodes, instead of ``vector_store``.
+    fill_gaps
+        also merge hits up to ``max_gap`` nodes apart, fetching the nodes between
+        (one batched query); needs position metadata and a store.
+    max_gap
+        the largest gap, in nodes, that ``fill_gaps`` fills.
 
-    Raises:
-        ValueError: ``fill_gaps`` without a store, both stores, a store of the wrong type.
+    Raises
+    ------
+    ValueError
+        ``fill_gaps`` without a store, both stores, a store of the wrong type.
 
-    Example:
-        >>> merge = ConsecutiveMergePostprocessor(docstore=docstore, fill_gaps=True)  # doctest: +SKIP
-        >>> merged = merge.postprocess_nodes(retriever.retrieve("query"))  # doctest: +SKIP
+    Examples
+    --------
+    >>> merge = ConsecutiveMergePostprocessor(docstore=docstore, fill_gaps=True)  # doctest: +SKIP
+    >>> merged = merge.postprocess_nodes(retriever.retrieve("query"))  # doctest: +SKIP
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

@@ -52,32 +52,46 @@ DEFAULT_MAX_WINDOW_TOKENS = 768
 class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     """Grow each hit into the smallest window of neighbours that still pays, then prune it.
 
-    Args:
-        vector_store: the LlamaIndex ``MilvusVectorStore`` holding the (sentence) nodes; their
-            stored vectors are fetched with them.
-        docstore: a LlamaIndex docstore instead; neighbours it holds without a vector are
-            embedded at query time (one batch), which the trace records.
-        embed_model: embeds the query when ``QueryBundle.embedding`` is not set; resolved with
-            ``resolve_embed_model`` at query time. Must be the model the store was built with.
-        min_sim: a neighbour is added only if its cosine to the query is at least this.
-        prune_sim: after growth, non-anchor units below this are dropped.
-        max_window_tokens: token budget of one window (the hit alone may exceed it).
-        max_expand_steps: units added per window at most.
-        drift_patience: consecutive drifting candidates that stop growth.
-        drift_overlap: cue overlap below which a candidate counts as drifting.
-        max_window_change: for conversations: a window has at most this many units more or
-            less than the previous call's mean window (``reset_conversation`` forgets it).
+    Parameters
+    ----------
+    vector_store
+        the LlamaIndex ``MilvusVectorStore`` holding the (sentence) nodes; their
+        stored vectors are fetched with them.
+    docstore
+        a LlamaIndex docstore instead; neighbours it holds without a vector are
+        embedded at query time (one batch), which the trace records.
+    embed_model
+        embeds the query when ``QueryBundle.embedding`` is not set; resolved with
+        ``resolve_embed_model`` at query time. Must be the model the store was built with.
+    min_sim
+        a neighbour is added only if its cosine to the query is at least this.
+    prune_sim
+        after growth, non-anchor units below this are dropped.
+    max_window_tokens
+        token budget of one window (the hit alone may exceed it).
+    max_expand_steps
+        units added per window at most.
+    drift_patience
+        consecutive drifting candidates that stop growth.
+    drift_overlap
+        cue overlap below which a candidate counts as drifting.
+    max_window_change
+        for conversations: a window has at most this many units more or
+        less than the previous call's mean window (``reset_conversation`` forgets it).
 
     The defaults of ``min_sim``/``prune_sim`` are calibrated for all-MiniLM-L6-v2 (see
     docs/postprocessors.md); for another model run ``calibrate_thresholds``.
 
-    Raises:
-        ValueError: a bound violated, both or no store, a store of the wrong type; at query
-            time, no query.
+    Raises
+    ------
+    ValueError
+        a bound violated, both or no store, a store of the wrong type; at query
+        time, no query.
 
-    Example:
-        >>> window = DriftAwareWindowPostprocessor(vector_store=vector_store)  # doctest: +SKIP
-        >>> nodes = window.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+    Examples
+    --------
+    >>> window = DriftAwareWindowPostprocessor(vector_store=vector_store)  # doctest: +SKIP
+    >>> nodes = window.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

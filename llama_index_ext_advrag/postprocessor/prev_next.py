@@ -153,26 +153,38 @@ def unmerged_nodes(pieces: list[Piece], component: str, record: dict) -> list[No
 class PrevNextPostprocessor(BaseNodePostprocessor):
     """Add the nodes before and/or after each hit, from a Milvus vector store or a docstore.
 
-    Args:
-        vector_store: the LlamaIndex ``MilvusVectorStore`` holding the nodes.
-        docstore: a LlamaIndex docstore holding the nodes (instead of ``vector_store``).
-        mode: ``"fixed"`` expands ``num_nodes`` in ``direction``; ``"auto"`` asks ``llm`` per
-            query whether the answer lies before, after, both or neither.
-        num_nodes: neighbours added on each expanded side.
-        direction: the sides expanded in ``fixed`` mode (default both).
-        llm: for ``auto``; resolved with ``resolve_llm`` at query time. Without any LLM, or
-            without a query, ``auto`` uses ``fallback_direction``.
-        fallback_direction: used when the LLM answer cannot be parsed (default both: extra
-            context is cheaper than a missing answer).
-        merge: join each run of consecutive nodes into one node (default); ``False`` returns
-            the individual nodes, still deduplicated and in reading order.
+    Parameters
+    ----------
+    vector_store
+        the LlamaIndex ``MilvusVectorStore`` holding the nodes.
+    docstore
+        a LlamaIndex docstore holding the nodes (instead of ``vector_store``).
+    mode
+        ``"fixed"`` expands ``num_nodes`` in ``direction``; ``"auto"`` asks ``llm`` per
+        query whether the answer lies before, after, both or neither.
+    num_nodes
+        neighbours added on each expanded side.
+    direction
+        the sides expanded in ``fixed`` mode (default both).
+    llm
+        for ``auto``; resolved with ``resolve_llm`` at query time. Without any LLM, or
+        without a query, ``auto`` uses ``fallback_direction``.
+    fallback_direction
+        used when the LLM answer cannot be parsed (default both: extra
+        context is cheaper than a missing answer).
+    merge
+        join each run of consecutive nodes into one node (default); ``False`` returns
+        the individual nodes, still deduplicated and in reading order.
 
-    Raises:
-        ValueError: an unknown mode/direction, a negative ``num_nodes``, both or no store.
+    Raises
+    ------
+    ValueError
+        an unknown mode/direction, a negative ``num_nodes``, both or no store.
 
-    Example:
-        >>> expand = PrevNextPostprocessor(vector_store=vector_store, num_nodes=2)  # doctest: +SKIP
-        >>> nodes = expand.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+    Examples
+    --------
+    >>> expand = PrevNextPostprocessor(vector_store=vector_store, num_nodes=2)  # doctest: +SKIP
+    >>> nodes = expand.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")
