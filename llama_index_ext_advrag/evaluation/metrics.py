@@ -13,9 +13,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from llama_index_ext_advrag.text.charsets import CJK_TEXT
+
 _SPACE = re.compile(r"\s+")
 # Between two CJK characters whitespace carries no meaning (hard-wrapped Chinese text).
-_CJK_GAP = re.compile(r"(?<=[\u3000-\u9fff\uff00-\uffef])\s+(?=[\u3000-\u9fff\uff00-\uffef])")
+_CJK_GAP = re.compile(rf"(?<=[{CJK_TEXT}])\s+(?=[{CJK_TEXT}])")
 
 
 def normalize_for_match(text: str) -> str:
@@ -27,13 +29,19 @@ def normalize_for_match(text: str) -> str:
 def answer_covered(context: str, answers: Sequence[str], require_all: bool = True) -> bool:
     """Whether the gold answer strings occur in ``context``.
 
-    Args:
-        context: the text handed to the LLM.
-        answers: gold answer strings. A question whose answer spans two sentences lists both
-            parts, so by default every part must be present.
-        require_all: ``False`` treats ``answers`` as alternatives (any one suffices).
+    Parameters
+    ----------
+    context
+        the text handed to the LLM.
+    answers
+        gold answer strings. A question whose answer spans two sentences lists both
+        parts, so by default every part must be present.
+    require_all
+        ``False`` treats ``answers`` as alternatives (any one suffices).
 
-    Returns:
+    Returns
+    -------
+    bool
         ``False`` for an empty ``answers`` list (nothing to cover).
     """
     if not answers:

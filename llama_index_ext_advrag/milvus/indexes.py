@@ -34,6 +34,7 @@ from typing import Any
 from pymilvus import MilvusClient
 from pymilvus.milvus_client.index import IndexParams
 
+from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.milvus.connection import is_lite_client
 
 logger = logging.getLogger(__name__)
@@ -120,13 +121,7 @@ def parse_preset(preset: IndexPreset | str) -> IndexPreset:
     ValueError
         If ``preset`` is not one of the preset names; the message lists them.
     """
-    if isinstance(preset, IndexPreset):
-        return preset
-    try:
-        return IndexPreset(str(preset).upper())
-    except ValueError:
-        allowed = ", ".join(member.value for member in IndexPreset)
-        raise ValueError(f"unknown index preset {preset!r}; expected one of {allowed}") from None
+    return parse_enum(IndexPreset, preset, "preset", normalise=str.upper)
 
 
 def parse_metric(metric: str) -> str:

@@ -1,10 +1,11 @@
-"""Node construction shared by the parsers: deterministic ids, metadata, relationships, stats."""
+"""Node construction shared by the parsers: metadata, relationships, stats.
+
+The keys and ids the parsers write are the layout contract in :mod:`llama_index_ext_advrag.layout`.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,65 +13,23 @@ from typing import Any
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 
+from llama_index_ext_advrag.layout import SECTION_TITLE_KEY
 from llama_index_ext_advrag.trace import TRACE_KEY, exclude_trace_key, with_record
 
 logger = logging.getLogger(__name__)
 
-# A fixed namespace, so the same document and span give the same id in every process.
-NODE_ID_NAMESPACE = uuid.UUID("5d1f7a52-3c4b-4e0a-9a55-8f6a2b1c0d7e")
-_NAMESPACE_BYTES = NODE_ID_NAMESPACE.bytes
-
-DOCUMENT_ID_KEY = "document_id"
-SENTENCE_SPAN_KEY = "sentence_span"
-CHAR_SPAN_KEY = "char_span"
-SECTION_TITLE_KEY = "section_title"
-# Positional bookkeeping that helps code, not the embedding model or the LLM.
-BOOKKEEPING_KEYS = (DOCUMENT_ID_KEY, SENTENCE_SPAN_KEY, CHAR_SPAN_KEY)
 # Read once: building a throwaway TextNode per node to get it cost a tenth of the parse time.
 DEFAULT_TEXT_TEMPLATE: str = TextNode.model_fields["text_template"].default
-
-
-def deterministic_node_id(document_id: str, *parts: object) -> str:
-    """A UUID derived from the document id and the node's position (span, level, centre), so
-    re-ingesting the same document produces the same ids and a vector store upserts them.
-
-    >>> deterministic_node_id("doc", 0, 3) == deterministic_node_id("doc", 0, 3)
-    True
-    """
-    return DocumentNodeIds(document_id)(*parts)
-
-
-class DocumentNodeIds:
-    """``deterministic_node_id`` for the nodes of one document: the hash of the namespace and the
-    document id is computed once and copied for each node.
-
-    >>> DocumentNodeIds("doc")(0, 3) == deterministic_node_id("doc", 0, 3)
-    True
-    """
-
-    __slots__ = ("_prefix",)
-
-    def __init__(self, document_id: str) -> None:
-        self._prefix = hashlib.sha1(_NAMESPACE_BYTES + document_id.encode("utf-8"))
-
-    def __call__(self, *parts: object) -> str:
-        # uuid.uuid5 of "\x1f".join([document_id, *parts]) spelled out (same value): building
-        # UUID objects cost a sixth of the parse time
-        sha = self._prefix.copy()
-        sha.update("".join(["\x1f" + str(part) for part in parts]).encode("utf-8"))
-        digest = bytearray(sha.digest()[:16])
-        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-        h = digest.hex()
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def restore_id_func(data: dict[str, Any]) -> dict[str, Any]:
     """Undo core's serialisation of ``id_func`` (a ``{"id_func_name": ...}`` dict that core's own
     ``from_dict`` rejects): the default comes back as the default; a custom function cannot.
 
-    Raises:
-        ValueError: the serialised ``id_func`` was a custom function.
+    Raises
+    ------
+    ValueError
+        the serialised ``id_func`` was a custom function.
     """
     serialised = data.get("id_func")
     if not isinstance(serialised, dict):
@@ -140,6 +99,7 @@ class NodeFactory:
         self,
         node_id: str,
         text: str,
+        *,
         start: int,
         end: int,
         metadata: dict[str, object],
@@ -198,15 +158,8 @@ class ParseStats:
 
 
 __all__ = [
-    "BOOKKEEPING_KEYS",
-    "CHAR_SPAN_KEY",
-    "DOCUMENT_ID_KEY",
-    "SECTION_TITLE_KEY",
-    "SENTENCE_SPAN_KEY",
-    "DocumentNodeIds",
     "NodeFactory",
     "ParseStats",
-    "deterministic_node_id",
     "link_prev_next",
     "restore_id_func",
     "source_info",

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import (
     BaseNode,
@@ -23,15 +24,16 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
 )
 from llama_index.core.utils import get_tqdm_iterable
-from pydantic import Field, PrivateAttr, field_validator
 
-from llama_index_ext_advrag.node_parser._nodes import (
+from llama_index_ext_advrag.layout import (
     BOOKKEEPING_KEYS,
     CHAR_SPAN_KEY,
     DOCUMENT_ID_KEY,
     SECTION_TITLE_KEY,
     SENTENCE_SPAN_KEY,
     DocumentNodeIds,
+)
+from llama_index_ext_advrag.node_parser._nodes import (
     NodeFactory,
     ParseStats,
     link_prev_next,
@@ -112,20 +114,26 @@ class HierarchicalSentenceNodeParser(NodeParser):
     level), PREVIOUS/NEXT link neighbours of the same level, and node ids are derived from the
     document id, level and sentence span.
 
-    Args:
-        chunk_sizes: token budget per level, largest first (e.g. ``[1024, 256, 64]``); a
-            sentence longer than a level's budget is a chunk of its own at that level.
-        split_at_headings: close chunks before every heading, at every level.
+    Parameters
+    ----------
+    chunk_sizes
+        token budget per level, largest first (e.g. ``[1024, 256, 64]``); a
+        sentence longer than a level's budget is a chunk of its own at that level.
+    split_at_headings
+        close chunks before every heading, at every level.
 
-    Raises:
-        ValueError: ``chunk_sizes`` empty, not strictly decreasing, or not positive.
+    Raises
+    ------
+    ValueError
+        ``chunk_sizes`` empty, not strictly decreasing, or not positive.
 
-    Example:
-        >>> from llama_index.core import Document
-        >>> parser = HierarchicalSentenceNodeParser(chunk_sizes=[8, 4])
-        >>> nodes = parser.get_nodes_from_documents([Document(text="One two. Three four. Five.")])
-        >>> [(n.metadata["hierarchy_level"], n.text) for n in nodes]
-        [(0, 'One two. Three four. Five.'), (1, 'One two. '), (1, 'Three four. '), (1, 'Five.')]
+    Examples
+    --------
+    >>> from llama_index.core import Document
+    >>> parser = HierarchicalSentenceNodeParser(chunk_sizes=[8, 4])
+    >>> nodes = parser.get_nodes_from_documents([Document(text="One two. Three four. Five.")])
+    >>> [(n.metadata["hierarchy_level"], n.text) for n in nodes]
+    [(0, 'One two. Three four. Five.'), (1, 'One two. '), (1, 'Three four. '), (1, 'Five.')]
     """
 
     chunk_sizes: list[int] = Field(
@@ -187,9 +195,13 @@ class HierarchicalSentenceNodeParser(NodeParser):
                     LEVEL_KEY: level,
                 }
                 node = factory.make(
-                    node_id("level", level, first, last), text[start:end], start, end, metadata,
-                    excluded,
-                )  # fmt: skip
+                    node_id("level", level, first, last),
+                    text[start:end],
+                    start=start,
+                    end=end,
+                    metadata=metadata,
+                    excluded_keys=excluded,
+                )
                 level_nodes.append(node)
             infos = [node.as_related_node_info() for node in level_nodes]
             siblings: dict[int | None, list[int]] = {}

@@ -18,19 +18,27 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from enum import Enum
 from typing import NamedTuple
 
 import numpy as np
 
+from llama_index_ext_advrag.similarity import paired_cosines
+
 logger = logging.getLogger(__name__)
 
-STOP_SIZE = "window_size"
-STOP_BUDGET = "token_budget"
-STOP_MAX_SENTENCES = "max_sentences"
-STOP_SECTION = "section"
-STOP_BREAKPOINT = "breakpoint"
-STOP_PARAGRAPH = "paragraph"
-STOP_DOCUMENT_END = "document_end"
+
+class WindowStop(str, Enum):
+    """Why a planned window ends (recorded in the node's trace)."""
+
+    SIZE = "window_size"
+    BUDGET = "token_budget"
+    MAX_SENTENCES = "max_sentences"
+    SECTION = "section"
+    BREAKPOINT = "breakpoint"
+    PARAGRAPH = "paragraph"
+    DOCUMENT_END = "document_end"
+
 
 _QUESTION_END = re.compile(r"[?？][\"'”’)）」』]*$")
 _QUESTION_LABEL = re.compile(r"^(?:Q|Question|问|问题)\s*\d*\s*[:：.]", re.IGNORECASE)
@@ -42,7 +50,7 @@ class WindowSpan(NamedTuple):
     first: int
     last: int
     centre: int | None = None  # set when one sentence is embedded and the window is context
-    stop: str = STOP_SIZE  # what ended the window (for the trace)
+    stop: WindowStop = WindowStop.SIZE  # what ended the window (for the trace)
 
 
 class Unit(NamedTuple):
@@ -70,7 +78,12 @@ def plan_fixed_windows(num_sentences: int, window_size: int, stride: int) -> lis
     while first < num_sentences:
         last = min(first + window_size, num_sentences)
         spans.append(
-            WindowSpan(first, last, None, STOP_DOCUMENT_END if last == num_sentences else STOP_SIZE)
+            WindowSpan(
+                first,
+                last,
+                None,
+                WindowStop.DOCUMENT_END if last == num_sentences else WindowStop.SIZE,
+            )
         )
         if last == num_sentences:
             break
@@ -90,7 +103,7 @@ def plan_fixed_centred(num_sentences: int, window_size: int, stride: int) -> lis
     for centre in range(0, num_sentences, stride):
         first = max(0, centre - before)
         last = min(num_sentences, centre - before + window_size)
-        spans.append(WindowSpan(first, last, centre, STOP_SIZE))
+        spans.append(WindowSpan(first, last, centre, WindowStop.SIZE))
     return spans
 
 
@@ -111,7 +124,9 @@ def find_breakpoints(
     similarity is below ``threshold`` or, without a threshold, where the distance
     ``1 - similarity`` is above the ``percentile``-th percentile of the document's distances.
 
-    Returns:
+    Returns
+    -------
+    list[bool]
         ``break_after`` with one flag per sentence (the last one is always ``False``).
     """
     count = len(embeddings)
@@ -123,8 +138,7 @@ def find_breakpoints(
     cut = np.arange(1, count)  # a cut before sentence `cut`
     left = prefix[cut] - prefix[np.maximum(cut - buffer, 0)]
     right = prefix[np.minimum(cut + buffer, count)] - prefix[cut]
-    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
-    similarity = np.einsum("ij,ij->i", left, right) / np.where(norms == 0, 1.0, norms)
+    similarity = paired_cosines(left, right)
     if threshold is not None:
         breaks = similarity < threshold
     else:
@@ -193,16 +207,16 @@ def _segment_stop(
     sections: Sequence[int],
     index: int,
     paragraph_after: Sequence[bool] | None = None,
-) -> str:
+) -> WindowStop:
     """Why the segment ends after unit ``index``."""
     if index + 1 >= len(units):
-        return STOP_DOCUMENT_END
+        return WindowStop.DOCUMENT_END
     last_sentence = units[index].last - 1
     if sections[last_sentence] != sections[last_sentence + 1]:
-        return STOP_SECTION
+        return WindowStop.SECTION
     if paragraph_after is not None and paragraph_after[last_sentence]:
-        return STOP_PARAGRAPH
-    return STOP_BREAKPOINT
+        return WindowStop.PARAGRAPH
+    return WindowStop.BREAKPOINT
 
 
 def _segments(units: Sequence[Unit]) -> list[tuple[int, int]]:
@@ -221,22 +235,22 @@ def _segments(units: Sequence[Unit]) -> list[tuple[int, int]]:
 
 def _grow_right(
     units: Sequence[Unit], start: int, stop: int, budget: int, max_sentences: int | None
-) -> tuple[int, int, str]:
+) -> tuple[int, int, WindowStop | None]:
     """Extend a window from unit ``start`` to the right within ``[start, stop)``.
 
-    Returns ``(end, tokens, reason)``; a window always holds at least one unit, even one larger
+    Returns ``(end, tokens, reason)`` (``reason`` is ``None`` at the range's end); a window always holds at least one unit, even one larger
     than the budget (a sentence is never cut).
     """
     end, total = start + 1, units[start].tokens
     while end < stop:
         sentences = units[end].last - units[start].first
         if max_sentences is not None and sentences > max_sentences:
-            return end, total, STOP_MAX_SENTENCES
+            return end, total, WindowStop.MAX_SENTENCES
         if total + units[end].tokens > budget:
-            return end, total, STOP_BUDGET
+            return end, total, WindowStop.BUDGET
         total += units[end].tokens
         end += 1
-    return end, total, ""
+    return end, total, None
 
 
 def plan_adaptive_windows(
@@ -285,16 +299,16 @@ def _grow_centred(
     max_tokens: int,
     max_sentences: int | None,
     forward_ratio: float,
-) -> tuple[int, int, str]:
+) -> tuple[int, int, WindowStop | None]:
     """Grow the window of unit ``index`` inside ``[seg_start, seg_stop)``; returns the unit
-    range and the limit that stopped it (``""`` when only the segment's edges did). The side
+    range and the limit that stopped it (``None`` when only the segment's edges did). The side
     whose share of the added tokens is below its target grows next; a blocked side stays so."""
     left, right = index, index + 1
     total = units[index].tokens
     added_right = added_left = 0
     right_blocked, left_blocked = right >= seg_stop, left <= seg_start
     backward_ratio = 1 - forward_ratio
-    reason = ""
+    reason: WindowStop | None = None
     while not (right_blocked and left_blocked):
         wants_right = (
             forward_ratio > 0 and added_right * backward_ratio <= added_left * forward_ratio
@@ -302,9 +316,9 @@ def _grow_centred(
         if left_blocked or (wants_right and not right_blocked):
             unit = units[right]
             if max_sentences is not None and unit.last - units[left].first > max_sentences:
-                right_blocked, reason = True, STOP_MAX_SENTENCES
+                right_blocked, reason = True, WindowStop.MAX_SENTENCES
             elif total + unit.tokens > max_tokens:
-                right_blocked, reason = True, STOP_BUDGET
+                right_blocked, reason = True, WindowStop.BUDGET
             else:
                 total += unit.tokens
                 added_right += unit.tokens
@@ -313,9 +327,9 @@ def _grow_centred(
         else:
             unit = units[left - 1]
             if max_sentences is not None and units[right - 1].last - unit.first > max_sentences:
-                left_blocked, reason = True, STOP_MAX_SENTENCES
+                left_blocked, reason = True, WindowStop.MAX_SENTENCES
             elif total + unit.tokens > max_tokens:
-                left_blocked, reason = True, STOP_BUDGET
+                left_blocked, reason = True, WindowStop.BUDGET
             else:
                 total += unit.tokens
                 added_left += unit.tokens
@@ -381,15 +395,9 @@ def extend_embedded_sentence(tokens: Sequence[int], centre: int, last: int, min_
 
 
 __all__ = [
-    "STOP_BREAKPOINT",
-    "STOP_BUDGET",
-    "STOP_DOCUMENT_END",
-    "STOP_MAX_SENTENCES",
-    "STOP_PARAGRAPH",
-    "STOP_SECTION",
-    "STOP_SIZE",
     "Unit",
     "WindowSpan",
+    "WindowStop",
     "build_units",
     "extend_embedded_sentence",
     "find_breakpoints",

@@ -26,6 +26,8 @@ import logging
 from enum import Enum
 from typing import Any
 
+from llama_index_ext_advrag._enums import parse_enum
+
 logger = logging.getLogger(__name__)
 
 
@@ -87,15 +89,12 @@ PRESETS: dict[DocumentPreset, dict[str, Any]] = {
 def preset_values(preset: DocumentPreset | str) -> dict[str, Any]:
     """Return a copy of the field values of ``preset``.
 
-    Raises:
-        ValueError: ``preset`` is not one of the names of :class:`DocumentPreset`.
+    Raises
+    ------
+    ValueError
+        ``preset`` is not one of the names of :class:`DocumentPreset`.
     """
-    try:
-        key = DocumentPreset(preset)
-    except ValueError:
-        allowed = ", ".join(repr(p.value) for p in DocumentPreset)
-        raise ValueError(f"preset must be one of {allowed} or None, got {preset!r}") from None
-    return dict(PRESETS[key])
+    return dict(PRESETS[parse_enum(DocumentPreset, preset, "preset", also="None")])
 
 
 __all__ = ["PRESETS", "DocumentPreset", "preset_values"]

@@ -21,21 +21,26 @@ from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, Document
 from llama_index.core.utils import get_tqdm_iterable
-from pydantic import Field, PrivateAttr, model_validator
 
+from llama_index_ext_advrag.layout import (
+    BOOKKEEPING_KEYS,
+    CHAR_SPAN_KEY,
+    DEFAULT_ID_UNIT,
+    DOCUMENT_ID_KEY,
+    ORIGINAL_TEXT_KEY,
+    SECTION_TITLE_KEY,
+    SENTENCE_SPAN_KEY,
+    WINDOW_KEY,
+    DocumentNodeIds,
+)
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.node_parser._documents import DocumentPlan
 from llama_index_ext_advrag.node_parser._nodes import (
-    BOOKKEEPING_KEYS,
-    CHAR_SPAN_KEY,
-    DOCUMENT_ID_KEY,
-    SECTION_TITLE_KEY,
-    SENTENCE_SPAN_KEY,
-    DocumentNodeIds,
     NodeFactory,
     ParseStats,
     link_prev_next,
@@ -60,8 +65,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_WINDOW_SIZE = 3
 DEFAULT_STRIDE = 1
 DEFAULT_MAX_WINDOW_TOKENS = 256
-DEFAULT_WINDOW_METADATA_KEY = "window"
-DEFAULT_ORIGINAL_TEXT_METADATA_KEY = "original_text"
+DEFAULT_WINDOW_METADATA_KEY = WINDOW_KEY
+DEFAULT_ORIGINAL_TEXT_METADATA_KEY = ORIGINAL_TEXT_KEY
 TRACE_COMPONENT = "sliding_window"
 
 
@@ -82,36 +87,49 @@ class EmbedUnit(str, Enum):
 class AdaptiveSlidingWindowNodeParser(NodeParser):
     """Split documents into overlapping windows of whole sentences.
 
-    Args:
-        window_size: sentences per window in ``fixed`` mode.
-        stride: sentences between consecutive windows (``fixed``), or between consecutive
-            embedded sentences with ``embed_unit="sentence"`` in ``fixed`` mode.
-        mode: ``"fixed"`` or ``"adaptive"`` (token budget, headings, semantic breakpoints).
-        embed_unit: ``"window"`` embeds each window; ``"sentence"`` makes each sentence a node
-            and keeps its window under ``window_metadata_key``.
-        preset: ``"general"``, ``"technical"``, ``"legal"``, ``"qa"`` or ``"article"``: adaptive
-            settings for that document type; explicitly passed fields override the preset.
-        max_window_tokens: adaptive token budget per window (one longer sentence stays whole).
-        split_at_paragraphs: adaptive: no window crosses a blank line between two sentences (a
-            paragraph break), as none crosses a heading; off by default.
-        min_embed_tokens: sentence unit: a sentence shorter than this is embedded together with
-            the sentences after it, inside its window, until the text reaches this many tokens
-            (a bare "What was the main finding?" or "Table 3." matches too many queries); 0
-            embeds every sentence alone, as core's ``SentenceWindowNodeParser``.
-        embed_model: model for semantic breakpoints, resolved with ``resolve_embed_model`` only
-            when adaptive mode needs breakpoints; not serialised.
+    Parameters
+    ----------
+    window_size
+        sentences per window in ``fixed`` mode.
+    stride
+        sentences between consecutive windows (``fixed``), or between consecutive
+        embedded sentences with ``embed_unit="sentence"`` in ``fixed`` mode.
+    mode
+        ``"fixed"`` or ``"adaptive"`` (token budget, headings, semantic breakpoints).
+    embed_unit
+        ``"window"`` embeds each window; ``"sentence"`` makes each sentence a node
+        and keeps its window under ``window_metadata_key``.
+    preset
+        ``"general"``, ``"technical"``, ``"legal"``, ``"qa"`` or ``"article"``: adaptive
+        settings for that document type; explicitly passed fields override the preset.
+    max_window_tokens
+        adaptive token budget per window (one longer sentence stays whole).
+    split_at_paragraphs
+        adaptive: no window crosses a blank line between two sentences (a
+        paragraph break), as none crosses a heading; off by default.
+    min_embed_tokens
+        sentence unit: a sentence shorter than this is embedded together with
+        the sentences after it, inside its window, until the text reaches this many tokens
+        (a bare "What was the main finding?" or "Table 3." matches too many queries); 0
+        embeds every sentence alone, as core's ``SentenceWindowNodeParser``.
+    embed_model
+        model for semantic breakpoints, resolved with ``resolve_embed_model`` only
+        when adaptive mode needs breakpoints; not serialised.
 
-    Raises:
-        ValueError: ``window_size < 1``, ``stride`` outside ``[1, window_size]``, an unknown
-            ``mode``, ``embed_unit`` or ``preset``, ``min_embed_tokens > 0`` with the window
-            unit, or a bound violated by another field.
+    Raises
+    ------
+    ValueError
+        ``window_size < 1``, ``stride`` outside ``[1, window_size]``, an unknown
+        ``mode``, ``embed_unit`` or ``preset``, ``min_embed_tokens > 0`` with the window
+        unit, or a bound violated by another field.
 
-    Example:
-        >>> from llama_index.core import Document
-        >>> parser = AdaptiveSlidingWindowNodeParser(window_size=3, stride=1)
-        >>> nodes = parser.get_nodes_from_documents([Document(text="A a. B b. C c. D d. E e.")])
-        >>> [n.text for n in nodes]
-        ['A a. B b. C c.', 'B b. C c. D d.', 'C c. D d. E e.']
+    Examples
+    --------
+    >>> from llama_index.core import Document
+    >>> parser = AdaptiveSlidingWindowNodeParser(window_size=3, stride=1)
+    >>> nodes = parser.get_nodes_from_documents([Document(text="A a. B b. C c. D d. E e.")])
+    >>> [n.text for n in nodes]
+    ['A a. B b. C c.', 'B b. C c. D d.', 'C c. D d. E e.']
 
     Node ids are derived from the document id and the sentence span, so re-ingesting a document
     whose id is stable (e.g. ``filename_as_id=True``) upserts instead of duplicating.
@@ -260,13 +278,21 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         units = build_units(plan.tokens, sections, merge_flags(plan.break_after, paragraphs), glue)
         if self.embed_unit is EmbedUnit.SENTENCE:
             return plan_adaptive_centred(
-                units, sections, self.max_window_tokens, self.max_window_sentences,
-                self.forward_ratio, paragraphs,
-            )  # fmt: skip
+                units,
+                sections,
+                self.max_window_tokens,
+                max_sentences=self.max_window_sentences,
+                forward_ratio=self.forward_ratio,
+                paragraph_after=paragraphs,
+            )
         return plan_adaptive_windows(
-            units, sections, self.max_window_tokens, self.stride_ratio, self.max_window_sentences,
-            paragraphs,
-        )  # fmt: skip
+            units,
+            sections,
+            self.max_window_tokens,
+            self.stride_ratio,
+            max_sentences=self.max_window_sentences,
+            paragraph_after=paragraphs,
+        )
 
     def _needs_embeddings(self, plans: Sequence[DocumentPlan]) -> list[DocumentPlan]:
         if not self.uses_breakpoints:
@@ -294,7 +320,9 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             return lambda index, span: str(id_func(index, document))
         ids = DocumentNodeIds(plan.document.node_id)
         return lambda index, span: ids(
-            "window" if span.centre is None else f"sentence{span.centre}", span.first, span.last
+            DEFAULT_ID_UNIT if span.centre is None else f"sentence{span.centre}",
+            span.first,
+            span.last,
         )
 
     def _embedded_end(self, plan: DocumentPlan, span: WindowSpan) -> int:
@@ -327,7 +355,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             }
             excluded: tuple[str, ...] = BOOKKEEPING_KEYS
             node_text, node_start, node_end = window, start, end
-            trace: dict[str, object] = {"mode": mode, "stop": span.stop}
+            trace: dict[str, object] = {"mode": mode, "stop": span.stop.value}
             if span.centre is not None:
                 centre = sentences[span.centre]
                 embedded_end = self._embedded_end(plan, span)
@@ -340,7 +368,13 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
                     trace["embedded_sentences"] = [span.centre, embedded_end]
             nodes.append(
                 factory.make(
-                    node_id(index, span), node_text, node_start, node_end, metadata, excluded, trace
+                    node_id(index, span),
+                    node_text,
+                    start=node_start,
+                    end=node_end,
+                    metadata=metadata,
+                    excluded_keys=excluded,
+                    trace=trace,
                 )
             )
         if self.include_prev_next_rel:
@@ -365,8 +399,11 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         )
         logger.info(
             "%s: %d nodes from %d documents, storage expansion %.2fx",
-            self.class_name(), len(all_nodes), len(plans), self._last_stats.storage_expansion,
-        )  # fmt: skip
+            self.class_name(),
+            len(all_nodes),
+            len(plans),
+            self._last_stats.storage_expansion,
+        )
         return all_nodes
 
     def _parse_nodes(

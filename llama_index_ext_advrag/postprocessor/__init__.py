@@ -1,17 +1,36 @@
-"""Node postprocessors: prev-next expansion, drift-aware windows, consecutive merge.
+"""Node postprocessors: prev-next expansion, drift-aware windows, consecutive merge, window
+replacement.
 
-Classes are imported lazily, so importing the package stays cheap.
+Classes are imported lazily, so importing the package stays cheap. ``UnitAnnotator`` runs at
+ingest and lives in :mod:`llama_index_ext_advrag.node_parser`; it is importable from here too.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llama_index_ext_advrag._lazy import lazy_getattr
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.node_parser.annotations import UnitAnnotator as UnitAnnotator
+    from llama_index_ext_advrag.postprocessor.consecutive_merge import (
+        ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
+    )
+    from llama_index_ext_advrag.postprocessor.drift_window import (
+        DriftAwareWindowPostprocessor as DriftAwareWindowPostprocessor,
+    )
+    from llama_index_ext_advrag.postprocessor.prev_next import (
+        PrevNextPostprocessor as PrevNextPostprocessor,
+    )
+    from llama_index_ext_advrag.postprocessor.window_replacement import (
+        WindowReplacementPostprocessor as WindowReplacementPostprocessor,
+    )
 
 _EXPORTS = {
     "PrevNextPostprocessor": ".prev_next",
     "DriftAwareWindowPostprocessor": ".drift_window",
     "ConsecutiveMergePostprocessor": ".consecutive_merge",
-    "UnitAnnotator": ".annotations",
+    "UnitAnnotator": "llama_index_ext_advrag.node_parser.annotations",
     "WindowReplacementPostprocessor": ".window_replacement",
 }
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode
 
-from llama_index_ext_advrag.postprocessor.annotations import stored_tokens
+from llama_index_ext_advrag.layout import stored_tokens
 from llama_index_ext_advrag.text import count_tokens, cue_overlap
 
 
@@ -66,11 +66,11 @@ class Growth:
     right: int
     stop: StopReason
     added: list[dict[str, Any]] = field(default_factory=list)
-    sides: dict[str, str] = field(default_factory=dict)  # why each side closed
+    sides: dict[str, StopReason] = field(default_factory=dict)  # why each side closed
 
 
 def _open_sides(
-    units: Sequence[WindowUnit], anchor: int, left: int, right: int, sides: dict[str, str]
+    units: Sequence[WindowUnit], anchor: int, left: int, right: int, sides: dict[str, StopReason]
 ) -> list[tuple[str, int]]:
     """The sides still open and their next unit; closes sides at an edge or a section change."""
     section = units[anchor].section
@@ -79,11 +79,11 @@ def _open_sides(
         if side in sides:
             continue
         if not 0 <= index < len(units):
-            sides[side] = StopReason.DOCUMENT_EDGE.value
+            sides[side] = StopReason.DOCUMENT_EDGE
             continue
         other = units[index].section
         if section is not None and other is not None and other != section:
-            sides[side] = StopReason.SECTION_BOUNDARY.value
+            sides[side] = StopReason.SECTION_BOUNDARY
             continue
         found.append((side, index))
     return found
@@ -128,7 +128,7 @@ def grow_window(
         elif len(growth.added) >= limits.max_expand_steps:
             stop = StopReason.MAX_EXPAND_STEPS
         elif not candidates:
-            stop = StopReason(list(growth.sides.values())[-1])
+            stop = list(growth.sides.values())[-1]
         if stop is not None:
             break
         side, index = max(candidates, key=lambda c: (units[c[1]].similarity, c[0] == "right"))
@@ -148,16 +148,14 @@ def grow_window(
         elif soft and run >= limits.drift_patience:
             stop = StopReason.TOPIC_DRIFT
         elif soft and not pays and len(trail) >= 2 and trail[-2] > trail[-1] > unit.similarity:
-            growth.sides[side] = StopReason.DECLINING_SIMILARITY.value
+            growth.sides[side] = StopReason.DECLINING_SIMILARITY
         else:
             left, right = (index, right) if side == "left" else (left, index)
             tokens, drift_run = tokens + unit.tokens, run
             window_cues |= candidate_cues
             trail.append(unit.similarity)
-            growth.added.append(
-                {"index": index, "side": side, "similarity": round(unit.similarity, 4),
-                 "cue_overlap": overlap}
-            )  # fmt: skip
+            step = {"index": index, "side": side, "similarity": round(unit.similarity, 4)}
+            growth.added.append({**step, "cue_overlap": overlap})
     growth.left, growth.right, growth.stop = left, right, stop
     return growth
 

@@ -22,13 +22,13 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
 
-from llama_index_ext_advrag.postprocessor._layout import (
+from llama_index_ext_advrag.layout import (
+    ANNOTATION_KEYS,
     Location,
     NodeLayout,
     ids_are_computable,
     relation_id,
 )
-from llama_index_ext_advrag.postprocessor.annotations import ANNOTATION_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -316,9 +316,13 @@ class MilvusNeighbourStore(NeighbourStore):
                 span if isinstance(span, (list, tuple)) and len(span) == 2 else (None, None)
             )
             units[str(key)] = TextNode(
-                id_=str(key), text=row.get(text_key) or "", metadata=metadata,
-                embedding=row.get(vector_key), start_char_idx=start, end_char_idx=end,
-            )  # fmt: skip
+                id_=str(key),
+                text=row.get(text_key) or "",
+                metadata=metadata,
+                embedding=row.get(vector_key),
+                start_char_idx=start,
+                end_char_idx=end,
+            )
         return units
 
     def get_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
@@ -362,8 +366,10 @@ def build_neighbour_store(
 ) -> NeighbourStore:
     """The store for exactly one of ``vector_store`` (a ``MilvusVectorStore``) or ``docstore``.
 
-    Raises:
-        ValueError: both or neither are given, or either is of the wrong type.
+    Raises
+    ------
+    ValueError
+        both or neither are given, or either is of the wrong type.
     """
     if (vector_store is None) == (docstore is None):
         raise ValueError(

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from numpy.typing import ArrayLike
 
 from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.similarity import normalise_rows
 
 logger = logging.getLogger(__name__)
 
@@ -52,24 +52,6 @@ class ThresholdCalibration:
         return {"min_sim": self.min_sim, "prune_sim": self.prune_sim}
 
 
-def normalise_rows(vectors: ArrayLike) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    matrix = np.asarray(vectors, dtype=np.float64)
-    if matrix.ndim == 1:
-        matrix = matrix[None, :]
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
-
-
-def cosine_to_query(
-    query: Sequence[float], vectors: Sequence[Sequence[float]] | np.ndarray
-) -> list[float]:
-    """Cosine similarity of each row of ``vectors`` to ``query``."""
-    if len(vectors) == 0:
-        return []
-    return (normalise_rows(vectors) @ normalise_rows(query)[0]).tolist()
-
-
 def background_similarities(
     query_vectors: Sequence[Sequence[float]] | np.ndarray,
     sentence_vectors: Sequence[Sequence[float]] | np.ndarray,
@@ -85,8 +67,10 @@ def thresholds_from_background(
 ) -> tuple[float, float]:
     """``(min_sim, prune_sim)`` as quantiles of the background similarities.
 
-    Raises:
-        ValueError: a quantile outside [0, 1], ``prune_quantile < min_quantile``, or no scores.
+    Raises
+    ------
+    ValueError
+        a quantile outside [0, 1], ``prune_quantile < min_quantile``, or no scores.
     """
     for name, value in (("min_quantile", min_quantile), ("prune_quantile", prune_quantile)):
         if not 0.0 <= value <= 1.0:
@@ -111,20 +95,30 @@ def calibrate_thresholds(
 ) -> ThresholdCalibration:
     """Thresholds for ``DriftAwareWindowPostprocessor`` from a sample of the user's corpus.
 
-    Args:
-        texts: sentences (node texts) of the corpus; a random sample is embedded.
-        embed_model: the model the store was built with (``resolve_embed_model`` default).
-        queries: typical user questions; without them, other corpus sentences stand in.
-        num_sentences / num_queries: sample sizes (cost: one embedding per sampled text).
-        min_quantile / prune_quantile: background quantiles for ``min_sim`` / ``prune_sim``.
-        seed: the sample's random seed.
+    Parameters
+    ----------
+    texts
+        sentences (node texts) of the corpus; a random sample is embedded.
+    embed_model
+        the model the store was built with (``resolve_embed_model`` default).
+    queries
+        typical user questions; without them, other corpus sentences stand in.
+    num_sentences / num_queries
+        sample sizes (cost: one embedding per sampled text).
+    min_quantile / prune_quantile
+        background quantiles for ``min_sim`` / ``prune_sim``.
+    seed
+        the sample's random seed.
 
-    Raises:
-        ValueError: fewer than two texts, or invalid quantiles.
+    Raises
+    ------
+    ValueError
+        fewer than two texts, or invalid quantiles.
 
-    Example:
-        >>> calibration = calibrate_thresholds([n.text for n in nodes])  # doctest: +SKIP
-        >>> window = DriftAwareWindowPostprocessor(vector_store=vs, **calibration.as_kwargs())  # doctest: +SKIP
+    Examples
+    --------
+    >>> calibration = calibrate_thresholds([n.text for n in nodes])  # doctest: +SKIP
+    >>> window = DriftAwareWindowPostprocessor(vector_store=vs, **calibration.as_kwargs())  # doctest: +SKIP
     """
     unique = list(dict.fromkeys(t for t in texts if t.strip()))
     if len(unique) < 2:
@@ -161,6 +155,5 @@ __all__ = [
     "ThresholdCalibration",
     "background_similarities",
     "calibrate_thresholds",
-    "cosine_to_query",
     "thresholds_from_background",
 ]

@@ -25,15 +25,16 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.layout import NodeLayout, locate_all
 from llama_index_ext_advrag.models import resolve_llm
-from llama_index_ext_advrag.postprocessor._layout import NodeLayout, locate_all
 from llama_index_ext_advrag.postprocessor._neighbours import (
     FetchResult,
     NeighbourRequest,
     NeighbourStore,
     build_neighbour_store,
 )
-from llama_index_ext_advrag.postprocessor.consecutive_merge import (
+from llama_index_ext_advrag.postprocessor.pieces import (
     Member,
     Piece,
     dedupe_hits,
@@ -152,26 +153,38 @@ def unmerged_nodes(pieces: list[Piece], component: str, record: dict) -> list[No
 class PrevNextPostprocessor(BaseNodePostprocessor):
     """Add the nodes before and/or after each hit, from a Milvus vector store or a docstore.
 
-    Args:
-        vector_store: the LlamaIndex ``MilvusVectorStore`` holding the nodes.
-        docstore: a LlamaIndex docstore holding the nodes (instead of ``vector_store``).
-        mode: ``"fixed"`` expands ``num_nodes`` in ``direction``; ``"auto"`` asks ``llm`` per
-            query whether the answer lies before, after, both or neither.
-        num_nodes: neighbours added on each expanded side.
-        direction: the sides expanded in ``fixed`` mode (default both).
-        llm: for ``auto``; resolved with ``resolve_llm`` at query time. Without any LLM, or
-            without a query, ``auto`` uses ``fallback_direction``.
-        fallback_direction: used when the LLM answer cannot be parsed (default both: extra
-            context is cheaper than a missing answer).
-        merge: join each run of consecutive nodes into one node (default); ``False`` returns
-            the individual nodes, still deduplicated and in reading order.
+    Parameters
+    ----------
+    vector_store
+        the LlamaIndex ``MilvusVectorStore`` holding the nodes.
+    docstore
+        a LlamaIndex docstore holding the nodes (instead of ``vector_store``).
+    mode
+        ``"fixed"`` expands ``num_nodes`` in ``direction``; ``"auto"`` asks ``llm`` per
+        query whether the answer lies before, after, both or neither.
+    num_nodes
+        neighbours added on each expanded side.
+    direction
+        the sides expanded in ``fixed`` mode (default both).
+    llm
+        for ``auto``; resolved with ``resolve_llm`` at query time. Without any LLM, or
+        without a query, ``auto`` uses ``fallback_direction``.
+    fallback_direction
+        used when the LLM answer cannot be parsed (default both: extra
+        context is cheaper than a missing answer).
+    merge
+        join each run of consecutive nodes into one node (default); ``False`` returns
+        the individual nodes, still deduplicated and in reading order.
 
-    Raises:
-        ValueError: an unknown mode/direction, a negative ``num_nodes``, both or no store.
+    Raises
+    ------
+    ValueError
+        an unknown mode/direction, a negative ``num_nodes``, both or no store.
 
-    Example:
-        >>> expand = PrevNextPostprocessor(vector_store=vector_store, num_nodes=2)  # doctest: +SKIP
-        >>> nodes = expand.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+    Examples
+    --------
+    >>> expand = PrevNextPostprocessor(vector_store=vector_store, num_nodes=2)  # doctest: +SKIP
+    >>> nodes = expand.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")
@@ -195,10 +208,8 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
 
     def __init__(self, **data: Any) -> None:
         for name, enum in (("mode", PrevNextMode), ("direction", Direction)):
-            value = data.get(name)
-            if isinstance(value, str) and value not in {e.value for e in enum}:
-                allowed = ", ".join(repr(e.value) for e in enum)
-                raise ValueError(f"{name}={value!r} is not one of {allowed}")
+            if isinstance(data.get(name), str):
+                data[name] = parse_enum(enum, data[name], name)
         super().__init__(**data)
         missing = [v for v in ("{context_str}", "{query_str}") if v not in self.direction_template]
         if missing:

@@ -19,14 +19,14 @@ from llama_index.core.bridge.pydantic import Field
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.node_parser._nodes import DOCUMENT_ID_KEY
+from llama_index_ext_advrag.layout import DOCUMENT_ID_KEY, ORIGINAL_TEXT_KEY, WINDOW_KEY
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
 
 TRACE_COMPONENT = "window_replacement"
-DEFAULT_WINDOW_KEY = "window"
-DEFAULT_ORIGINAL_TEXT_KEY = "original_text"
+DEFAULT_WINDOW_KEY = WINDOW_KEY
+DEFAULT_ORIGINAL_TEXT_KEY = ORIGINAL_TEXT_KEY
 
 
 def select_windows(
@@ -58,19 +58,25 @@ def select_windows(
 class WindowReplacementPostprocessor(BaseNodePostprocessor):
     """Replace each hit's text by its window, skipping hits whose window would repeat one.
 
-    Args:
-        target_metadata_key: metadata key holding the window (``"window"`` for both core's
-            and this pack's sentence-window parsers).
-        original_text_key: metadata key holding the hit's own sentence (``"original_text"``);
-            without it the node's text is used.
-        top_n: at most this many windows are returned (``None``: no limit).
-        skip_covered: skip a hit whose sentence lies inside an earlier kept window of the same
-            document (``False`` behaves like core's ``MetadataReplacementPostProcessor``).
+    Parameters
+    ----------
+    target_metadata_key
+        metadata key holding the window (``"window"`` for both core's
+        and this pack's sentence-window parsers).
+    original_text_key
+        metadata key holding the hit's own sentence (``"original_text"``);
+        without it the node's text is used.
+    top_n
+        at most this many windows are returned (``None``: no limit).
+    skip_covered
+        skip a hit whose sentence lies inside an earlier kept window of the same
+        document (``False`` behaves like core's ``MetadataReplacementPostProcessor``).
 
-    Example:
-        >>> retriever = index.as_retriever(similarity_top_k=20)  # doctest: +SKIP
-        >>> post = WindowReplacementPostprocessor(top_n=5)  # doctest: +SKIP
-        >>> nodes = post.postprocess_nodes(retriever.retrieve(question))  # doctest: +SKIP
+    Examples
+    --------
+    >>> retriever = index.as_retriever(similarity_top_k=20)  # doctest: +SKIP
+    >>> post = WindowReplacementPostprocessor(top_n=5)  # doctest: +SKIP
+    >>> nodes = post.postprocess_nodes(retriever.retrieve(question))  # doctest: +SKIP
     """
 
     target_metadata_key: str = Field(default=DEFAULT_WINDOW_KEY, min_length=1)

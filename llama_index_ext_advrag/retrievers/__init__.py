@@ -6,7 +6,24 @@ from llama-index-experimental) happen only when the class is used.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llama_index_ext_advrag._lazy import lazy_getattr
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.retrievers.auto_merging import (
+        HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
+    )
+    from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever as BM25Retriever
+    from llama_index_ext_advrag.retrievers.hybrid import (
+        HybridFusionRetriever as HybridFusionRetriever,
+    )
+    from llama_index_ext_advrag.retrievers.recursive import (
+        RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
+    )
+    from llama_index_ext_advrag.retrievers.two_layer import (
+        TwoLayerMilvusRetriever as TwoLayerMilvusRetriever,
+    )
 
 _EXPORTS = {
     "HierarchicalAutoMergingRetriever": ".auto_merging",

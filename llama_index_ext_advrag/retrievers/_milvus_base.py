@@ -13,8 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.callbacks.base import CallbackManager
-from pydantic import BaseModel
 
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.retrievers._node_store import AsyncLoopBinding

@@ -17,6 +17,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode
 
+from llama_index_ext_advrag.layout import IndexLayoutError
 from llama_index_ext_advrag.milvus import (
     build_index_params,
     ensure_loaded,
@@ -32,10 +33,6 @@ LAYOUT_COLLECTION = "advrag_layouts"
 LAYOUT_FORMAT = 1
 PLACEHOLDER_DIM = 2
 PLACEHOLDER_VECTOR = [1.0, 0.0]
-
-
-class IndexLayoutError(ValueError):
-    """The named index does not exist at the uri, or is of another kind."""
 
 
 def _ensure_layout_collection(client: Any) -> None:

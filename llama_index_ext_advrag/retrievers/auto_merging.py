@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
-from pydantic import BaseModel, ConfigDict, Field
 
 from llama_index_ext_advrag.milvus import afetch_nodes, fetch_nodes
 from llama_index_ext_advrag.models import resolve_embed_model

@@ -41,9 +41,11 @@ def bm25_persist_dir(uri: str, collection_name: str, persist_dir: str | Path | N
     ``persist_dir/<collection>`` when given; otherwise ``<lite file>.bm25/<collection>`` for a
     Milvus Lite file. A Milvus server has no local folder, so ``persist_dir`` is required.
 
-    Raises:
-        ValueError: ``uri`` is a server and no ``persist_dir`` was given, or the collection
-            name is empty or contains a path separator.
+    Raises
+    ------
+    ValueError
+        ``uri`` is a server and no ``persist_dir`` was given, or the collection
+        name is empty or contains a path separator.
     """
     if not collection_name or "/" in collection_name or "\\" in collection_name:
         raise ValueError(f"collection_name {collection_name!r} must be a plain, non-empty name")
@@ -68,20 +70,28 @@ def top_k_indices(scores: np.ndarray, k: int) -> list[int]:
 class BM25Retriever(BaseRetriever):
     """Lexical retrieval with BM25 (bm25s), Chinese + English word tokenisation, persistable.
 
-    Args:
-        nodes: the nodes to index (their text, without metadata). Node ids must be unique.
-        similarity_top_k: results returned per query (only nodes sharing a term score > 0).
-        tokenizer: the :class:`WordTokenizer`; default jieba search mode + English stemming.
-        k1, b: BM25 parameters; method: a bm25s scoring variant (``"lucene"`` default).
+    Parameters
+    ----------
+    nodes
+        the nodes to index (their text, without metadata). Node ids must be unique.
+    similarity_top_k
+        results returned per query (only nodes sharing a term score > 0).
+    tokenizer
+        the :class:`WordTokenizer`; default jieba search mode + English stemming.
+    k1, b
+        BM25 parameters; method: a bm25s scoring variant (``"lucene"`` default).
 
-    Raises:
-        ValueError: ``similarity_top_k < 1``, a bad ``k1``/``b``/``method``, duplicate node ids.
+    Raises
+    ------
+    ValueError
+        ``similarity_top_k < 1``, a bad ``k1``/``b``/``method``, duplicate node ids.
 
-    Example:
-        >>> from llama_index.core.schema import TextNode
-        >>> nodes = [TextNode(text="首富来自美国", id_="a"), TextNode(text="Cats purr", id_="b")]
-        >>> [n.node.node_id for n in BM25Retriever(nodes, similarity_top_k=2).retrieve("美国")]
-        ['a']
+    Examples
+    --------
+    >>> from llama_index.core.schema import TextNode
+    >>> nodes = [TextNode(text="首富来自美国", id_="a"), TextNode(text="Cats purr", id_="b")]
+    >>> [n.node.node_id for n in BM25Retriever(nodes, similarity_top_k=2).retrieve("美国")]
+    ['a']
     """
 
     def __init__(
@@ -166,8 +176,10 @@ class BM25Retriever(BaseRetriever):
         """Load an index saved with :meth:`persist`; ``overrides`` (e.g. ``similarity_top_k``)
         replace saved settings that do not change the index.
 
-        Raises:
-            FileNotFoundError: ``persist_dir`` holds no saved index.
+        Raises
+        ------
+        FileNotFoundError
+            ``persist_dir`` holds no saved index.
         """
         folder = Path(persist_dir)
         config_path = folder / CONFIG_FILE

@@ -23,10 +23,11 @@ part inside :func:`fuse_rrf` and :func:`fuse_scores`.
 Ties are broken deterministically: higher fused score, then the best rank in any leg, then
 the ranks leg by leg, then the node id.
 
-Example:
-    >>> legs = [[LegHit("a", 0.9), LegHit("b", 0.5)], [LegHit("b", 7.0), LegHit("c", 3.0)]]
-    >>> [(h.node_id, round(h.score, 5)) for h in fuse_rrf(legs, weights=(1.0, 1.0), k=60)]
-    [('b', 0.03252), ('a', 0.01639), ('c', 0.01613)]
+Examples
+--------
+>>> legs = [[LegHit("a", 0.9), LegHit("b", 0.5)], [LegHit("b", 7.0), LegHit("c", 3.0)]]
+>>> [(h.node_id, round(h.score, 5)) for h in fuse_rrf(legs, weights=(1.0, 1.0), k=60)]
+[('b', 0.03252), ('a', 0.01639), ('c', 0.01613)]
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import NamedTuple
+
+from llama_index_ext_advrag._enums import parse_enum
 
 DEFAULT_RRF_K = 60
 # Weight factor of an English-only leg on wholly CJK text (query or passage): 0, the leg is
@@ -77,8 +80,10 @@ class FusedHit(NamedTuple):
 def validate_weights(weights: Sequence[float] | None, n_legs: int) -> tuple[float, ...]:
     """Return the weights as a tuple (all 1.0 when ``None``).
 
-    Raises:
-        ValueError: wrong length, a negative or non-finite weight, or all weights zero.
+    Raises
+    ------
+    ValueError
+        wrong length, a negative or non-finite weight, or all weights zero.
     """
     if weights is None:
         return (1.0,) * n_legs
@@ -103,14 +108,17 @@ def language_factor(
 
     English query and passage give 1.0; a wholly CJK query or passage gives ``floor``.
 
-    Raises:
-        ValueError: a share outside [0, 1] or ``floor`` outside [0, 1].
+    Raises
+    ------
+    ValueError
+        a share outside [0, 1] or ``floor`` outside [0, 1].
 
-    Example:
-        >>> language_factor(0.0, 0.0, floor=0.1), language_factor(1.0, 0.0, floor=0.1)
-        (1.0, 0.1)
-        >>> round(language_factor(0.5, 0.2, floor=0.1), 4)
-        0.55
+    Examples
+    --------
+    >>> language_factor(0.0, 0.0, floor=0.1), language_factor(1.0, 0.0, floor=0.1)
+    (1.0, 0.1)
+    >>> round(language_factor(0.5, 0.2, floor=0.1), 4)
+    0.55
     """
     for name, value in (("query_cjk_share", query_cjk_share), ("text_cjk_share", text_cjk_share)):
         if not 0.0 <= value <= 1.0:
@@ -134,15 +142,18 @@ def language_scaled_weights(
     (:func:`~llama_index_ext_advrag.text.words.cjk_share`): an English query keeps every weight,
     a Chinese one gives an English-only leg ``floor`` times its weight.
 
-    Raises:
-        ValueError: ``english_only`` and ``weights`` differ in length, or ``cjk_share`` or
-            ``floor`` is outside [0, 1].
+    Raises
+    ------
+    ValueError
+        ``english_only`` and ``weights`` differ in length, or ``cjk_share`` or
+        ``floor`` is outside [0, 1].
 
-    Example:
-        >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=1.0, floor=0.1)
-        (0.1, 1.0)
-        >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=0.5, floor=0.1)
-        (0.55, 1.0)
+    Examples
+    --------
+    >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=1.0, floor=0.1)
+    (0.1, 1.0)
+    >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=0.5, floor=0.1)
+    (0.55, 1.0)
     """
     if len(english_only) != len(weights):
         raise ValueError(
@@ -247,8 +258,10 @@ def validate_node_factors(
 ) -> list[Mapping[str, float]]:
     """One ``{node_id: factor}`` per leg (empty where ``None``); a missing node has factor 1.
 
-    Raises:
-        ValueError: wrong length, or a factor that is negative or not finite.
+    Raises
+    ------
+    ValueError
+        wrong length, or a factor that is negative or not finite.
     """
     if node_factors is None:
         return [{} for _ in range(n_legs)]
@@ -271,8 +284,10 @@ def fuse_rrf(
     """Weighted reciprocal rank fusion: ``sum_i w_i * f_i(d) / (k + rank_i)``, ranks from 1,
     with ``f_i(d)`` the leg's factor for the node (``node_factors``, default 1).
 
-    Raises:
-        ValueError: ``k < 0``, invalid weights or node factors.
+    Raises
+    ------
+    ValueError
+        ``k < 0``, invalid weights or node factors.
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -296,10 +311,12 @@ def fuse_scores(
     """Normalise each leg's scores, then take the weighted sum (absent = the leg's floor),
     each term times the leg's factor for the node (``node_factors``, default 1).
 
-    Raises:
-        ValueError: an unknown ``normalization``, invalid weights or node factors.
+    Raises
+    ------
+    ValueError
+        an unknown ``normalization``, invalid weights or node factors.
     """
-    method = _normalization(normalization)
+    method = parse_enum(Normalization, normalization, "normalization")
     normalize, absent_floor = NORMALIZERS[method], ABSENT_FLOORS[method]
     legs = [dedupe_leg(leg) for leg in legs]
     weight = validate_weights(weights, len(legs))
@@ -330,23 +347,7 @@ def fuse(
         FusionMode.RRF: lambda: fuse_rrf(legs, weights, k, node_factors),
         FusionMode.SCORE: lambda: fuse_scores(legs, weights, normalization, node_factors),
     }
-    return dispatch[_mode(mode)]()
-
-
-def _mode(mode: FusionMode | str) -> FusionMode:
-    try:
-        return FusionMode(mode)
-    except ValueError:
-        allowed = [m.value for m in FusionMode]
-        raise ValueError(f"mode {mode!r} is not one of {allowed}") from None
-
-
-def _normalization(normalization: Normalization | str) -> Normalization:
-    try:
-        return Normalization(normalization)
-    except ValueError:
-        allowed = [n.value for n in Normalization]
-        raise ValueError(f"normalization {normalization!r} is not one of {allowed}") from None
+    return dispatch[parse_enum(FusionMode, mode, "mode")]()
 
 
 __all__ = [

@@ -24,11 +24,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field, model_validator
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.retrievers.fusion import (
     DEFAULT_CJK_WEIGHT_FLOOR,
     DEFAULT_RRF_K,
@@ -159,36 +160,49 @@ def build_fused_nodes(
 class HybridFusionRetriever(BaseRetriever):
     """Fuse several retrievers (dense + BM25) with weighted RRF or normalised score fusion.
 
-    Args:
-        retrievers: the legs, e.g. ``[vector_index.as_retriever(), BM25Retriever(nodes)]``.
-        weights: one weight per leg (default all 1.0); honoured in both modes.
-        mode: ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
-        k: the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
-        similarity_top_k: fused results returned. leg_top_k: results fetched per leg
-            (default ``3 * similarity_top_k``); legs with a ``similarity_top_k`` attribute are
-            shallow-copied with it set, the caller's retrievers are not modified.
-        leg_names: names used in the trace (default: the legs' class names).
-        english_only_legs: names of legs whose model only reads English (e.g. ``["dense"]``
-            over all-MiniLM-L6-v2): such a leg's term for a candidate is multiplied by
-            ``r + (1 - r) * cjk_weight_floor`` with ``r = 1 - max(s_query, s_node)``, the
-            ``s`` being shares of CJK characters; English text fuses with the given weights,
-            Chinese text leans on the language-independent legs (BM25).
-        cjk_weight_floor: that factor for wholly CJK text, in [0, 1] (0 mutes the leg there).
-            The default is chosen on held-out CMRC 2018 questions (docs/retrievers_fusion.md).
-        node_language: ``True`` (default): the factor uses the query's and the candidate
-            node's CJK share (the model can read neither a Chinese query nor a Chinese
-            passage); ``False``: the query's share only, applied to the leg weight.
+    Parameters
+    ----------
+    retrievers
+        the legs, e.g. ``[vector_index.as_retriever(), BM25Retriever(nodes)]``.
+    weights
+        one weight per leg (default all 1.0); honoured in both modes.
+    mode
+        ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
+    k
+        the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
+    similarity_top_k
+        fused results returned. leg_top_k: results fetched per leg
+        (default ``3 * similarity_top_k``); legs with a ``similarity_top_k`` attribute are
+        shallow-copied with it set, the caller's retrievers are not modified.
+    leg_names
+        names used in the trace (default: the legs' class names).
+    english_only_legs
+        names of legs whose model only reads English (e.g. ``["dense"]``
+        over all-MiniLM-L6-v2): such a leg's term for a candidate is multiplied by
+        ``r + (1 - r) * cjk_weight_floor`` with ``r = 1 - max(s_query, s_node)``, the
+        ``s`` being shares of CJK characters; English text fuses with the given weights,
+        Chinese text leans on the language-independent legs (BM25).
+    cjk_weight_floor
+        that factor for wholly CJK text, in [0, 1] (0 mutes the leg there).
+        The default is chosen on held-out CMRC 2018 questions (docs/retrievers_fusion.md).
+    node_language
+        ``True`` (default): the factor uses the query's and the candidate
+        node's CJK share (the model can read neither a Chinese query nor a Chinese
+        passage); ``False``: the query's share only, applied to the leg weight.
 
-    Raises:
-        ValueError: no legs, weights of the wrong length or negative, an unknown ``mode`` or
-            ``normalization``, a top-k below 1, an ``english_only_legs`` name that is not a
-            leg name, a ``cjk_weight_floor`` outside [0, 1].
+    Raises
+    ------
+    ValueError
+        no legs, weights of the wrong length or negative, an unknown ``mode`` or
+        ``normalization``, a top-k below 1, an ``english_only_legs`` name that is not a
+        leg name, a ``cjk_weight_floor`` outside [0, 1].
 
-    Example:
-        >>> hybrid = HybridFusionRetriever(  # doctest: +SKIP
-        ...     retrievers=[index.as_retriever(), BM25Retriever(nodes)],
-        ...     weights=[0.4, 0.6], mode="rrf", similarity_top_k=5)
-        >>> nodes = hybrid.retrieve("潜伏期有多长？")  # doctest: +SKIP
+    Examples
+    --------
+    >>> hybrid = HybridFusionRetriever(  # doctest: +SKIP
+    ...     retrievers=[index.as_retriever(), BM25Retriever(nodes)],
+    ...     weights=[0.4, 0.6], mode="rrf", similarity_top_k=5)
+    >>> nodes = hybrid.retrieve("潜伏期有多长？")  # doctest: +SKIP
     """
 
     def __init__(
@@ -211,9 +225,9 @@ class HybridFusionRetriever(BaseRetriever):
             raise ValueError("retrievers must hold at least one retriever, got none")
         self.config = HybridFusionConfig(
             weights=None if weights is None else tuple(weights),
-            mode=_enum_value(FusionMode, mode, "mode"),
+            mode=parse_enum(FusionMode, mode, "mode"),
             k=k,
-            normalization=_enum_value(Normalization, normalization, "normalization"),
+            normalization=parse_enum(Normalization, normalization, "normalization"),
             similarity_top_k=similarity_top_k,
             leg_top_k=leg_top_k,
             english_only_legs=tuple(english_only_legs),
@@ -364,13 +378,6 @@ class HybridFusionRetriever(BaseRetriever):
                 raise outcome  # cancellation and interrupts are not a leg failure
             outcomes.append(outcome)
         return self._fuse(query_bundle.query_str, outcomes)
-
-
-def _enum_value(enum: Any, value: Any, name: str) -> Any:
-    try:
-        return enum(value)
-    except ValueError:
-        raise ValueError(f"{name} {value!r} is not one of {[m.value for m in enum]}") from None
 
 
 def _init_kwargs(config: HybridFusionConfig) -> dict[str, Any]:

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
-from pydantic import BaseModel, ConfigDict, Field
 
 from llama_index_ext_advrag.milvus import in_filter
 from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm

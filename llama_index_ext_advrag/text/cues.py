@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from functools import lru_cache
+
+from llama_index_ext_advrag.text.charsets import (
+    CHINESE_STOP_WORDS,
+    ENGLISH_STOP_WORDS,
+    HAN_RUN,
+    load_jieba,
+    words,
+)
 
 logger = logging.getLogger(__name__)
 
-
-def _words(text: str) -> frozenset[str]:
-    """A word list written as one whitespace-separated string."""
-    return frozenset(text.split())
-
-
 MIN_CUE_CHARS = 2
 
-_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LATIN_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-][A-Za-z0-9_]+)*")
 _CAMEL_CASE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 _HAS_DIGIT = re.compile(r"\d")
@@ -36,7 +35,8 @@ _SENTENCE_BREAKS = frozenset("\n.!?:;。！？；：…")
 # jieba part-of-speech tags kept: nouns, person/place/organisation names, other proper nouns.
 _KEPT_TAG_PREFIXES = ("n",)
 
-ENGLISH_STOP_WORDS = _words(
+# Never cues, on top of the stop words: pronouns, auxiliaries, connectives, reference words.
+_ENGLISH_NON_CUES = words(
     """a about above after again against all also although am among an and another any are
     as at be because been before being below between both but by can could did do does doing
     down during each either et al etc e.g i.e eg ie few for from further had has have having he
@@ -51,35 +51,28 @@ ENGLISH_STOP_WORDS = _words(
 )
 # Acronyms that collide with stop words: "WHO", "US", "IT".
 _ACRONYM_EXCEPTIONS = frozenset({"who", "us", "it"})
-CHINESE_STOP_WORDS = _words(
+# Generic nouns that name no entity (jieba tags them as nouns).
+_CHINESE_NON_CUES = words(
     """时候 时间 方面 问题 情况 部分 东西 地方 方式 过程 结果 原因 内容 之一 其中 一种 一个 这一
     两人 目前 现在 以后 之后 之前 以前 当时 同时 人们 大家 有人 事情 样子 作用 意义 影响 关系 方法"""
 )
-
-
-@lru_cache(maxsize=1)
-def _jieba() -> tuple[Callable[[str], list[str]], dict[str, str]]:
-    """Load jieba once, quietly, and return ``(cut, word -> POS tag)``."""
-    import jieba
-    import jieba.posseg
-
-    jieba.setLogLevel(logging.WARNING)
-    jieba.initialize()
-    return jieba.lcut, jieba.posseg.dt.word_tag_tab
+ENGLISH_CUE_STOP_WORDS = ENGLISH_STOP_WORDS | _ENGLISH_NON_CUES
+CHINESE_CUE_STOP_WORDS = CHINESE_STOP_WORDS | _CHINESE_NON_CUES
 
 
 def _chinese_cues(text: str) -> set[str]:
     """Nouns and proper nouns of at least two characters from the Han runs of ``text``."""
-    runs = _HAN_RUN.findall(text)
+    runs = HAN_RUN.findall(text)
     if not runs:
         return set()
-    cut, tags = _jieba()
+    jieba = load_jieba()
+    cut, tags = jieba.lcut, jieba.posseg.dt.word_tag_tab
     cues: set[str] = set()
     for run in runs:
         if len(run) < MIN_CUE_CHARS:
             continue
         for word in cut(run):
-            if len(word) < MIN_CUE_CHARS or word in CHINESE_STOP_WORDS:
+            if len(word) < MIN_CUE_CHARS or word in CHINESE_CUE_STOP_WORDS:
                 continue
             tag = tags.get(word)
             # Words missing from the dictionary were found by jieba's HMM: mostly names.
@@ -105,7 +98,7 @@ def _latin_cues(text: str) -> set[str]:
         if len(token) < MIN_CUE_CHARS or (token.isalpha() and token.islower()):
             continue  # a plain lower-case word is never a cue (the common case, checked first)
         lowered = token.lower()
-        if lowered in ENGLISH_STOP_WORDS and not (
+        if lowered in ENGLISH_CUE_STOP_WORDS and not (
             lowered in _ACRONYM_EXCEPTIONS and token.isupper()
         ):
             continue

@@ -17,6 +17,8 @@ import re
 from enum import IntEnum
 from typing import NamedTuple
 
+from llama_index_ext_advrag.text.charsets import CJK
+
 logger = logging.getLogger(__name__)
 
 MAX_NUMBERED_HEADING_CHARS = 80
@@ -32,7 +34,7 @@ _LIST_ITEM = re.compile(
     r"(?:[-*+][ \t]+(?=\S)"  # Markdown bullets need a space: "-5" and "**bold**" are not items
     r"|[•·▪●◦‣○■□➢✓►▸]"  # typographic bullets
     r"|\d{1,3}[.)](?:[ \t]|$)"  # 1.  1)
-    r"|\d{1,3}[.．、](?=[\u3400-\u9fff])"  # 1.游戏  1、游戏
+    rf"|\d{{1,3}}[.．、](?=[{CJK}])"  # 1.游戏  1、游戏
     r"|[(（](?:\d{1,3}|[a-z]|i{1,3}|iv|vi{0,3}|ix|[一二三四五六七八九十]{1,3})[)）]"  # (1) (a) (iv)
     r"|[a-z][.)][ \t]"  # a. b)
     r"|(?:i{1,3}|iv|vi{0,3}|ix|x)[.)][ \t]"  # roman numerals
@@ -42,14 +44,14 @@ _LIST_FIRST_CHARS = frozenset(
     "-*+•·▪●◦‣○■□➢✓►▸(（0123456789abcdefghijklmnopqrstuvwxyz一二三四五六七八九十"
 )
 _NUMBERED_HEADING = re.compile(
-    r"(\d{1,2}(?:\.\d{1,2}){0,3})\.?[ \t]+([A-Z\u3400-\u9fff][^\n]*)$",
+    rf"(\d{{1,2}}(?:\.\d{{1,2}}){{0,3}})\.?[ \t]+([A-Z{CJK}][^\n]*)$",
 )
 _NUMBER_PREFIX = re.compile(r"(\d{1,3}(?:\.\d{1,2}){0,3})[.)]?(?:[ \t]|$)")
 _CHAPTER_HEADING = re.compile(
     r"第[一二三四五六七八九十百千零〇\d]{1,4}([章节篇部卷回])(?:[ \t\u3000:：、]+[^\n]{1,30})?$"
 )
 _HEADING_BAD_ENDINGS = frozenset(".,;:!?。，；：！？、…")
-_LETTERS = re.compile(r"[A-Za-z]{2}|[\u3400-\u9fff]")
+_LETTERS = re.compile(f"[A-Za-z]{{2}}|[{CJK}]")
 _SENTENCE_END_CHARS = frozenset(".!?。！？")
 
 

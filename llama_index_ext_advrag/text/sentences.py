@@ -20,14 +20,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from llama_index_ext_advrag.text.charsets import CJK, FULLWIDTH_FORMS, is_cjk_text, words
 from llama_index_ext_advrag.text.lines import Line, LineKind, scan_lines
 
 logger = logging.getLogger(__name__)
-
-
-def _words(text: str) -> frozenset[str]:
-    """A word list written as one whitespace-separated string."""
-    return frozenset(text.split())
 
 
 MAX_URL_CHARS = 2000
@@ -37,19 +33,15 @@ _CLOSERS = "\"'”’»›)）\\]】」』》〉〕"
 _OPENERS = "\"'“‘«‹(（\\[【「『《〈〔"
 # Citation markers glued to the end of a sentence: "…之一。[9][10]", "...shown.[3,4]".
 _CITATIONS = r"(?:\[\d{1,3}(?:\s?[,，\-–]\s?\d{1,3})*\])*"
-_CJK_RANGES = (
-    "\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
-)
 _CJK_STOPS = "。！？｡；"
 # A URL ends at whitespace or CJK text ("见https://x.org/a该校…") and not on trailing punctuation.
-_URL_CHARS = rf"[^\s<>\"{_CJK_RANGES}\uff00-\uffef]"
-_URL_END = rf"[^\s<>\"'.,;:!?)\]}}{_CJK_RANGES}\uff00-\uffef]"
+_URL_CHARS = rf"[^\s<>\"{CJK}{FULLWIDTH_FORMS}]"
+_URL_END = rf"[^\s<>\"'.,;:!?)\]}}{CJK}{FULLWIDTH_FORMS}]"
 _BOUNDARY = re.compile(
     rf"(?P<url>(?:(?:https?|ftp)://|www\.){_URL_CHARS}{{0,{MAX_URL_CHARS}}}{_URL_END})"
     rf"|(?P<mark>[{_CJK_STOPS}!?…⋯]+)[{_CLOSERS}]*{_CITATIONS}"
     # Only at the first period of a run, so that "....." cannot make the scan quadratic.
-    rf"|(?<!\.)(?P<dot>\.+)[{_CLOSERS}]*{_CITATIONS}(?=\s|$|[{_CJK_RANGES}])"
+    rf"|(?<!\.)(?P<dot>\.+)[{_CLOSERS}]*{_CITATIONS}(?=\s|$|[{CJK}])"
 )
 # Where a _BOUNDARY match can begin (one entry per opening of its branches: keep them in step),
 # as literal alternatives so that the regex engine skips everything else in C; _BOUNDARY itself,
@@ -67,19 +59,19 @@ _DOTTED_INITIALS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 _ABBREVIATION_WINDOW = 20
 
 # Abbreviations after which a period never ends a sentence.
-_ALWAYS_ABBREVIATIONS = _words(
+_ALWAYS_ABBREVIATIONS = words(
     "mr mrs ms mme mlle messrs dr prof rev hon gen col lt sgt capt st mt "
     "e.g i.e cf vs viz approx ca fig figs eq eqs vol vols pp dept univ assoc incl "
     "esp ibid op resp"
 )
 # Abbreviations that are not a sentence end before a word with a digit ("No. 5", "Jan. 3").
-_NUMBER_ABBREVIATIONS = _words(
+_NUMBER_ABBREVIATIONS = words(
     "no nos nr p ref refs sec ch chap art tab para est "
     "jan feb mar apr jun jul aug sep sept oct nov dec"
 )
 # Abbreviations that end a sentence only before a typical sentence opener ("… et al. The").
-_SOFT_ABBREVIATIONS = _words("al inc ltd co corp jr sr bros llc plc ave blvd rd")
-_SENTENCE_OPENERS = _words(
+_SOFT_ABBREVIATIONS = words("al inc ltd co corp jr sr bros llc plc ave blvd rd")
+_SENTENCE_OPENERS = words(
     "the this that these those there then thus however in it its we our they their he she "
     "his her a an as at but by for from if on one to when while with after although both each "
     "all most some many such furthermore moreover therefore here since despite during finally "
@@ -89,7 +81,7 @@ _SENTENCE_OPENERS = _words(
 # A single newline after one of these continues the sentence, even before CJK text.
 _CONTINUATION_ENDINGS = frozenset("，、,-–—(（[【「『《“‘")
 # A hard-wrapped line ending in one of these continues on the next line: "of the\nUnited".
-_FUNCTION_WORDS = _words(
+_FUNCTION_WORDS = words(
     "a an the of in on at to for from by with without into onto over under between among and "
     "or nor but than as is are was were be been being has have had that which who whose whom "
     "this these those its their our his her such both either neither per via vs"
@@ -123,18 +115,6 @@ class Sentence:
     section_index: int = 0
 
 
-def _is_cjk(char: str) -> bool:
-    """Whether ``char`` is a CJK ideograph, kana, hangul, or CJK/full-width punctuation."""
-    code = ord(char)
-    return (
-        0x2E80 <= code <= 0x9FFF
-        or 0xAC00 <= code <= 0xD7AF
-        or 0xF900 <= code <= 0xFAFF
-        or 0xFF00 <= code <= 0xFFEF
-        or 0x20000 <= code <= 0x2FA1F
-    )
-
-
 def _newline_ends_sentence(text: str, previous: Line, next_start: int) -> bool:
     """Whether a single newline between two plain lines ends the sentence.
 
@@ -147,7 +127,7 @@ def _newline_ends_sentence(text: str, previous: Line, next_start: int) -> bool:
     last, first = text[previous.end - 1], text[next_start]
     if first.islower() or first in "([" or last in _CONTINUATION_ENDINGS:
         return False
-    if not last.isalpha() or _is_cjk(last):
+    if not last.isalpha() or is_cjk_text(last):
         return True
     space = text.rfind(" ", previous.start, previous.end)
     return text[space + 1 : previous.end].lower() not in _FUNCTION_WORDS
@@ -205,15 +185,15 @@ def _ends_sentence(text: str, match: re.Match[str], block_end: int) -> bool:
             # Japanese quotation followed by a quotative particle: 「…。」と言った
             return not (match.end("mark") < end and following_char in "とっ")
         if not following_char.isspace():
-            return _is_cjk(following_char)  # "好!我们" ends; "?q=1" does not
+            return is_cjk_text(following_char)  # "好!我们" ends; "?q=1" does not
         word = _following_word(text, end, block_end)
         if not word:
             return True
         if word[0].islower():
             return False
         if mark[0] in "…⋯" and "!" not in mark and "?" not in mark:  # an ellipsis character
-            after_cjk = match.start() > 0 and _is_cjk(text[match.start() - 1])
-            return after_cjk or word[0].isupper() or _is_cjk(word[0])
+            after_cjk = match.start() > 0 and is_cjk_text(text[match.start() - 1])
+            return after_cjk or word[0].isupper() or is_cjk_text(word[0])
         return True
     # A run of periods; the regex guarantees whitespace, the block end or CJK follows.
     dot_start = match.start()
@@ -226,7 +206,7 @@ def _ends_sentence(text: str, match: re.Match[str], block_end: int) -> bool:
     if first.islower():
         return False
     if match.end("dot") - dot_start > 1:  # ellipsis: ends only before a capital or CJK
-        return first.isupper() or _is_cjk(first)
+        return first.isupper() or is_cjk_text(first)
     if match.end("dot") == end:
         return not _abbreviation_blocks_end(text, dot_start, word)
     return True

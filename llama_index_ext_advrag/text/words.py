@@ -25,33 +25,22 @@ import logging
 import re
 import threading
 from enum import Enum
-from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
+
+from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.text.charsets import (
+    CHINESE_STOP_WORDS,
+    CJK_RUN,
+    ENGLISH_STOP_WORDS,
+    JIEBA_CHARS,
+    load_jieba,
+)
 
 logger = logging.getLogger(__name__)
 
-# Han ideographs, CJK compatibility ideographs, extension B+ and Japanese kana: jieba's domain.
-_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
-_CJK_CHAR_RUN = re.compile(f"[{_CJK_CHARS}]+")
-_RUN = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>[^\W_{_CJK_CHARS}]+)", re.UNICODE)
-
-# Lucene's English stop words (the list bm25s ships as STOPWORDS_EN).
-_ENGLISH_STOP_WORDS = (
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with"
-)
-ENGLISH_STOP_WORDS = frozenset(_ENGLISH_STOP_WORDS.split())
-# Chinese function words only: particles, pronouns, copulas, common prepositions. IDF handles
-# the rest; a long list (bm25s ships 841 words) drops content words such as 上升 or 严重.
-_CHINESE_STOP_WORDS = (
-    "的 了 着 过 是 在 和 与 及 或 也 都 就 而 且 但 则 把 被 让 给 对 从 向 于 以 之 其 "
-    "这 那 这个 那个 这些 那些 我 你 他 她 它 我们 你们 他们 她们 它们 吗 呢 吧 啊 呀 嘛 "
-    "么 什么 哪 哪个 哪些 哪里 谁 怎么 怎样 如何 为什么 多少 几 有 没有 个 位 中 上 下 "
-    "一个 所 为 由 等 并 又 还 很 更 最 已 已经 会 能 可以 将 要"
-)
-CHINESE_STOP_WORDS = frozenset(_CHINESE_STOP_WORDS.split())
+_RUN = re.compile(rf"(?P<cjk>[{JIEBA_CHARS}]+)|(?P<word>[^\W_{JIEBA_CHARS}]+)", re.UNICODE)
 
 
 class ChineseMode(str, Enum):
@@ -80,14 +69,6 @@ def _stemmer(language: str) -> Any:
     return cache[language]
 
 
-@lru_cache(maxsize=1)
-def _jieba() -> Any:
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    return jieba
-
-
 def han_characters(run: str) -> list[str]:
     """The characters of a CJK run that are letters (unassigned code points are dropped)."""
     return [ch for ch in run if ch.isalnum()]
@@ -100,12 +81,12 @@ def cjk_share(text: str) -> float:
     letters = sum(map(str.isalpha, text))
     if not letters:
         return 0.0
-    return sum(map(str.isalpha, "".join(_CJK_CHAR_RUN.findall(text)))) / letters
+    return sum(map(str.isalpha, "".join(CJK_RUN.findall(text)))) / letters
 
 
 def cut_chinese(run: str, mode: ChineseMode = ChineseMode.SEARCH) -> list[str]:
     """Cut a run of CJK characters into words with jieba; pieces without a letter are dropped."""
-    cutter = getattr(_jieba(), _CHINESE_CUTTERS[ChineseMode(mode)])
+    cutter = getattr(load_jieba(), _CHINESE_CUTTERS[parse_enum(ChineseMode, mode, "mode")])
     # Unassigned code points inside the CJK ranges are not words.
     return [word for word in cutter(run, HMM=True) if any(ch.isalnum() for ch in word)]
 
@@ -113,21 +94,30 @@ def cut_chinese(run: str, mode: ChineseMode = ChineseMode.SEARCH) -> list[str]:
 class WordTokenizer(BaseModel):
     """Turn text into BM25 terms: jieba words for Chinese, stemmed words for everything else.
 
-    Args:
-        stem: stem non-CJK words with PyStemmer (``stemmer_language``).
-        remove_stop_words: drop :data:`ENGLISH_STOP_WORDS` and :data:`CHINESE_STOP_WORDS`.
-        chinese_mode: ``"search"`` (default; jieba's search mode also emits the shorter
-            dictionary words inside a long word, so 潜伏期 also matches 潜伏) or ``"accurate"``.
-        chinese_characters: also emit every character of a CJK run as a term (after the run's
-            words; stop-word characters such as 的 are dropped with the stop words).
-        stemmer_language: a Snowball language name known to PyStemmer.
+    Parameters
+    ----------
+    stem
+        stem non-CJK words with PyStemmer (``stemmer_language``).
+    remove_stop_words
+        drop :data:`ENGLISH_STOP_WORDS` and :data:`CHINESE_STOP_WORDS`.
+    chinese_mode
+        ``"search"`` (default; jieba's search mode also emits the shorter
+        dictionary words inside a long word, so 潜伏期 also matches 潜伏) or ``"accurate"``.
+    chinese_characters
+        also emit every character of a CJK run as a term (after the run's
+        words; stop-word characters such as 的 are dropped with the stop words).
+    stemmer_language
+        a Snowball language name known to PyStemmer.
 
-    Raises:
-        ValueError: an unknown ``chinese_mode`` or ``stemmer_language`` (the value is named).
+    Raises
+    ------
+    ValueError
+        an unknown ``chinese_mode`` or ``stemmer_language`` (the value is named).
 
-    Example:
-        >>> WordTokenizer()("SARS-CoV-2的潜伏期 studies")
-        ['sar', 'cov', '2', '潜伏', '潜伏期', '潜', '伏', '期', 'studi']
+    Examples
+    --------
+    >>> WordTokenizer()("SARS-CoV-2的潜伏期 studies")
+    ['sar', 'cov', '2', '潜伏', '潜伏期', '潜', '伏', '期', 'studi']
     """
 
     model_config = ConfigDict(frozen=True)

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["planning", "hierarchical", "sliding_window", "_nodes"])
+@pytest.mark.parametrize("module", ["planning", "hierarchical", "sliding_window"])
 def test_docstring_examples(module):
     imported = importlib.import_module(f"llama_index_ext_advrag.node_parser.{module}")
     result = doctest.testmod(imported, optionflags=doctest.NORMALIZE_WHITESPACE)

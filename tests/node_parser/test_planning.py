@@ -6,12 +6,7 @@ import numpy as np
 import pytest
 
 from llama_index_ext_advrag.node_parser.planning import (
-    STOP_BREAKPOINT,
-    STOP_BUDGET,
-    STOP_DOCUMENT_END,
-    STOP_MAX_SENTENCES,
-    STOP_PARAGRAPH,
-    STOP_SECTION,
+    WindowStop,
     build_units,
     extend_embedded_sentence,
     find_breakpoints,
@@ -36,7 +31,7 @@ def test_fixed_a_to_e_window_3_stride_1():
     windows = plan_fixed_windows(5, 3, 1)
     assert spans(windows) == [(0, 3), (1, 4), (2, 5)]
     assert sum(1 for first, last in spans(windows) if first <= 1 and last >= 3) == 2
-    assert windows[-1].stop == STOP_DOCUMENT_END
+    assert windows[-1].stop == WindowStop.DOCUMENT_END
 
 
 @pytest.mark.parametrize(
@@ -136,7 +131,11 @@ def test_adaptive_windows_budget_and_stride():
     windows = plan_adaptive_windows(units, [0] * 6, max_tokens=30, stride_ratio=0.5)
     # 3 sentences fit; half of 30 tokens is 15, so the next window starts two sentences on.
     assert spans(windows) == [(0, 3), (2, 5), (4, 6)]
-    assert [w.stop for w in windows] == [STOP_BUDGET, STOP_BUDGET, STOP_DOCUMENT_END]
+    assert [w.stop for w in windows] == [
+        WindowStop.BUDGET,
+        WindowStop.BUDGET,
+        WindowStop.DOCUMENT_END,
+    ]
 
 
 def test_adaptive_long_sentences_give_short_windows():
@@ -153,7 +152,11 @@ def test_adaptive_windows_never_cross_sections_or_breakpoints():
     units = build_units(tokens, sections, breaks)
     windows = plan_adaptive_windows(units, sections, max_tokens=100, stride_ratio=0.5)
     assert spans(windows) == [(0, 3), (3, 6), (6, 8)]
-    assert [w.stop for w in windows] == [STOP_SECTION, STOP_BREAKPOINT, STOP_DOCUMENT_END]
+    assert [w.stop for w in windows] == [
+        WindowStop.SECTION,
+        WindowStop.BREAKPOINT,
+        WindowStop.DOCUMENT_END,
+    ]
 
 
 def test_adaptive_no_window_contained_in_previous():
@@ -171,7 +174,7 @@ def test_adaptive_max_sentences():
     units = build_units([1] * 5, [0] * 5)
     windows = plan_adaptive_windows(units, [0] * 5, 100, 1.0, max_sentences=2)
     assert spans(windows) == [(0, 2), (2, 4), (4, 5)]
-    assert windows[0].stop == STOP_MAX_SENTENCES
+    assert windows[0].stop == WindowStop.MAX_SENTENCES
 
 
 def test_adaptive_centred_grows_right_then_left():
@@ -260,15 +263,15 @@ def test_paragraph_barrier_names_its_stop():
     units = build_units([5, 5, 5, 5], [0, 0, 0, 0], paragraphs)
     centred = plan_adaptive_centred(units, [0] * 4, 100, paragraph_after=paragraphs)
     assert [(w.first, w.last, w.stop) for w in centred] == [
-        (0, 2, STOP_PARAGRAPH),
-        (0, 2, STOP_PARAGRAPH),
-        (2, 4, STOP_DOCUMENT_END),
-        (2, 4, STOP_DOCUMENT_END),
+        (0, 2, WindowStop.PARAGRAPH),
+        (0, 2, WindowStop.PARAGRAPH),
+        (2, 4, WindowStop.DOCUMENT_END),
+        (2, 4, WindowStop.DOCUMENT_END),
     ]
     windows = plan_adaptive_windows(units, [0] * 4, 100, 0.5, paragraph_after=paragraphs)
     assert [(w.first, w.last, w.stop) for w in windows] == [
-        (0, 2, STOP_PARAGRAPH),
-        (2, 4, STOP_DOCUMENT_END),
+        (0, 2, WindowStop.PARAGRAPH),
+        (2, 4, WindowStop.DOCUMENT_END),
     ]
     # without the flags the same barrier is reported as a breakpoint
-    assert plan_adaptive_windows(units, [0] * 4, 100, 0.5)[0].stop == STOP_BREAKPOINT
+    assert plan_adaptive_windows(units, [0] * 4, 100, 0.5)[0].stop == WindowStop.BREAKPOINT

@@ -8,9 +8,8 @@ import random
 import pytest
 
 from llama_index_ext_advrag.node_parser.planning import (
-    STOP_BUDGET,
-    STOP_MAX_SENTENCES,
     WindowSpan,
+    WindowStop,
     _segment_stop,
     _segments,
     build_units,
@@ -37,9 +36,9 @@ def reference_centred(units, sections, max_tokens, max_sentences, forward_ratio,
                 first = units[min(left, candidate)].first
                 last = units[max(right - 1, candidate)].last
                 if max_sentences is not None and last - first > max_sentences:
-                    blocked[side], reason = True, STOP_MAX_SENTENCES
+                    blocked[side], reason = True, WindowStop.MAX_SENTENCES
                 elif total + units[candidate].tokens > max_tokens:
-                    blocked[side], reason = True, STOP_BUDGET
+                    blocked[side], reason = True, WindowStop.BUDGET
                 else:
                     total += units[candidate].tokens
                     added[side] += units[candidate].tokens

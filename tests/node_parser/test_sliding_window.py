@@ -486,7 +486,7 @@ def test_deterministic_ids_are_uuid5_of_document_and_position() -> None:
     """Ids stored by earlier versions must stay the same: they are uuid5 of the position key."""
     import uuid
 
-    from llama_index_ext_advrag.node_parser._nodes import NODE_ID_NAMESPACE, deterministic_node_id
+    from llama_index_ext_advrag.layout import NODE_ID_NAMESPACE, deterministic_node_id
 
     for document_id, parts in (("doc", (0, 3)), ("论文-7", ("window", 12, 15)), ("", ())):
         key = "\x1f".join([document_id, *(str(part) for part in parts)])

@@ -10,17 +10,8 @@ from postprocessor._corpus import sentence_nodes
 from llama_index_ext_advrag.postprocessor.calibration import (
     background_similarities,
     calibrate_thresholds,
-    cosine_to_query,
     thresholds_from_background,
 )
-
-
-def test_cosine_to_query_by_hand() -> None:
-    assert cosine_to_query([2.0, 0.0], [[1.0, 0.0], [0.0, 3.0], [1.0, 1.0]]) == pytest.approx(
-        [1.0, 0.0, 2**-0.5]
-    )
-    assert cosine_to_query([1.0, 0.0], []) == []
-    assert cosine_to_query([1.0, 0.0], [[0.0, 0.0]]) == [0.0]
 
 
 def test_background_and_quantiles_by_hand() -> None:

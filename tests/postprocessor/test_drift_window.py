@@ -277,7 +277,7 @@ def test_windows_reaching_the_fetch_edge_are_fetched_wider_on_that_side_only(mon
     from llama_index.core import Document
 
     from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
-    from llama_index_ext_advrag.postprocessor import drift_window
+    from llama_index_ext_advrag.postprocessor import _window_session
 
     text = " ".join(f"Sentence {i} talks about harbours." for i in range(30))
     long_nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
@@ -294,13 +294,13 @@ def test_windows_reaching_the_fetch_edge_are_fetched_wider_on_that_side_only(mon
     assert trace["round_trips"] == 3 and trace["records"][0]["stop"] == "max_expand_steps"
     # 12 steps spread over both sides: 21 rows, not the 25 (hit + 12 each side) of a wide fetch
     assert trace["fetched"] == 21
-    monkeypatch.setattr(drift_window, "FIRST_FETCH_STEPS", 12)
+    monkeypatch.setattr(_window_session, "FIRST_FETCH_STEPS", 12)
     one_shot = post.postprocess_nodes(results, query("harbours"))
     assert texts(one_shot) == texts(staged)
     assert get_trace(one_shot[0].node, "drift_window")["round_trips"] == 1
     assert get_trace(one_shot[0].node, "drift_window")["fetched"] == 25
     # near the document's start the left side ends for good: only the right side is widened
-    monkeypatch.setattr(drift_window, "FIRST_FETCH_STEPS", 4)
+    monkeypatch.setattr(_window_session, "FIRST_FETCH_STEPS", 4)
     early = post.postprocess_nodes(hits(long_nodes, "Sentence 2 "), query("harbours"))
     early_trace = get_trace(early[0].node, "drift_window")
     assert early_trace["fetched"] == 1 + 2 + 12  # sentences 0-1 before, 3-14 after (4+4+4)

@@ -8,7 +8,7 @@ import pytest
 from llama_index.core.schema import TextNode
 from postprocessor._corpus import by_text, docstore_of, plain_nodes, sentence_nodes
 
-from llama_index_ext_advrag.postprocessor._layout import (
+from llama_index_ext_advrag.layout import (
     Location,
     NodeLayout,
     ids_are_computable,

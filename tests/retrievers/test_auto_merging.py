@@ -12,9 +12,9 @@ from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes
 from llama_index.core.schema import NodeRelationship, TextNode
 from llama_index.vector_stores.milvus import MilvusVectorStore
 
+from llama_index_ext_advrag import IndexLayoutError
 from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
 from llama_index_ext_advrag.retrievers import auto_merging as module
-from llama_index_ext_advrag.retrievers._node_store import IndexLayoutError
 from llama_index_ext_advrag.text import count_tokens
 from llama_index_ext_advrag.trace import TRACE_KEY
 
@@ -47,22 +47,10 @@ def summary(nodes) -> list[tuple[str, float]]:
     return [(n.node.node_id, round(n.score or 0.0, 5)) for n in nodes]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param("lite", marks=pytest.mark.milvus_lite, id="lite"),
-        pytest.param("server", marks=pytest.mark.milvus_server, id="server"),
-    ],
-)
-def retriever(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> HierarchicalAutoMergingRetriever:
+@pytest.fixture(scope="module")
+def retriever(module_milvus_uri: str) -> HierarchicalAutoMergingRetriever:
     """One index per backend shared by the read-only tests of this module (builds are slow)."""
-    if request.param == "lite":
-        uri = str(tmp_path_factory.mktemp("auto_merging") / "milvus_lite.db")
-    else:
-        uri = str(request.getfixturevalue("milvus_server"))
-    return build(uri, f"t_{uuid.uuid4().hex[:12]}", similarity_top_k=8)
+    return build(module_milvus_uri, f"t_{uuid.uuid4().hex[:12]}", similarity_top_k=8)
 
 
 def location(retriever: HierarchicalAutoMergingRetriever) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from advrag_testing import HashEmbedding
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import TextNode
 
-from llama_index_ext_advrag.milvus import flush, is_server_uri, open_client, open_vector_store
+from llama_index_ext_advrag.milvus import flush, is_server_uri, open_vector_store
 from llama_index_ext_advrag.retrievers import BM25Retriever, HybridFusionRetriever
 from llama_index_ext_advrag.retrievers.bm25 import bm25_persist_dir
 from llama_index_ext_advrag.trace import TRACE_KEY
@@ -24,14 +24,6 @@ TEXTS = {
     "incubation": "The incubation period of the virus is usually five days.",
     "cats": "Cats purr when they are content.",
 }
-
-
-@pytest.fixture
-def drop_after(milvus_uri: str, collection_name: str):
-    yield
-    client = open_client(milvus_uri)
-    if client.has_collection(collection_name):
-        client.drop_collection(collection_name)
 
 
 def build(milvus_uri: str, collection_name: str, tmp_path: Path):

@@ -52,22 +52,6 @@ def scripted(prompt: str) -> str:
     return "A table of the ten richest people of one year."
 
 
-@pytest.fixture
-def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from llama_index.experimental import exec_utils
-
-    seen: list[str] = []
-    for name in ("safe_exec", "safe_eval"):
-        original = getattr(exec_utils, name)
-
-        def spy(source, *args, _original=original, **kwargs):
-            seen.append(source)
-            return _original(source, *args, **kwargs)
-
-        monkeypatch.setattr(exec_utils, name, spy)
-    return seen
-
-
 @pytest.mark.dataset
 def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model, executions) -> None:
     import pandas as pd

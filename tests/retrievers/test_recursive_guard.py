@@ -90,23 +90,6 @@ def df() -> pd.DataFrame:
     )
 
 
-@pytest.fixture
-def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every source handed to llama-index-experimental's evaluator, recorded."""
-    from llama_index.experimental import exec_utils
-
-    seen: list[str] = []
-    for name in ("safe_exec", "safe_eval"):
-        original = getattr(exec_utils, name)
-
-        def spy(source, *args, _original=original, **kwargs):
-            seen.append(source)
-            return _original(source, *args, **kwargs)
-
-        monkeypatch.setattr(exec_utils, name, spy)
-    return seen
-
-
 def test_at_least_twenty_hostile_strings() -> None:
     assert len(HOSTILE) >= 20
 

@@ -6,17 +6,9 @@ import pandas as pd
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
 
-from llama_index_ext_advrag.milvus import open_client, open_vector_store
+from llama_index_ext_advrag.milvus import open_vector_store
 from llama_index_ext_advrag.retrievers import RecursiveIndexNodeRetriever
 from llama_index_ext_advrag.trace import TRACE_KEY
-
-
-@pytest.fixture
-def drop_after(milvus_uri: str, collection_name: str):
-    yield
-    client = open_client(milvus_uri)
-    if client.has_collection(collection_name):
-        client.drop_collection(collection_name)
 
 
 @pytest.mark.usefixtures("drop_after")

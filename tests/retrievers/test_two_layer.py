@@ -14,9 +14,10 @@ from advrag_testing import HashEmbedding
 from llama_index.core import Document
 from llama_index.vector_stores.milvus import MilvusVectorStore
 
+from llama_index_ext_advrag import IndexLayoutError
 from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever
 from llama_index_ext_advrag.retrievers import two_layer as two_layer_module
-from llama_index_ext_advrag.retrievers._node_store import IndexLayoutError, query_nodes
+from llama_index_ext_advrag.retrievers._node_store import query_nodes
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
 from llama_index_ext_advrag.retrievers.two_layer import DetailsMode
 from llama_index_ext_advrag.trace import TRACE_KEY
@@ -32,25 +33,16 @@ def summary(nodes) -> list[tuple[str, float]]:
     return [(n.node.node_id, round(n.score or 0.0, 5)) for n in nodes]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param("lite", marks=pytest.mark.milvus_lite, id="lite"),
-        pytest.param("server", marks=pytest.mark.milvus_server, id="server"),
-    ],
-)
-def tables(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_dir: Path
-) -> TwoLayerMilvusRetriever:
+@pytest.fixture(scope="module")
+def tables(module_milvus_uri: str, data_dir: Path) -> TwoLayerMilvusRetriever:
     """One index of data/tables.xlsx per backend, shared by the read-only tests below."""
-    if request.param == "lite":
-        uri = str(tmp_path_factory.mktemp("two_layer") / "milvus_lite.db")
-    else:
-        uri = str(request.getfixturevalue("milvus_server"))
     return TwoLayerMilvusRetriever.from_excel(
-        data_dir / "tables.xlsx", uri=uri, collection_name=f"t_{uuid.uuid4().hex[:12]}",
-        embed_model=HashEmbedding(dim=64), route_top_k=1,
-    )  # fmt: skip
+        data_dir / "tables.xlsx",
+        uri=module_milvus_uri,
+        collection_name=f"t_{uuid.uuid4().hex[:12]}",
+        embed_model=HashEmbedding(dim=64),
+        route_top_k=1,
+    )
 
 
 def location(retriever: TwoLayerMilvusRetriever) -> tuple[str, str]:

@@ -5,29 +5,28 @@ sentence it looks at, its token count (the window budget) and its entity/keyword
 drift). Computing them while the user waits costs about a third of the postprocessor's time;
 they depend on the text only, so they can be computed once when the nodes are ingested and
 stored in the node metadata (kept out of the embedding and LLM text). Nodes without them still
-work: the postprocessor then computes them itself.
+work: the postprocessor then computes them itself. The keys are part of the layout contract
+(:mod:`llama_index_ext_advrag.layout`), which also reads them back.
 
-Example:
-    >>> nodes = UnitAnnotator()(parser.get_nodes_from_documents(documents))  # doctest: +SKIP
-    >>> index = VectorStoreIndex(nodes, storage_context=storage_context)  # doctest: +SKIP
+Examples
+--------
+>>> nodes = UnitAnnotator()(parser.get_nodes_from_documents(documents))  # doctest: +SKIP
+>>> index = VectorStoreIndex(nodes, storage_context=storage_context)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.schema import BaseNode, TransformComponent
 from llama_index.core.utils import get_tqdm_iterable
 
+from llama_index_ext_advrag.layout import ANNOTATION_KEYS, UNIT_CUES_KEY, UNIT_TOKENS_KEY
 from llama_index_ext_advrag.text import count_tokens, extract_cues
 
 logger = logging.getLogger(__name__)
-
-UNIT_TOKENS_KEY = "unit_tokens"
-UNIT_CUES_KEY = "unit_cues"
-ANNOTATION_KEYS = (UNIT_TOKENS_KEY, UNIT_CUES_KEY)
 
 
 def annotate_unit(node: BaseNode) -> BaseNode:
@@ -46,29 +45,16 @@ def annotate_unit(node: BaseNode) -> BaseNode:
     return annotated
 
 
-def stored_tokens(metadata: Mapping[str, Any]) -> int | None:
-    """The annotated token count, or ``None`` when absent or malformed."""
-    value = metadata.get(UNIT_TOKENS_KEY)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def stored_cues(metadata: Mapping[str, Any]) -> frozenset[str] | None:
-    """The annotated cues, or ``None`` when absent or malformed."""
-    value = metadata.get(UNIT_CUES_KEY)
-    if isinstance(value, (list, tuple)) and all(isinstance(cue, str) for cue in value):
-        return frozenset(value)
-    return None
-
-
 class UnitAnnotator(TransformComponent):
     """Store each node's token count and entity cues in its metadata, for the drift window.
 
     Use it after the parser, before the nodes are embedded and stored (or in an
     ``IngestionPipeline``). The input nodes are not modified: annotated copies are returned.
 
-    Example:
-        >>> pipeline = IngestionPipeline(transformations=[  # doctest: +SKIP
-        ...     AdaptiveSlidingWindowNodeParser(window_size=1, stride=1), UnitAnnotator(), embed])
+    Examples
+    --------
+    >>> pipeline = IngestionPipeline(transformations=[  # doctest: +SKIP
+    ...     AdaptiveSlidingWindowNodeParser(window_size=1, stride=1), UnitAnnotator(), embed])
     """
 
     @classmethod
@@ -86,12 +72,4 @@ class UnitAnnotator(TransformComponent):
         return self.__call__(nodes, **kwargs)
 
 
-__all__ = [
-    "ANNOTATION_KEYS",
-    "UNIT_CUES_KEY",
-    "UNIT_TOKENS_KEY",
-    "UnitAnnotator",
-    "annotate_unit",
-    "stored_cues",
-    "stored_tokens",
-]
+__all__ = ["UnitAnnotator", "annotate_unit"]

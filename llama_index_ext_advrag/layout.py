@@ -1,30 +1,109 @@
-"""Where a node sits in its document: document id, sentence span, section, neighbour ids.
+"""The node-layout contract: what the parsers write into a node and the other layers read back.
 
-The pack's parsers write ``document_id`` + ``sentence_span`` metadata and deterministic ids, so
-the ids of a node's neighbours can be computed instead of walked; nodes without that metadata
-are ordered by their ``PREVIOUS``/``NEXT`` relationships.
+The pack's parsers give every node a ``document_id`` and a ``sentence_span`` (``[first, last)``
+sentence indices) in its metadata and an id derived from the document id and that span, so the
+ids of a node's neighbours can be computed instead of walked. ``UnitAnnotator`` adds a unit's
+token count and cues at ingest. Postprocessors and retrievers read all of it through this
+module; nodes without the metadata are ordered by their ``PREVIOUS``/``NEXT`` relationships.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+import hashlib
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
+from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.schema import BaseNode, NodeRelationship
-from pydantic import BaseModel, Field
 
-from llama_index_ext_advrag.node_parser._nodes import (
-    CHAR_SPAN_KEY,
-    DOCUMENT_ID_KEY,
-    SECTION_TITLE_KEY,
-    SENTENCE_SPAN_KEY,
-    deterministic_node_id,
-)
+# --- metadata keys ------------------------------------------------------------------------------
 
+DOCUMENT_ID_KEY = "document_id"
+SENTENCE_SPAN_KEY = "sentence_span"
+CHAR_SPAN_KEY = "char_span"
+SECTION_TITLE_KEY = "section_title"
+# Positional bookkeeping that helps code, not the embedding model or the LLM.
+BOOKKEEPING_KEYS = (DOCUMENT_ID_KEY, SENTENCE_SPAN_KEY, CHAR_SPAN_KEY)
+# Sentence-unit nodes keep their window and their own sentence under these keys (the names
+# core's ``SentenceWindowNodeParser`` and ``MetadataReplacementPostProcessor`` use).
+WINDOW_KEY = "window"
+ORIGINAL_TEXT_KEY = "original_text"
+# Written at ingest by ``UnitAnnotator``, read by the drift-aware window.
+UNIT_TOKENS_KEY = "unit_tokens"
+UNIT_CUES_KEY = "unit_cues"
+ANNOTATION_KEYS = (UNIT_TOKENS_KEY, UNIT_CUES_KEY)
+
+# --- deterministic ids --------------------------------------------------------------------------
+
+# A fixed namespace, so the same document and span give the same id in every process.
+NODE_ID_NAMESPACE = uuid.UUID("5d1f7a52-3c4b-4e0a-9a55-8f6a2b1c0d7e")
+_NAMESPACE_BYTES = NODE_ID_NAMESPACE.bytes
 # The unit tag the sliding-window parser puts in the ids of window nodes (``window_size=1``
 # gives one sentence per node). A mismatch is detected per hit (see ``ids_are_computable``).
 DEFAULT_ID_UNIT = "window"
+# Pseudo document ids of nodes ordered by their relationships (no position metadata).
 CHAIN_PREFIX = "chain:"
+
+
+class IndexLayoutError(ValueError):
+    """A retriever index's layout (its collections, recorded in the uri's layout registry) is
+    missing: the named index does not exist at the uri, or is of another kind."""
+
+
+def deterministic_node_id(document_id: str, *parts: object) -> str:
+    """A UUID derived from the document id and the node's position (span, level, centre), so
+    re-ingesting the same document produces the same ids and a vector store upserts them.
+
+    >>> deterministic_node_id("doc", 0, 3) == deterministic_node_id("doc", 0, 3)
+    True
+    """
+    return DocumentNodeIds(document_id)(*parts)
+
+
+class DocumentNodeIds:
+    """``deterministic_node_id`` for the nodes of one document: the hash of the namespace and the
+    document id is computed once and copied for each node.
+
+    >>> DocumentNodeIds("doc")(0, 3) == deterministic_node_id("doc", 0, 3)
+    True
+    """
+
+    __slots__ = ("_prefix",)
+
+    def __init__(self, document_id: str) -> None:
+        self._prefix = hashlib.sha1(_NAMESPACE_BYTES + document_id.encode("utf-8"))
+
+    def __call__(self, *parts: object) -> str:
+        # uuid.uuid5 of "\x1f".join([document_id, *parts]) spelled out (same value): building
+        # UUID objects cost a sixth of the parse time
+        sha = self._prefix.copy()
+        sha.update("".join(["\x1f" + str(part) for part in parts]).encode("utf-8"))
+        digest = bytearray(sha.digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = digest.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# --- ingest-time annotations --------------------------------------------------------------------
+
+
+def stored_tokens(metadata: Mapping[str, Any]) -> int | None:
+    """The annotated token count, or ``None`` when absent or malformed."""
+    value = metadata.get(UNIT_TOKENS_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def stored_cues(metadata: Mapping[str, Any]) -> frozenset[str] | None:
+    """The annotated cues, or ``None`` when absent or malformed."""
+    value = metadata.get(UNIT_CUES_KEY)
+    if isinstance(value, (list, tuple)) and all(isinstance(cue, str) for cue in value):
+        return frozenset(value)
+    return None
+
+
+# --- where a node sits --------------------------------------------------------------------------
 
 
 class Location(NamedTuple):
@@ -120,10 +199,27 @@ def locate_all(nodes: Iterable[BaseNode], layout: NodeLayout) -> dict[str, Locat
 
 
 __all__ = [
+    "ANNOTATION_KEYS",
+    "BOOKKEEPING_KEYS",
     "CHAIN_PREFIX",
+    "CHAR_SPAN_KEY",
+    "DEFAULT_ID_UNIT",
+    "DOCUMENT_ID_KEY",
+    "NODE_ID_NAMESPACE",
+    "ORIGINAL_TEXT_KEY",
+    "SECTION_TITLE_KEY",
+    "SENTENCE_SPAN_KEY",
+    "UNIT_CUES_KEY",
+    "UNIT_TOKENS_KEY",
+    "WINDOW_KEY",
+    "DocumentNodeIds",
+    "IndexLayoutError",
     "Location",
     "NodeLayout",
+    "deterministic_node_id",
     "ids_are_computable",
     "locate_all",
     "relation_id",
+    "stored_cues",
+    "stored_tokens",
 ]

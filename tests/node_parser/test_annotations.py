@@ -10,18 +10,14 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import MetadataMode, QueryBundle, TextNode
 from postprocessor._corpus import docstore_of, hits, sentence_nodes
 
+from llama_index_ext_advrag import postprocessor
+from llama_index_ext_advrag.layout import UNIT_CUES_KEY, UNIT_TOKENS_KEY, stored_cues, stored_tokens
+from llama_index_ext_advrag.node_parser import UnitAnnotator
+from llama_index_ext_advrag.node_parser.annotations import annotate_unit
 from llama_index_ext_advrag.postprocessor import (
     DriftAwareWindowPostprocessor,
-    UnitAnnotator,
     _growth,
-    drift_window,
-)
-from llama_index_ext_advrag.postprocessor.annotations import (
-    UNIT_CUES_KEY,
-    UNIT_TOKENS_KEY,
-    annotate_unit,
-    stored_cues,
-    stored_tokens,
+    _window_session,
 )
 from llama_index_ext_advrag.text import count_tokens, extract_cues
 from llama_index_ext_advrag.trace import get_trace
@@ -38,7 +34,7 @@ def forbid_text_analysis(monkeypatch) -> None:
         raise AssertionError(f"analysed at query time: {text!r}")
 
     monkeypatch.setattr(_growth, "count_tokens", fail)
-    monkeypatch.setattr(drift_window, "extract_cues", fail)
+    monkeypatch.setattr(_window_session, "extract_cues", fail)
 
 
 def test_annotation_is_a_copy_and_leaves_embedding_and_llm_text_unchanged() -> None:
@@ -114,3 +110,11 @@ def test_annotations_survive_milvus_and_are_read_with_the_light_rows(
         assert [n.node.get_content() for n in post.postprocess_nodes(results, bundle)] == expected
     finally:
         vector_store.client.drop_collection(collection_name)
+
+
+def test_annotator_is_exported_from_root_parsers_and_postprocessors() -> None:
+    import llama_index_ext_advrag as root
+
+    assert root.UnitAnnotator is UnitAnnotator
+    assert postprocessor.UnitAnnotator is UnitAnnotator  # where it lived before
+    assert "UnitAnnotator" in postprocessor.__all__

@@ -1,0 +1,165 @@
+"""The package's internal imports, read with ``ast`` (nothing is imported or run).
+
+Run ``python tests/import_graph.py`` from the repository root to print the import graph between
+the package's subpackages (and top-level modules) and any import of another package's private
+module. ``tests/unit/test_import_graph.py`` uses the same functions to fail on such an import.
+
+A module ``a/_x.py`` is private to package ``a``: only modules inside ``a`` may import it.
+Imports inside functions (lazy imports) count like top-level ones; the lazy re-export tables
+(``_EXPORTS`` in ``__init__.py`` files) count as imports of the modules they name.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+PACKAGE = "llama_index_ext_advrag"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class Import(NamedTuple):
+    """One import edge: ``importer`` imports ``imported`` (both dotted module names)."""
+
+    importer: str
+    imported: str
+    line: int
+
+
+def module_name(path: Path, root: Path) -> str:
+    """Dotted name of the module at ``path`` (``root`` holds the top package folder)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_modules(root: Path = REPO_ROOT, package: str = PACKAGE) -> dict[str, Path]:
+    """Every module of ``package`` by dotted name."""
+    return {module_name(path, root): path for path in sorted((root / package).rglob("*.py"))}
+
+
+def _resolve(importer: str, is_package: bool, level: int, module: str | None) -> str:
+    if level == 0:
+        return module or ""
+    base = importer.split(".") if is_package else importer.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, module] if module else base)
+
+
+def _lazy_exports(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """Module paths named in an ``_EXPORTS = {name: module}`` table."""
+    for statement in tree.body:
+        targets = (
+            statement.targets
+            if isinstance(statement, ast.Assign)
+            else [statement.target]
+            if isinstance(statement, ast.AnnAssign)
+            else []
+        )
+        if not any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in targets):
+            continue
+        if isinstance(statement.value, ast.Dict):
+            for value in statement.value.values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    yield value.value, statement.lineno
+
+
+def module_imports(name: str, path: Path, known: set[str]) -> list[Import]:
+    """The modules of the package (``known``) that module ``name`` imports, each once.
+
+    ``from a import b`` counts as an import of ``a.b`` when that is a module, else of ``a``.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    found: list[Import] = []
+    seen: set[str] = set()  # one edge per imported module, at its first import
+
+    def add(target: str, line: int) -> None:
+        while target and target not in known:  # `import a.b.c` where c is a name, not a module
+            target = target.rpartition(".")[0]
+        if target and target not in seen:
+            seen.add(target)
+            found.append(Import(name, target, line))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(name, is_package, node.level, node.module)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                add(submodule if submodule in known else base, node.lineno)
+    for target, line in _lazy_exports(tree):
+        add(_resolve(name, is_package, 1, target[1:]) if target.startswith(".") else target, line)
+    return found
+
+
+def all_imports(root: Path = REPO_ROOT, package: str = PACKAGE) -> list[Import]:
+    """Every internal import of ``package``."""
+    modules = package_modules(root, package)
+    known = set(modules)
+    return [edge for name, path in modules.items() for edge in module_imports(name, path, known)]
+
+
+def private_owner(module: str) -> str | None:
+    """The package a private module belongs to (``a`` for ``a._x`` or ``a._x.y``), else ``None``."""
+    parts = module.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:index])
+    return None
+
+
+def private_violations(imports: list[Import]) -> list[Import]:
+    """Imports of a private module from outside the package that owns it."""
+    bad = []
+    for edge in imports:
+        owner = private_owner(edge.imported)
+        if owner is not None and not (
+            edge.importer == owner or edge.importer.startswith(owner + ".")
+        ):
+            bad.append(edge)
+    return bad
+
+
+def layer(module: str, package: str = PACKAGE) -> str:
+    """The subpackage or top-level module of the package that ``module`` belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "(root)"
+
+
+def layer_graph(imports: list[Import]) -> Counter[tuple[str, str]]:
+    """How many imports run from one subpackage (or top-level module) to another."""
+    return Counter(
+        (layer(edge.importer), layer(edge.imported))
+        for edge in imports
+        if layer(edge.importer) != layer(edge.imported)
+    )
+
+
+def format_report(root: Path = REPO_ROOT) -> str:
+    imports = all_imports(root)
+    graph = layer_graph(imports)
+    lines = ["import graph between subpackages (importer -> imported: number of module pairs)"]
+    for importer in sorted({a for a, _ in graph}):
+        targets = sorted((b, n) for (a, b), n in graph.items() if a == importer)
+        lines.append(f"  {importer} -> " + ", ".join(f"{b} ({n})" for b, n in targets))
+    lines.append("module imports across subpackages")
+    short = len(PACKAGE) + 1
+    for edge in sorted(imports):
+        if layer(edge.importer) != layer(edge.imported) and edge.importer != PACKAGE:
+            lines.append(f"  {edge.importer[short:]} -> {edge.imported[short:]}")
+    bad = private_violations(imports)
+    lines.append(f"imports of another package's private module: {len(bad)}")
+    lines += [f"  {edge.importer}:{edge.line} -> {edge.imported}" for edge in bad]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(format_report(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT) + "\n")

@@ -1,0 +1,96 @@
+"""No module imports another package's private module; lazy exports are typed (read with ast)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from import_graph import (
+    PACKAGE,
+    Import,
+    all_imports,
+    layer_graph,
+    module_imports,
+    package_modules,
+    private_owner,
+    private_violations,
+)
+
+MODULES = package_modules()
+
+
+def test_no_import_of_another_packages_private_module() -> None:
+    bad = private_violations(all_imports())
+    assert not bad, "\n".join(f"{e.importer}:{e.line} imports {e.imported}" for e in bad)
+
+
+def test_the_walk_sees_the_package() -> None:
+    imports = all_imports()
+    assert f"{PACKAGE}.layout" in MODULES and f"{PACKAGE}.node_parser._nodes" in MODULES
+    # the parsers write the layout contract and the postprocessors read it: both edges exist
+    graph = layer_graph(imports)
+    assert graph[("node_parser", "layout")] > 0 and graph[("postprocessor", "layout")] > 0
+
+
+@pytest.mark.parametrize(
+    ("module", "owner"),
+    [
+        ("llama_index_ext_advrag.node_parser._nodes", "llama_index_ext_advrag.node_parser"),
+        ("llama_index_ext_advrag._lazy", "llama_index_ext_advrag"),
+        ("llama_index_ext_advrag.layout", None),
+        ("llama_index_ext_advrag.postprocessor", None),
+    ],
+)
+def test_private_owner(module: str, owner: str | None) -> None:
+    assert private_owner(module) == owner
+
+
+def test_a_violation_is_caught(tmp_path: Path) -> None:
+    """A cross-package private import written in a throwaway tree is reported; one from
+    inside the owning package is not."""
+    root = tmp_path / "pkg"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    for path in (root / "__init__.py", root / "a" / "__init__.py", root / "b" / "__init__.py"):
+        path.write_text("")
+    (root / "a" / "_x.py").write_text("X = 1\n")
+    (root / "a" / "y.py").write_text("from ._x import X\n")
+    (root / "b" / "z.py").write_text("from pkg.a._x import X\nfrom pkg.a import y\n")
+    known = {"pkg", "pkg.a", "pkg.a._x", "pkg.a.y", "pkg.b", "pkg.b.z"}
+    imports = [
+        *module_imports("pkg.a.y", root / "a" / "y.py", known),
+        *module_imports("pkg.b.z", root / "b" / "z.py", known),
+    ]
+    assert Import("pkg.a.y", "pkg.a._x", 1) in imports
+    assert private_violations(imports) == [Import("pkg.b.z", "pkg.a._x", 1)]
+
+
+def _type_checking_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.If) and ast.unparse(statement.test) == "TYPE_CHECKING":
+            for node in ast.walk(statement):
+                if isinstance(node, ast.ImportFrom):
+                    names.update(alias.asname or alias.name for alias in node.names)
+    return names
+
+
+def _lazy_names(tree: ast.Module) -> set[str]:
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in statement.targets
+        ):
+            return {key.value for key in statement.value.keys}  # type: ignore[attr-defined, union-attr]
+    return set()
+
+
+@pytest.mark.parametrize(
+    "init", sorted(name for name, path in MODULES.items() if path.name == "__init__.py")
+)
+def test_lazy_exports_are_typed(init: str) -> None:
+    """Every lazily exported name is also imported under ``TYPE_CHECKING``, so type checkers
+    and IDEs see the class instead of ``Any``."""
+    tree = ast.parse(MODULES[init].read_text(encoding="utf-8"))
+    lazy = _lazy_names(tree)
+    assert lazy <= _type_checking_names(tree), f"untyped lazy exports in {init}"
