@@ -33,9 +33,10 @@ def _spec(positional: int, keywords: str = "") -> CallSpec:
 
 # --- limits -----------------------------------------------------------------------------------
 
-MAX_CODE_CHARS = 4_000
+MAX_CODE_CHARS = 10_000
 MAX_STATEMENTS = 20
-MAX_NODES = 1_000
+MAX_NODES = 3_000
+MAX_DEPTH = 100  # syntax tree depth: the check recurses, so no RecursionError can escape
 MAX_STRING_CHARS = 500
 MAX_COLLECTION_ITEMS = 1_000
 MAX_ABS_INT = 10**15  # money and counts fit; the sandbox's memory limit is the backstop
@@ -263,6 +264,7 @@ __all__ = [
     "MAX_ABS_INT",
     "MAX_CODE_CHARS",
     "MAX_COLLECTION_ITEMS",
+    "MAX_DEPTH",
     "MAX_EXPONENT",
     "MAX_NODES",
     "MAX_STATEMENTS",

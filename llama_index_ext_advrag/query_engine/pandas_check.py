@@ -42,6 +42,7 @@ from llama_index_ext_advrag.query_engine.pandas_allowlist import (
     MAX_ABS_INT,
     MAX_CODE_CHARS,
     MAX_COLLECTION_ITEMS,
+    MAX_DEPTH,
     MAX_EXPONENT,
     MAX_NODES,
     MAX_STATEMENTS,
@@ -114,12 +115,26 @@ def _check_module(tree: ast.Module) -> None:
         raise UnsafeCodeError("no code")
     if len(tree.body) > MAX_STATEMENTS:
         raise UnsafeCodeError(f"more than {MAX_STATEMENTS} statements")
-    nodes = sum(1 for _ in ast.walk(tree))
+    nodes, depth = _size_and_depth(tree)
     if nodes > MAX_NODES:
         raise UnsafeCodeError(f"more than {MAX_NODES} syntax nodes")
+    if depth > MAX_DEPTH:
+        raise UnsafeCodeError(f"expressions nested more than {MAX_DEPTH} deep")
     checker = _Checker()
     for statement in tree.body:
         checker.statement(statement)
+
+
+def _size_and_depth(tree: ast.AST) -> tuple[int, int]:
+    """Node count and depth of ``tree``, without recursion."""
+    nodes, deepest = 0, 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return nodes, deepest
 
 
 class _Checker:
