@@ -1,53 +1,65 @@
-"""Pandas route benchmark: counting/aggregation questions over the billionaires workbook.
+"""Pandas route benchmark: analyst questions and a hostile corpus, end to end.
 
-Pipelines (same questions, same pointer texts):
+Part 1, questions over the billionaires workbook (same questions, same pointer texts):
 
 * ``core RecursiveRetriever`` - LlamaIndex core's ``RecursiveRetriever`` over a dense index of
   one IndexNode per sheet, each pointing to llama-index-experimental's plain
-  ``PandasQueryEngine`` on the sheet as ``pd.read_excel`` returns it (the baseline);
+  ``PandasQueryEngine`` (in-process ``eval``) on the sheet as ``pd.read_excel`` returns it (the
+  baseline);
 * ``ours`` - :class:`RecursiveIndexNodeRetriever.from_excel` (dense + BM25 score-fused pointer
-  root, cleaned sheets, guarded code execution);
+  root, cleaned sheets, :class:`SafePandasQueryEngine`: allowlist check, then a sandboxed child
+  process per program);
 
-each driven by a scripted LLM (the code a capable model would write) and, for ours, by the real
-tiny local model (Gemma 3 270M over llama.cpp's OpenAI server, started here when installed).
-Reported: routing accuracy (top pointer = the question's sheet), answer accuracy against
-pandas' own result, code refused by the guard, errors, latency. Then every hostile code string
-of the guard tests is checked statically (nothing is run) against llama-index-experimental's
-own check and ours.
+each driven by a scripted LLM (the code a capable model writes) and optionally by the real tiny
+local model (Gemma 3 270M over llama.cpp's OpenAI server, ``--llm local``). Reported: routing
+accuracy, answer accuracy against pandas' own result, refusals, errors, latency (p50, and ours
+as a ratio to the baseline of the same run).
 
-    python benchmarks/bench_pandas_route.py                 # scripted + local (if installed)
-    python benchmarks/bench_pandas_route.py --llm scripted
+Part 2, every program of the hostile corpus (``tests/query_engine/hostile_corpus.py``) end to
+end through ``from_excel(workbook, llm=scripted)`` with a sentinel folder and a secret file:
+refused, run, files written, secrets read, hangs. The same corpus is also checked statically
+(nothing run) against llama-index-experimental's own source check. ``--sandbox-only`` runs the
+corpus once more with the allowlist switched off (in this process only), to measure the sandbox
+layer on its own.
+
+    python benchmarks/bench_pandas_route.py                    # scripted questions + corpus
+    python benchmarks/bench_pandas_route.py --llm local        # the local model instead
+    python benchmarks/bench_pandas_route.py --sandbox-only     # also the sandbox on its own
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import re
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's package, not another installed copy
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "retrievers"))
 
 import pandas as pd  # noqa: E402
-from advrag_testing import ScriptedLLM  # noqa: E402
+from advrag_testing import HashEmbedding, ScriptedLLM  # noqa: E402
 from common import DEFAULT_DATASETS, cached_default_embedding, write_results  # noqa: E402
+from query_engine.hostile_corpus import fill, programs  # noqa: E402
 
+from llama_index_ext_advrag.query_engine import pandas_engine, pandas_sandbox  # noqa: E402
+from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits  # noqa: E402
 from llama_index_ext_advrag.retrievers.recursive import (  # noqa: E402
     RecursiveIndexNodeRetriever,
-    UnsafeCodeError,
-    check_pandas_code,
     clean_frame,
     describe_frame,
 )
@@ -122,20 +134,20 @@ def run_pipeline(
             errors += 1
         latencies.append(time.perf_counter() - start)
         answer = results[0].node.get_content() if results else ""
-        trace = (
-            (results[0].node.metadata.get(TRACE_KEY) or {}).get("recursive", {}) if results else {}
+        pandas = (
+            (results[0].node.metadata.get(TRACE_KEY) or {}).get("pandas", {}) if results else {}
         )
-        engine = trace.get("engine", {})
+        attempts = pandas.get("attempts", [])
         routed += route_of(question, results) == sheet_of(year)
         correct += is_correct(answer, truth)
-        refused += bool(engine.get("pandas_refused"))
-        errors += answer.startswith("Error running") or answer.startswith("There was an error")
+        refused += any("refused" in a for a in attempts)
+        errors += answer.startswith("There was an error") or pandas.get("outcome") == "failed"
         answers.append(
             {
                 "question": question,
                 "answer": answer[:120],
                 "truth": str(truth),
-                "code": engine.get("pandas_code"),
+                "code": attempts[-1]["code"] if attempts else None,
             }
         )
     row = {
@@ -191,28 +203,121 @@ def core_baseline(frames: dict[str, pd.DataFrame], llm: Any, embed_model: Any) -
     return {"retrieve": retriever.retrieve, "route_of": route_of}
 
 
-def hostile_comparison() -> dict[str, Any]:
-    """Static check only: which hostile strings each guard would let through to execution."""
+def experimental_static_check() -> list[str]:
+    """Corpus programs that llama-index-experimental's own source check lets through (static)."""
     from llama_index.experimental.exec_utils import _verify_source_safety
-    from test_recursive_guard import HOSTILE
 
-    passed_experimental, passed_ours = [], []
-    for template in HOSTILE:
-        code = template.format(s="/tmp/advrag-bench-sentinel")
+    passed = []
+    for _, template in programs():
+        code = fill(template, "/tmp/advrag-bench-sentinel", "/tmp/advrag-bench-secret")
         try:
             _verify_source_safety(code)
-            passed_experimental.append(code)
-        except (RuntimeError, SyntaxError):
+            passed.append(code)
+        except (RuntimeError, SyntaxError, ValueError):
             pass
-        try:
-            check_pandas_code(code)
-            passed_ours.append(code)
-        except UnsafeCodeError:
-            pass
+    return passed
+
+
+@contextlib.contextmanager
+def allowlist_switched_off() -> Iterator[None]:
+    """Accept every program (this process only): measures the sandbox layer on its own."""
+    saved = (pandas_engine.refusal_reason, pandas_sandbox.check_pandas_code)
+    pandas_engine.refusal_reason = lambda code: None  # type: ignore[assignment]
+    pandas_sandbox.check_pandas_code = lambda code: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        pandas_engine.refusal_reason, pandas_sandbox.check_pandas_code = saved
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def hostile_corpus(limits: SandboxLimits, max_retries: int = 1) -> dict[str, Any]:
+    """Every corpus program end to end through ``from_excel(workbook, llm=scripted)``."""
+    rows = []
+    collect = _Collect()
+    logging.getLogger("llama_index_ext_advrag").addHandler(collect)
+    try:
+        for category, template in programs():
+            with tempfile.TemporaryDirectory(prefix="advrag-bench-") as tmp:
+                rows.append(
+                    one_hostile_run(category, template, Path(tmp), limits, max_retries, collect)
+                )
+    finally:
+        logging.getLogger("llama_index_ext_advrag").removeHandler(collect)
+    refused = sum(r["refused"] for r in rows)
     return {
-        "hostile": len(HOSTILE),
-        "passed_experimental_check": passed_experimental,
-        "passed_ours": passed_ours,
+        "programs": len(rows),
+        "refused": refused,
+        "run": len(rows) - refused,
+        "files_written": sum(r["files_written"] for r in rows),
+        "secrets_read": sum(r["secret_read"] for r in rows),
+        "shell_output": sum(r["shell_output"] for r in rows),
+        "hangs": sum(r["hang"] for r in rows),
+        "refusals_traced": sum(r["refusal_traced"] for r in rows),
+        "max_seconds": max(r["seconds"] for r in rows),
+        "rows": rows,
+    }
+
+
+def one_hostile_run(
+    category: str,
+    template: str,
+    tmp: Path,
+    limits: SandboxLimits,
+    max_retries: int,
+    collect: _Collect,
+) -> dict[str, Any]:
+    sentinel, vault, cwd = tmp / "sentinel", tmp / "vault", tmp / "cwd"
+    for folder in (sentinel, vault, cwd):
+        folder.mkdir()
+    workbook = tmp / "people.xlsx"
+    pd.DataFrame({"Name": ["Ann", "Bo", "Cy"], "Age": [70, 50, 65]}).to_excel(
+        workbook, sheet_name="people", index=False
+    )
+    token = f"SECRET-{uuid.uuid4().hex}"
+    secret = vault / "secret.txt"
+    secret.write_text(f"{token}\n")
+    code = fill(template, str(sentinel), str(secret))
+    llm = ScriptedLLM(lambda prompt: f"```python\n{code}\n```")
+    before = {p: sorted(p.iterdir()) for p in (sentinel, vault, cwd, tmp)}
+    collect.lines.clear()
+    start = time.perf_counter()
+    with contextlib.chdir(cwd):
+        retriever = RecursiveIndexNodeRetriever.from_excel(
+            workbook, llm=llm, summarize=False, embed_model=HashEmbedding(dim=64),
+            similarity_top_k=1, limits=limits,
+        )  # fmt: skip
+        for engine in retriever.query_engine_dict.values():
+            engine._max_retries = max_retries
+        results = retriever.retrieve("How old is the oldest person?")
+    seconds = time.perf_counter() - start
+    after = {p: sorted(p.iterdir()) for p in before}
+    said = json.dumps(
+        [{"text": r.node.get_content(), "metadata": r.node.metadata} for r in results],
+        default=str, ensure_ascii=False,
+    ) + "\n".join(collect.lines + llm.prompts)  # fmt: skip
+    pandas = results[0].node.metadata[TRACE_KEY]["pandas"]
+    refused = any("refused" in a for a in pandas["attempts"])
+    return {
+        "category": category,
+        "code": code[:200],
+        "refused": refused,
+        "refusal_traced": refused and all(a.get("refused") for a in pandas["attempts"]),
+        "outcome": pandas["outcome"],
+        "runs": [a.get("run") for a in pandas["attempts"] if "run" in a],
+        "files_written": sum(len(set(after[p]) - set(before[p])) for p in before),
+        "secret_read": token in said,
+        "shell_output": "uid=" in said,
+        "hang": seconds > 4 * limits.timeout_seconds,
+        "seconds": round(seconds, 2),
     }
 
 
@@ -255,21 +360,47 @@ def local_llm_server() -> Iterator[Any]:
             process.wait(timeout=30)
 
 
-def format_table(rows: list[dict[str, Any]], hostile: dict[str, Any]) -> str:
-    header = f"{'pipeline':40s} {'n':>3s} {'routed':>7s} {'correct':>8s} {'refused':>8s} {'errors':>7s} {'p50 s':>7s}"
+def format_hostile(name: str, hostile: dict[str, Any]) -> list[str]:
+    h = hostile
+    lines = [
+        f"{name}: {h['programs']} programs, refused {h['refused']} (all traced: "
+        f"{h['refusals_traced'] == h['refused']}), run {h['run']}, files written "
+        f"{h['files_written']}, secrets read {h['secrets_read']}, shell output {h['shell_output']}, "
+        f"hangs {h['hangs']} (slowest {h['max_seconds']:.1f} s)"
+    ]
+    for row in h["rows"]:
+        if not row["refused"]:
+            lines.append(
+                f"  ran: [{row['category']}] {row['code']!r} -> {row['outcome']} {row['runs']}"
+            )
+    return lines
+
+
+def format_table(
+    rows: list[dict[str, Any]],
+    hostile: dict[str, Any],
+    experimental: list[str],
+    sandbox_only: dict[str, Any] | None,
+) -> str:
+    header = f"{'pipeline':45s} {'n':>3s} {'routed':>7s} {'correct':>8s} {'refused':>8s} {'errors':>7s} {'p50 s':>7s}"
     lines = ["# bench_pandas_route (billionaires workbook, 5 sheets)", header, "-" * len(header)]
     for r in rows:
         lines.append(
-            f"{r['pipeline']:40s} {r['questions']:3d} {r['routing_accuracy']:7.2f} {r['answer_accuracy']:8.2f}"
+            f"{r['pipeline']:45s} {r['questions']:3d} {r['routing_accuracy']:7.2f} {r['answer_accuracy']:8.2f}"
             f" {r['refused']:8d} {r['errors']:7d} {r['p50_s']:7.2f}"
         )
+    if len(rows) >= 2 and rows[0]["p50_s"] > 0:
+        lines.append(
+            f"latency p50 ours / core baseline (same run): {rows[1]['p50_s'] / rows[0]['p50_s']:.1f}x"
+        )
     lines.append("")
+    lines.append("# hostile corpus, end to end through from_excel(workbook, llm=scripted)")
+    lines.extend(format_hostile("allowlist + sandbox", hostile))
+    if sandbox_only is not None:
+        lines.extend(format_hostile("sandbox only (allowlist off, no retry)", sandbox_only))
     lines.append(
-        f"hostile code strings: {hostile['hostile']}; pass llama-index-experimental's own check: "
-        f"{len(hostile['passed_experimental_check'])}; pass ours: {len(hostile['passed_ours'])}"
-    )
-    lines.extend(
-        f"  experimental lets through: {code!r}" for code in hostile["passed_experimental_check"]
+        f"llama-index-experimental's own source check (static, nothing run) lets through "
+        f"{len(experimental)} of {hostile['programs']}"
     )
     return "\n".join(lines)
 
@@ -277,17 +408,13 @@ def format_table(rows: list[dict[str, Any]], hostile: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    parser.add_argument("--llm", choices=["scripted", "local", "both"], default="both")
+    parser.add_argument("--llm", choices=["scripted", "local", "both"], default="scripted")
+    parser.add_argument("--sandbox-only", action="store_true")
+    parser.add_argument("--timeout", type=float, default=30.0, help="sandbox wall clock, s")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for noisy in (
-        "httpx",
-        "sentence_transformers",
-        "bm25s",
-        "jieba",
-        "llama_index_ext_advrag.retrievers.pandas_guard",
-    ):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    for noisy in ("httpx", "sentence_transformers", "bm25s", "jieba", "llama_index_ext_advrag"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     path = args.datasets / WORKBOOK
     frames = pd.read_excel(path, sheet_name=None)
     expected = truths(frames)
@@ -318,15 +445,27 @@ def main(argv: list[str] | None = None) -> None:
                 )
         except (ImportError, RuntimeError) as exc:
             logger.warning("local LLM unavailable (%s); skipped", exc)
-    hostile = hostile_comparison()
-    text = format_table(rows, hostile)
+    limits = SandboxLimits(timeout_seconds=args.timeout, cpu_seconds=5, memory_mb=512)
+    hostile = hostile_corpus(limits)
+    sandbox_only = None
+    if args.sandbox_only:
+        with allowlist_switched_off():
+            sandbox_only = hostile_corpus(limits, max_retries=0)
+    experimental = experimental_static_check()
+    text = format_table(rows, hostile, experimental, sandbox_only)
     print(text)
     for row in rows:
         for item in row["answers"]:
             print(
                 f"[{row['pipeline']}] {item['question']} -> {item['answer']!r} (truth {item['truth']}; code {item['code']!r})"
             )
-    write_results("bench_pandas_route", text, {"rows": rows, "hostile": hostile})
+    data = {
+        "rows": rows,
+        "hostile": hostile,
+        "sandbox_only": sandbox_only,
+        "experimental_passes": experimental,
+    }
+    write_results("bench_pandas_route", text, data)
 
 
 if __name__ == "__main__":

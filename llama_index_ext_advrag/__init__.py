@@ -74,6 +74,7 @@ _EXPORTS = {
     "RecursiveIndexNodeRetriever": "llama_index_ext_advrag.retrievers",
     "HybridFusionRetriever": "llama_index_ext_advrag.retrievers",
     "BM25Retriever": "llama_index_ext_advrag.retrievers",
+    "SafePandasQueryEngine": "llama_index_ext_advrag.query_engine",
     "PrevNextPostprocessor": "llama_index_ext_advrag.postprocessor",
     "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",
     "ConsecutiveMergePostprocessor": "llama_index_ext_advrag.postprocessor",

@@ -279,26 +279,6 @@ def drop_after(milvus_uri: str, collection_name: str) -> Iterator[None]:
         client.drop_collection(collection_name)
 
 
-# --- spies --------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every source handed to llama-index-experimental's evaluator, recorded."""
-    from llama_index.experimental import exec_utils
-
-    seen: list[str] = []
-    for name in ("safe_exec", "safe_eval"):
-        original = getattr(exec_utils, name)
-
-        def spy(source, *args, _original=original, **kwargs):
-            seen.append(source)
-            return _original(source, *args, **kwargs)
-
-        monkeypatch.setattr(exec_utils, name, spy)
-    return seen
-
-
 # --- local LLM --------------------------------------------------------------------------------
 
 

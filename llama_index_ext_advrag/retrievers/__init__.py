@@ -1,7 +1,7 @@
 """Retrievers: Milvus auto-merging, two-layer routing, recursive IndexNode routing, hybrid fusion.
 
-Classes are imported lazily so that optional, heavy or fragile imports (pandas query engines
-from llama-index-experimental) happen only when the class is used.
+Classes are imported lazily so that optional or heavy imports happen only when the class is
+used.
 """
 
 from __future__ import annotations

@@ -9,11 +9,13 @@ query engine contributes its answer as a node plus its source nodes. Unlike core
 level run concurrently) and keeps the engines' sources. Every returned node is a copy whose
 ``metadata["advrag_trace"]["recursive"]`` holds the route that produced it.
 
-Builders: :meth:`~RecursiveIndexNodeRetriever.from_dataframes` / ``from_excel`` (one guarded
-pandas engine per table: :mod:`.tables`, :mod:`.pandas_guard`, the code allow-list in
-:mod:`.pandas_check`) and ``from_topics`` (one vector index per topic: :mod:`.pointer_index`).
-:func:`check_pandas_code`, :class:`UnsafeCodeError`, :func:`clean_frame` and
-:func:`describe_frame` are re-exported here.
+Builders: :meth:`~RecursiveIndexNodeRetriever.from_dataframes` / ``from_excel`` (one
+:class:`~llama_index_ext_advrag.query_engine.SafePandasQueryEngine` per table: deny-by-default
+code check, sandboxed execution; table loading in :mod:`llama_index_ext_advrag.query_engine.tables`)
+and ``from_topics`` (one vector index per topic: :mod:`.pointer_index`). A query engine's own
+trace records (``response.metadata[TRACE_KEY]``, e.g. the pandas engine's refused programs) are
+copied into its answer node's trace. :func:`check_pandas_code`, :class:`UnsafeCodeError`,
+:func:`clean_frame` and :func:`describe_frame` are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -33,10 +35,14 @@ from llama_index.core.llms import LLM
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
-from llama_index_ext_advrag.retrievers.pandas_check import UnsafeCodeError, check_pandas_code
-from llama_index_ext_advrag.retrievers.pandas_guard import (
-    DEFAULT_TIMEOUT_SECONDS,
-    GuardedPandasQueryEngine,
+from llama_index_ext_advrag.query_engine.pandas_check import UnsafeCodeError, check_pandas_code
+from llama_index_ext_advrag.query_engine.pandas_engine import SafePandasQueryEngine
+from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
+from llama_index_ext_advrag.query_engine.tables import (
+    clean_frame,
+    describe_frame,
+    read_workbook,
+    table_pointers,
 )
 from llama_index_ext_advrag.retrievers.pointer_index import (
     DEFAULT_ROOT_WEIGHTS,
@@ -44,13 +50,7 @@ from llama_index_ext_advrag.retrievers.pointer_index import (
     topic_pointer_text,
     topic_pointers,
 )
-from llama_index_ext_advrag.retrievers.tables import (
-    clean_frame,
-    describe_frame,
-    read_workbook,
-    table_pointers,
-)
-from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
     Args:
         root_id: the id in ``retriever_dict`` of the top-level retriever.
         retriever_dict: id -> retriever (the root and sub-retrievers).
-        query_engine_dict: id -> query engine (e.g. a :class:`GuardedPandasQueryEngine`).
+        query_engine_dict: id -> query engine (e.g. a :class:`SafePandasQueryEngine`).
         node_dict: id -> node, for pointers to single nodes.
         max_depth: pointers followed in a row (1 = only the root's pointers). A pointer found
             deeper, or one leading back into the current route (a cycle), is returned as a
@@ -206,17 +206,21 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
         llm: LLM | None = None,
         summaries: Mapping[str, str] | None = None,
         summarize: bool = True,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        limits: SandboxLimits | None = None,
+        timeout_seconds: float | None = None,
         **kwargs: Any,
     ) -> RecursiveIndexNodeRetriever:
-        """One guarded pandas engine per DataFrame, one pointer per table (see
-        :func:`~.tables.table_pointers` for the pointer texts). Other ``kwargs`` go to
-        :meth:`from_pointers`.
+        """One :class:`SafePandasQueryEngine` per DataFrame, one pointer per table (see
+        :func:`~llama_index_ext_advrag.query_engine.tables.table_pointers` for the pointer
+        texts). ``limits`` bound the sandbox (``timeout_seconds`` is a shortcut for its
+        wall-clock limit). Other ``kwargs`` go to :meth:`from_pointers`.
 
         Raises:
-            ValueError: ``frames`` is empty.
+            ValueError: ``frames`` is empty, or a limit is out of range.
         """
-        pointers, engines = table_pointers(frames, llm, summaries, summarize, timeout_seconds)
+        if timeout_seconds is not None:
+            limits = replace(limits or SandboxLimits(), timeout_seconds=timeout_seconds)
+        pointers, engines = table_pointers(frames, llm, summaries, summarize, limits)
         return cls.from_pointers(pointers, query_engine_dict=engines, **kwargs)
 
     @classmethod
@@ -303,12 +307,16 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
 
     def _answer_nodes(self, hop: Hop, query: str, response: Any) -> list[Hop | Leaf]:
         metadata = dict(getattr(response, "metadata", None) or {})
+        engine_trace = metadata.pop(TRACE_KEY, None)
         score = hop.pointer.score
         answer = TextNode(
             id_=answer_id(hop.target_id, query),
             text=str(response),
             metadata={"index_id": hop.target_id, "answer_to": query},
         )
+        if isinstance(engine_trace, dict):
+            for component, record in engine_trace.items():
+                add_trace(answer, component, record)
         details = {"kind": HopKind.QUERY_ENGINE.value, "answer": True, "engine": metadata}
         steps: list[Hop | Leaf] = [
             Leaf(NodeWithScore(node=answer, score=score), hop.path, None, details)
@@ -391,9 +399,9 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
 
 __all__ = [
     "DEFAULT_ROOT_WEIGHTS",
-    "GuardedPandasQueryEngine",
     "HopKind",
     "RecursiveIndexNodeRetriever",
+    "SafePandasQueryEngine",
     "UnsafeCodeError",
     "build_root_retriever",
     "check_pandas_code",

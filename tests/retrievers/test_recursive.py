@@ -122,6 +122,23 @@ def test_routes_to_retrievers_and_engines_in_place(tree) -> None:
     assert results[4].score == 0.4
 
 
+class TracingEngine(FixedEngine):
+    def _query(self, query_bundle: QueryBundle) -> Response:
+        metadata = {"e": 2, TRACE_KEY: {"pandas": {"outcome": "refused"}}}
+        return Response(response=self.answer, metadata=metadata)
+
+
+def test_engine_trace_records_move_into_the_answer_nodes_trace() -> None:
+    root = ListRetriever([pointer("p-qe", "qe")])
+    retriever = RecursiveIndexNodeRetriever(
+        "root", {"root": root}, query_engine_dict={"qe": TracingEngine("no")}
+    )
+    answer = retriever.retrieve("q")[0]
+    assert answer.node.metadata[TRACE_KEY]["pandas"] == {"outcome": "refused"}
+    assert route(answer)["engine"] == {"e": 2}
+    assert TRACE_KEY in answer.node.excluded_llm_metadata_keys
+
+
 def test_sources_can_be_left_out(tree) -> None:
     tree.include_sub_sources = False
     assert "src" not in ids(tree.retrieve("q"))
@@ -244,7 +261,9 @@ def test_from_dataframes_routes_to_the_right_table() -> None:
     assert results[0].node.get_content() == "1"
     trace = route(results[0])
     assert trace["route"] == ["root", "table::2023 billionaires"]
-    assert trace["engine"]["pandas_refused"] is None
+    pandas = results[0].node.metadata[TRACE_KEY]["pandas"]
+    assert pandas["outcome"] == "answered" and pandas["value"] == 1
+    assert "refused" not in pandas["attempts"][0]
     pointers = retriever.retriever_dict["root"]._legs[1].nodes  # the BM25 leg's nodes
     assert pointers[0].get_content().startswith("A table of people.\nTable '2023 billionaires'")
 
@@ -255,8 +274,10 @@ def test_from_dataframes_without_llm(monkeypatch) -> None:
         FRAMES, embed_model=HashEmbedding(dim=64), similarity_top_k=1, lexical=False
     )
     results = retriever.retrieve("fruit prices apple pear")
-    assert results[0].node.get_content().startswith("Table 'fruit prices' (2 rows)")
-    assert route(results[0])["engine"]["pandas_skipped"]
+    text = results[0].node.get_content()
+    assert text.startswith("No answer was computed from table 'fruit prices' (no LLM")
+    assert "Table 'fruit prices' (2 rows)" in text
+    assert results[0].node.metadata[TRACE_KEY]["pandas"]["outcome"] == "no_llm"
 
 
 def test_from_dataframes_explicit_summaries_win() -> None:

@@ -2,7 +2,7 @@
 
 With a scripted LLM (the code a capable model writes) the answers must equal pandas' own; with
 the real tiny local model the answers are whatever it manages, and the assertion is that
-everything that ran passed the guard."""
+everything that ran was accepted by the allowlist first."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import logging
 import pytest
 from advrag_testing import ScriptedLLM
 
+from llama_index_ext_advrag.query_engine.pandas_check import refusal_reason
 from llama_index_ext_advrag.retrievers import RecursiveIndexNodeRetriever
-from llama_index_ext_advrag.retrievers.recursive import check_pandas_code, clean_frame
+from llama_index_ext_advrag.retrievers.recursive import clean_frame
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def scripted(prompt: str) -> str:
 
 
 @pytest.mark.dataset
-def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model, executions) -> None:
+def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model) -> None:
     import pandas as pd
 
     path = shared_datasets / WORKBOOK
@@ -67,13 +68,13 @@ def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model, executi
         assert trace["route"] == ["root", f"table::{sheet}"], question
         expected = truth(frames[sheet])
         assert float(results[0].node.get_content()) == pytest.approx(float(expected)), question
-    assert executions and all(check_pandas_code(code) is None for code in executions)
+        assert results[0].node.metadata[TRACE_KEY]["pandas"]["outcome"] == "answered"
 
 
 @pytest.mark.local_llm
 @pytest.mark.dataset
 async def test_tiny_local_model_runs_nothing_unsafe(
-    shared_datasets, embed_model, local_llm, executions
+    shared_datasets, embed_model, local_llm
 ) -> None:
     retriever = RecursiveIndexNodeRetriever.from_excel(
         shared_datasets / WORKBOOK, llm=local_llm, embed_model=embed_model, similarity_top_k=1
@@ -82,18 +83,9 @@ async def test_tiny_local_model_runs_nothing_unsafe(
     for question in QUESTIONS:
         results = await retriever.aretrieve(question)
         assert results, question
-        engine = results[0].node.metadata[TRACE_KEY]["recursive"].get("engine", {})
-        logger.info(
-            "%s -> %r (code %r, refused %r)",
-            question,
-            results[0].node.get_content()[:80],
-            engine.get("pandas_code"),
-            engine.get("pandas_refused"),
-        )
-        answered += engine.get("pandas_refused") is None
-    # Whatever the tiny model wrote, only code that passes the guard reached the evaluator.
-    for code in executions:
-        check_pandas_code(code)
-    logger.info(
-        "local model: %d/%d answers from code that passed the guard", answered, len(QUESTIONS)
-    )
+        pandas = results[0].node.metadata[TRACE_KEY]["pandas"]
+        logger.info("%s -> %r (%s)", question, results[0].node.get_content()[:80], pandas)
+        for attempt in pandas["attempts"]:  # whatever it wrote, only accepted code ran
+            assert ("run" in attempt) == (refusal_reason(attempt["code"]) is None)
+        answered += pandas["outcome"] == "answered"
+    logger.info("local model: %d/%d answered", answered, len(QUESTIONS))

@@ -1,8 +1,8 @@
-"""DataFrame and Excel helpers of the pandas route: clean tables, describe them, build pointers.
+"""Table loading of the pandas route: read workbooks, clean tables, describe them, build pointers.
 
 Each table becomes an :class:`IndexNode` pointer (its text: a given summary, a summary written
 by the LLM, or the name, columns and first rows) and a
-:class:`~.pandas_guard.GuardedPandasQueryEngine` that answers questions over it.
+:class:`~.pandas_engine.SafePandasQueryEngine` that answers questions over it.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 from llama_index.core.llms import LLM
 from llama_index.core.schema import IndexNode
 
-from llama_index_ext_advrag.models import resolve_llm
-from llama_index_ext_advrag.retrievers.pandas_guard import (
-    DEFAULT_TIMEOUT_SECONDS,
-    GuardedPandasQueryEngine,
+from llama_index_ext_advrag.query_engine.pandas_engine import (
+    SafePandasQueryEngine,
+    resolve_code_llm,
 )
+from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,9 @@ def table_pointers(
     llm: LLM | None = None,
     summaries: Mapping[str, str] | None = None,
     summarize: bool = True,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-) -> tuple[list[IndexNode], dict[str, GuardedPandasQueryEngine]]:
-    """One pointer and one guarded pandas engine per (cleaned) DataFrame, keyed ``table::<name>``.
+    limits: SandboxLimits | None = None,
+) -> tuple[list[IndexNode], dict[str, SafePandasQueryEngine]]:
+    """One pointer and one safe pandas engine per (cleaned) DataFrame, keyed ``table::<name>``.
 
     The pointer text is ``summaries[name]`` when given, else a summary written by the LLM (when
     an LLM resolves and ``summarize``), else derived from the name, columns and first rows; the
@@ -79,7 +79,7 @@ def table_pointers(
     """
     if not frames:
         raise ValueError("frames must hold at least one DataFrame, got none")
-    writer = resolve_llm(llm) if summarize else None
+    writer = resolve_code_llm(llm) if summarize else None
     pointers, engines = [], {}
     for name, raw in frames.items():
         frame = clean_frame(raw)
@@ -93,8 +93,8 @@ def table_pointers(
         pointers.append(
             IndexNode(text=text, index_id=target, id_=target, metadata={"table": str(name)})  # type: ignore[call-arg]
         )
-        engines[target] = GuardedPandasQueryEngine(
-            frame, str(name), llm=llm, timeout_seconds=timeout_seconds, description=description
+        engines[target] = SafePandasQueryEngine(
+            frame, llm=llm, name=str(name), description=description, limits=limits
         )
     return pointers, engines
 

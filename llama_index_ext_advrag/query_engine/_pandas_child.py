@@ -1,0 +1,212 @@
+"""Child process of the pandas sandbox: run one accepted program on one table, answer in JSON.
+
+Started by :mod:`.pandas_sandbox` as ``python -I <this file>`` in an empty temporary directory
+with a minimal environment. It reads one pickled request that its parent wrote to stdin (the
+program, the DataFrame, the limits), then, before running the program, closes itself in:
+
+* CPU time (RLIMIT_CPU), address space (RLIMIT_AS, current size plus a headroom), file size 0
+  (RLIMIT_FSIZE: no byte can be written to any file) and no core files;
+* an audit hook (which cannot be removed) refusing process creation, sockets, ctypes, file
+  writes, file reads and directory listings outside the Python installation, rlimit changes,
+  new audit hooks, tracing and unpickling;
+* restricted builtins: only the ones the allowlist lets the program call.
+
+The answer goes to stdout as one JSON object (``ok``, ``text``, ``value``, ``kind`` or
+``error``): data, never a pickle. This file imports only the standard library, numpy and pandas.
+"""
+
+import ast
+import builtins
+import json
+import math
+import os
+import pickle
+import resource
+import signal
+import sys
+
+MAX_VALUE_ITEMS = 1000
+DENIED_EVENT_PREFIXES = (
+    "os.",
+    "subprocess.",
+    "_posixsubprocess",
+    "pty.",
+    "socket.",
+    "ctypes.",
+    "shutil.",
+    "sqlite3.",
+    "urllib.",
+    "http.",
+    "ftplib.",
+    "smtplib.",
+    "poplib.",
+    "imaplib.",
+    "nntplib.",
+    "telnetlib.",
+    "webbrowser.",
+    "resource.",
+    "mmap.",
+    "fcntl.",
+    "signal.",
+    "syslog.",
+    "glob.",
+    "tempfile.",
+    "pickle.",
+    "code.__new__",
+    "function.__new__",
+    "sys.addaudithook",
+    "sys.settrace",
+    "sys.setprofile",
+    "builtins.input",
+    "builtins.breakpoint",
+    "cpython.",
+)
+LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def read_roots() -> tuple[str, ...]:
+    """Where lazy imports and time-zone data are read from: the Python installation."""
+    import numpy
+    import pandas
+
+    places = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    for module in (numpy, pandas):
+        places.add(os.path.dirname(os.path.dirname(str(module.__file__))))
+    places.add("/usr/share/zoneinfo")
+    return tuple(os.path.realpath(p).rstrip(os.sep) + os.sep for p in places if p)
+
+
+def install_audit_hook(roots: tuple[str, ...]) -> None:
+    def readable(path: object) -> bool:
+        if isinstance(path, bytes):
+            path = path.decode(errors="replace")
+        if not isinstance(path, str):
+            return False  # file descriptors, path-likes we cannot judge
+        return (os.path.realpath(path) + os.sep).startswith(roots)
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode, flags = args
+            writes = any(c in str(mode or "") for c in "wax+") or bool((flags or 0) & WRITE_FLAGS)
+            if writes or not readable(path):
+                raise PermissionError(f"sandbox: opening {path!r} is not allowed")
+            return
+        if event in LISTING_EVENTS:
+            if not args or not readable(args[0]):
+                raise PermissionError(f"sandbox: {event} is not allowed here")
+            return
+        if event.startswith(DENIED_EVENT_PREFIXES):
+            raise PermissionError(f"sandbox: {event} is not allowed")
+
+    sys.addaudithook(hook)
+
+
+def set_limits(cpu_seconds: int, memory_bytes: int) -> None:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(math.ceil(usage.ru_utime + usage.ru_stime)) + cpu_seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write fails with EFBIG instead of killing
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    try:
+        with open("/proc/self/statm") as statm:
+            current = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        current = 0
+    if current:
+        limit = current + memory_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def jsonable(value: object, pd: object, np: object) -> object:
+    """Plain JSON data for a result, ``None`` where it cannot be said simply."""
+    if value is None or isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, np.generic):  # type: ignore[attr-defined]
+        return jsonable(value.item(), pd, np)
+    if value is pd.NaT or value is pd.NA:  # type: ignore[attr-defined]
+        return None
+    if hasattr(value, "isoformat") and not isinstance(value, type):
+        return value.isoformat()
+    if isinstance(value, pd.DataFrame):  # type: ignore[attr-defined]
+        if value.size > MAX_VALUE_ITEMS:
+            return None
+        return {
+            "columns": [jsonable(c, pd, np) for c in value.columns],
+            "index": [jsonable(i, pd, np) for i in value.index],
+            "data": [[jsonable(v, pd, np) for v in row] for row in value.itertuples(index=False)],
+        }
+    if isinstance(value, pd.Series):  # type: ignore[attr-defined]
+        if len(value) > MAX_VALUE_ITEMS:
+            return None
+        return {
+            "index": [jsonable(i, pd, np) for i in value.index],
+            "values": [jsonable(v, pd, np) for v in value.tolist()],
+        }
+    if isinstance(value, np.ndarray | pd.Index):  # type: ignore[attr-defined]
+        value = value.tolist()
+    if isinstance(value, list | tuple | set):
+        items = list(value)
+        if len(items) > MAX_VALUE_ITEMS:
+            return None
+        return [jsonable(v, pd, np) for v in items]
+    if isinstance(value, dict):
+        if len(value) > MAX_VALUE_ITEMS:
+            return None
+        return {str(k): jsonable(v, pd, np) for k, v in value.items()}
+    return None
+
+
+def run(request: dict) -> dict:
+    import numpy as np
+    import pandas as pd
+
+    frame = request["frame"]
+    allowed = request["builtins"]
+    namespace = {"df": frame, "pd": pd, "np": np}
+    scope = {"__builtins__": {name: getattr(builtins, name) for name in allowed}}
+    set_limits(request["cpu_seconds"], request["memory_bytes"])
+    install_audit_hook(read_roots())
+    body = ast.parse(request["code"]).body
+    value = None
+    for index, statement in enumerate(body):
+        if index == len(body) - 1 and isinstance(statement, ast.Expr):
+            expression = ast.Expression(statement.value)
+            value = eval(compile(expression, "<generated>", "eval"), scope, namespace)
+        else:
+            module = ast.Module([statement], type_ignores=[])
+            exec(compile(module, "<generated>", "exec"), scope, namespace)
+            if isinstance(statement, ast.Assign) and index == len(body) - 1:
+                value = namespace[statement.targets[0].id]  # type: ignore[attr-defined]
+    with pd.option_context(*request["display"]):
+        text = str(value)
+    limit = request["max_chars"]
+    return {
+        "ok": True,
+        "kind": type(value).__name__,
+        "text": text if len(text) <= limit else text[:limit] + " ...",
+        "value": jsonable(value, pd, np),
+    }
+
+
+def main() -> None:
+    out = sys.stdout
+    sys.stdout = sys.stderr  # only the answer goes to the real stdout
+    request = pickle.loads(sys.stdin.buffer.read())  # written by our parent, never by the program
+    try:
+        answer = run(request)
+    except BaseException as exc:  # the program's failure is the answer, as data
+        answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    try:
+        payload = json.dumps(answer, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        payload = json.dumps({"ok": False, "error": f"unencodable result: {exc}"[:500]})
+    out.write(payload + "\n")
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()

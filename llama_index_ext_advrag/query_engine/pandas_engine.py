@@ -1,0 +1,397 @@
+"""A pandas query engine that runs LLM-written code only if it is allowed, and only in a sandbox.
+
+:class:`SafePandasQueryEngine` is a drop-in for llama-index-experimental's
+``PandasQueryEngine`` (same constructor arguments, prompts and metadata keys) that never imports
+that package: the LLM writes pandas code, :func:`~.pandas_check.check_pandas_code` accepts it
+only if every part of it is on the allowlist, and :func:`~.pandas_sandbox.run_pandas_code` runs
+it in a child process with CPU, memory, file and time limits. Refusal is a normal outcome: the
+refusal reason (or the error) is sent back to the LLM once; if the second program fails too,
+the answer is the table's description, and the trace records every program and why it did not
+give an answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.response.schema import Response
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.schema import QueryBundle
+
+from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.query_engine.pandas_check import refusal_reason
+from llama_index_ext_advrag.query_engine.pandas_sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    arun_pandas_code,
+    run_pandas_code,
+)
+from llama_index_ext_advrag.trace import TRACE_KEY
+
+logger = logging.getLogger(__name__)
+
+TRACE_COMPONENT = "pandas"
+DEFAULT_MAX_RETRIES = 1
+MAX_TRACED_CODE_CHARS = 2_000
+DEFAULT_INSTRUCTION_STR = (
+    "1. Write Python code with pandas that computes the answer to the query from `df`.\n"
+    "2. Use `df`, its columns and pandas methods (filtering, sorting, groupby, aggregations, "
+    "value_counts, .str and .dt); `pd` and `np` only for functions such as pd.to_numeric or "
+    "np.mean.\n"
+    "3. The last line must be an expression whose value is the answer; earlier lines may only "
+    "assign a name (`x = ...`).\n"
+    "4. No imports, lambdas, comprehensions, loops, function definitions, f-strings, files, "
+    "eval or query.\n"
+    "5. Print only the code, without quotes or explanations.\n"
+)
+DEFAULT_PANDAS_TMPL = (
+    "A pandas DataFrame called `df` holds a table. Its first rows:\n{df_str}\n\n"
+    "Instructions:\n{instruction_str}\nQuery: {query_str}\n\nCode:"
+)
+DEFAULT_RETRY_TMPL = (
+    "A pandas DataFrame called `df` holds a table. Its first rows:\n{df_str}\n\n"
+    "Instructions:\n{instruction_str}\nQuery: {query_str}\n\n"
+    "Your previous code was not run to an answer:\n{code}\nReason: {reason}\n"
+    "Write the code again, following the instructions.\n\nCode:"
+)
+DEFAULT_RESPONSE_SYNTHESIS_TMPL = (
+    "Answer the query from the result of the pandas code.\n"
+    "Query: {query_str}\n\nPandas code:\n{pandas_instructions}\n\n"
+    "Result: {pandas_output}\n\nAnswer: "
+)
+DEFAULT_PANDAS_PROMPT = PromptTemplate(DEFAULT_PANDAS_TMPL)
+DEFAULT_RETRY_PROMPT = PromptTemplate(DEFAULT_RETRY_TMPL)
+DEFAULT_RESPONSE_SYNTHESIS_PROMPT = PromptTemplate(DEFAULT_RESPONSE_SYNTHESIS_TMPL)
+_FENCE_LANGUAGE = re.compile(r"^\s*(?:python|py)\s*\n")
+
+
+def extract_code(llm_output: str) -> str:
+    """The last fenced code block of an LLM answer, or the whole answer without quotes."""
+    from llama_index.core.output_parsers.utils import parse_code_markdown
+
+    found = parse_code_markdown(llm_output, only_last=True)
+    code = found[0] if isinstance(found, list) else found
+    return _FENCE_LANGUAGE.sub("", str(code)).strip()
+
+
+def resolve_code_llm(explicit: LLM | None) -> LLM | None:
+    """The LLM that writes code, ``None`` when there is none; core's ``MockLLM`` (what
+    ``Settings.llm = None`` installs) echoes prompts and counts as none."""
+    from llama_index.core.llms.mock import MockLLM
+
+    llm = resolve_llm(explicit)
+    return None if isinstance(llm, MockLLM) else llm
+
+
+def render_frame(df: Any, rows: int) -> str:
+    """``str(df.head(rows))`` with bounded display options, set only for this call."""
+    import pandas as pd
+
+    with pd.option_context(
+        "display.max_rows", rows, "display.max_columns", 50, "display.max_colwidth", 200,
+        "display.width", 200,
+    ):  # fmt: skip
+        return str(df.head(rows))
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One program the LLM wrote: refused (``refused`` says why) or run (``result``)."""
+
+    llm_output: str
+    code: str
+    refused: str | None = None
+    result: SandboxResult | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.result is not None and self.result.ok
+
+    @property
+    def reason(self) -> str | None:
+        """Why this attempt gave no answer, ``None`` if it did."""
+        if self.refused is not None:
+            return f"refused: {self.refused}"
+        if self.result is not None and not self.result.ok:
+            return f"failed: {self.result.error}"
+        return None
+
+    def as_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"code": self.code[:MAX_TRACED_CODE_CHARS]}
+        if self.refused is not None:
+            record["refused"] = self.refused
+        if self.result is not None:
+            record["run"] = self.result.as_record()
+        return record
+
+
+def write_attempt(llm_output: str) -> Attempt:
+    """Extract and check the code of ``llm_output``; an :class:`Attempt` not yet run."""
+    code = extract_code(llm_output)
+    return Attempt(llm_output, code, refusal_reason(code))
+
+
+def should_retry(attempts: list[Attempt], max_retries: int) -> bool:
+    """Ask the LLM again after a refusal or an ordinary error, at most ``max_retries`` times;
+    never after a limit was hit (the same program would hit it again)."""
+    last = attempts[-1]
+    if last.answered or len(attempts) > max_retries:
+        return False
+    return last.result is None or last.result.limit is None
+
+
+class SafePandasQueryEngine(BaseQueryEngine):
+    """Answer questions over a DataFrame with LLM-written pandas code, run deny-by-default.
+
+    Drop-in for llama-index-experimental's ``PandasQueryEngine`` without its import chain.
+
+    Args:
+        df: the table.
+        instruction_str, pandas_prompt, head, llm, synthesize_response,
+            response_synthesis_prompt: as in ``PandasQueryEngine`` (prompt variables
+            ``df_str``, ``query_str``, ``instruction_str``).
+        output_kwargs: pandas display options for the answer, e.g. ``{"max_colwidth": 100}``.
+        verbose: log the code and its output at INFO level.
+        name: the table's name, in the trace.
+        description: the answer when no code answered (default: the first ``head`` rows).
+        retry_prompt: prompt for the retry (adds ``code`` and ``reason``).
+        max_retries: LLM retries after a refusal or an error (0 to 3).
+        limits: the sandbox limits (:class:`~.pandas_sandbox.SandboxLimits`).
+
+    Raises:
+        ValueError: ``head`` below 1, ``max_retries`` out of range, or ``instruction_parser``
+            given (code runs only through the sandbox).
+
+    Example:
+        >>> engine = SafePandasQueryEngine(df, llm=llm)  # doctest: +SKIP
+        >>> response = engine.query("How many people are older than 60?")  # doctest: +SKIP
+        >>> response.metadata["advrag_trace"]["pandas"]["outcome"]  # doctest: +SKIP
+        'answered'
+    """
+
+    def __init__(
+        self,
+        df: Any,
+        instruction_str: str | None = None,
+        instruction_parser: Any = None,
+        pandas_prompt: BasePromptTemplate | None = None,
+        output_kwargs: dict[str, Any] | None = None,
+        head: int = 5,
+        verbose: bool = False,
+        llm: LLM | None = None,
+        synthesize_response: bool = False,
+        response_synthesis_prompt: BasePromptTemplate | None = None,
+        name: str = "table",
+        description: str | None = None,
+        retry_prompt: BasePromptTemplate | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        limits: SandboxLimits | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        if instruction_parser is not None:
+            raise ValueError(
+                "instruction_parser is not supported: SafePandasQueryEngine runs code only "
+                "through its allowlist and sandbox"
+            )
+        if head < 1:
+            raise ValueError(f"head must be >= 1, got {head}")
+        if not 0 <= max_retries <= 3:
+            raise ValueError(f"max_retries must be in [0, 3], got {max_retries}")
+        self._df = df
+        self._head = head
+        self._name = name
+        self._llm = llm
+        self._verbose = verbose
+        self._instruction_str = instruction_str or DEFAULT_INSTRUCTION_STR
+        self._pandas_prompt = pandas_prompt or DEFAULT_PANDAS_PROMPT
+        self._retry_prompt = retry_prompt or DEFAULT_RETRY_PROMPT
+        self._synthesize_response = synthesize_response
+        self._response_synthesis_prompt = (
+            response_synthesis_prompt or DEFAULT_RESPONSE_SYNTHESIS_PROMPT
+        )
+        self._max_retries = max_retries
+        limits = limits or SandboxLimits()
+        if output_kwargs:
+            display = dict(limits.display)
+            display.update({f"display.{k}": v for k, v in output_kwargs.items()})
+            limits = SandboxLimits(**{**limits.__dict__, "display": display})
+        self._limits = limits
+        self._description = description or render_frame(df, head)
+        super().__init__(callback_manager=callback_manager)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SafePandasQueryEngine"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def limits(self) -> SandboxLimits:
+        return self._limits
+
+    # --- prompts -------------------------------------------------------------------------------
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
+
+    def _get_prompts(self) -> dict[str, Any]:
+        return {
+            "pandas_prompt": self._pandas_prompt,
+            "retry_prompt": self._retry_prompt,
+            "response_synthesis_prompt": self._response_synthesis_prompt,
+        }
+
+    def _update_prompts(self, prompts: dict[str, Any]) -> None:
+        if "pandas_prompt" in prompts:
+            self._pandas_prompt = prompts["pandas_prompt"]
+        if "retry_prompt" in prompts:
+            self._retry_prompt = prompts["retry_prompt"]
+        if "response_synthesis_prompt" in prompts:
+            self._response_synthesis_prompt = prompts["response_synthesis_prompt"]
+
+    # --- pure logic shared by sync and async ---------------------------------------------------
+
+    def _next_prompt(
+        self, query: str, attempts: list[Attempt]
+    ) -> tuple[BasePromptTemplate, dict[str, str]] | None:
+        """The next code-writing prompt and its variables, ``None`` when done."""
+        variables = {
+            "df_str": render_frame(self._df, self._head),
+            "query_str": query,
+            "instruction_str": self._instruction_str,
+        }
+        if not attempts:
+            return self._pandas_prompt, variables
+        if not should_retry(attempts, self._max_retries):
+            return None
+        last = attempts[-1]
+        return self._retry_prompt, {**variables, "code": last.code, "reason": last.reason or ""}
+
+    def _log(self, attempt: Attempt) -> None:
+        if attempt.refused is not None:
+            logger.warning(
+                "table %r: refused generated pandas code (%s): %r",
+                self._name, attempt.refused, attempt.code[:200],
+            )  # fmt: skip
+        elif attempt.result is not None and not attempt.result.ok:
+            logger.info("table %r: generated pandas code failed: %s", self._name, attempt.reason)
+        if self._verbose:
+            text = attempt.result.text[:500] if attempt.result else None
+            logger.info("table %r: code %r -> %r", self._name, attempt.code, text)
+
+    def _fallback(self, why: str, record: dict[str, Any], llm_output: str = "") -> Response:
+        text = f"No answer was computed from table {self._name!r} ({why}).\n{self._description}"
+        metadata = {
+            "pandas_instruction_str": llm_output,
+            "raw_pandas_output": "",
+            TRACE_KEY: {TRACE_COMPONENT: {**record, "reason": why}},
+        }
+        return Response(response=text, metadata=metadata)
+
+    def _no_llm(self) -> Response:
+        logger.info(
+            "table %r: no LLM to write pandas code; answering with its description", self._name
+        )
+        record = {"table": self._name, "outcome": "no_llm", "attempts": []}
+        return self._fallback("no LLM to write pandas code", record)
+
+    def _respond(self, attempts: list[Attempt], synthesized: str | None = None) -> Response:
+        last = attempts[-1]
+        record: dict[str, Any] = {
+            "table": self._name,
+            "attempts": [attempt.as_record() for attempt in attempts],
+        }
+        if last.answered and last.result is not None:
+            record.update(outcome="answered", value=last.result.value)
+            metadata = {
+                "pandas_instruction_str": last.llm_output,
+                "raw_pandas_output": last.result.text,
+                TRACE_KEY: {TRACE_COMPONENT: record},
+            }
+            text = synthesized if synthesized is not None else last.result.text
+            return Response(response=text, metadata=metadata)
+        record["outcome"] = "refused" if last.refused is not None else "failed"
+        why = (
+            "the generated code was refused"
+            if last.refused is not None
+            else "the generated code failed"
+        )
+        return self._fallback(why, record, last.llm_output)
+
+    def _synthesis_variables(
+        self, query_bundle: QueryBundle, attempts: list[Attempt]
+    ) -> dict[str, str]:
+        last = attempts[-1]
+        output = last.result.text if last.result is not None else ""
+        return {
+            "query_str": query_bundle.query_str,
+            "pandas_instructions": last.code,
+            "pandas_output": output,
+        }
+
+    # --- I/O -----------------------------------------------------------------------------------
+
+    def _query(self, query_bundle: QueryBundle) -> Response:
+        llm = resolve_code_llm(self._llm)
+        if llm is None:
+            return self._no_llm()
+        attempts: list[Attempt] = []
+        while (step := self._next_prompt(query_bundle.query_str, attempts)) is not None:
+            attempt = write_attempt(llm.predict(step[0], **step[1]))
+            if attempt.refused is None:
+                result = run_pandas_code(attempt.code, self._df, self._limits)
+                attempt = replace(attempt, result=result)
+            self._log(attempt)
+            attempts.append(attempt)
+        synthesized = None
+        if self._synthesize_response and attempts[-1].answered:
+            synthesized = llm.predict(
+                self._response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
+            )
+        return self._respond(attempts, synthesized)
+
+    async def _aquery(self, query_bundle: QueryBundle) -> Response:
+        llm = resolve_code_llm(self._llm)
+        if llm is None:
+            return self._no_llm()
+        attempts: list[Attempt] = []
+        while (step := self._next_prompt(query_bundle.query_str, attempts)) is not None:
+            attempt = write_attempt(await llm.apredict(step[0], **step[1]))
+            if attempt.refused is None:
+                result = await arun_pandas_code(attempt.code, self._df, self._limits)
+                attempt = replace(attempt, result=result)
+            self._log(attempt)
+            attempts.append(attempt)
+        synthesized = None
+        if self._synthesize_response and attempts[-1].answered:
+            synthesized = await llm.apredict(
+                self._response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
+            )
+        return self._respond(attempts, synthesized)
+
+
+__all__ = [
+    "DEFAULT_INSTRUCTION_STR",
+    "DEFAULT_PANDAS_PROMPT",
+    "DEFAULT_RESPONSE_SYNTHESIS_PROMPT",
+    "DEFAULT_RETRY_PROMPT",
+    "Attempt",
+    "SafePandasQueryEngine",
+    "extract_code",
+    "render_frame",
+    "resolve_code_llm",
+    "should_retry",
+    "write_attempt",
+]
