@@ -7,6 +7,7 @@ Milvus Lite server refuses connections ("Fail connecting to server on 127.0.0.1:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -48,7 +49,9 @@ class Faults:
         server.stop(grace=0).wait()
 
     def mend(self) -> None:
+        """Give broken handlers a new channel (a Lite server stopped meanwhile stays dead)."""
         for handler in self._broken:
             if handler._channel is not None:
-                handler.reconnect()
+                with contextlib.suppress(Exception):
+                    handler.reconnect(timeout=5)
         self._broken.clear()

@@ -82,6 +82,7 @@ CONNECTION_ERROR_MARKERS = (
     "statuscode.unavailable",
 )
 _CONNECT_FAILED = 2  # pymilvus Status.CONNECT_FAILED
+_NOT_LOADED = 101  # Milvus CollectionNotLoaded
 OpenedT = TypeVar("OpenedT")
 
 
@@ -149,6 +150,13 @@ def is_connection_error(error: BaseException) -> bool:
         return True
     text = str(error).lower()
     return any(marker in text for marker in CONNECTION_ERROR_MARKERS)
+
+
+def is_not_loaded_error(error: BaseException) -> bool:
+    """Whether ``error`` says the collection is not loaded: a restarted Milvus Lite server
+    reopens indexed collections released (code 101, "call load() before search")."""
+    text = str(error).lower()
+    return getattr(error, "code", None) == _NOT_LOADED or "call load()" in text
 
 
 def recovery_for(operation: str) -> Recovery:
@@ -458,7 +466,7 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
         if recovery is Recovery.NOT_REPEATED:
             raise self._not_repeated(operation, failure) from failure
         try:
-            return self._recover(recovery, operation, args, kwargs)
+            return self._recover_loaded(recovery, operation, args, kwargs)
         except Exception as error:
             if is_connection_error(error):
                 raise self._failed(operation, error) from error
@@ -478,6 +486,15 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
             except Exception as reopen_error:
                 raise self._failed(operation, reopen_error) from reopen_error
             self._generation += 1
+
+    def _recover_loaded(self, recovery: Recovery, operation: str, args: tuple, kwargs: dict) -> Any:
+        try:
+            return self._recover(recovery, operation, args, kwargs)
+        except Exception as error:
+            if not is_not_loaded_error(error):
+                raise
+            self._client.load_collection(call_argument(args, kwargs, 0, "collection_name"))
+        return self._recover(recovery, operation, args, kwargs)
 
     def _recover(self, recovery: Recovery, operation: str, args: tuple, kwargs: dict) -> Any:
         client = self._client
@@ -579,7 +596,7 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
         if recovery is Recovery.NOT_REPEATED:
             raise self._not_repeated(operation, failure) from failure
         try:
-            return await self._recover(recovery, operation, args, kwargs)
+            return await self._recover_loaded(recovery, operation, args, kwargs)
         except Exception as error:
             if is_connection_error(error):
                 raise self._failed(operation, error) from error
@@ -602,6 +619,17 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
             except Exception as reopen_error:
                 raise self._failed(operation, reopen_error) from reopen_error
             self._generation += 1
+
+    async def _recover_loaded(
+        self, recovery: Recovery, operation: str, args: tuple, kwargs: dict
+    ) -> Any:
+        try:
+            return await self._recover(recovery, operation, args, kwargs)
+        except Exception as error:
+            if not is_not_loaded_error(error):
+                raise
+            await self._client.load_collection(call_argument(args, kwargs, 0, "collection_name"))
+        return await self._recover(recovery, operation, args, kwargs)
 
     async def _recover(self, recovery: Recovery, operation: str, args: tuple, kwargs: dict) -> Any:
         client = self._client
