@@ -1,5 +1,5 @@
 """Milvus layer: one open path for Milvus Lite and the server, index presets, safe filters,
-batched node fetch.
+batched node fetch, clients that reconnect after a lost connection.
 
 >>> from llama_index_ext_advrag.milvus import open_vector_store, fetch_nodes, flush
 >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
@@ -44,17 +44,28 @@ from llama_index_ext_advrag.milvus.nodes import (
     fetch_rows,
     row_to_node,
 )
+from llama_index_ext_advrag.milvus.reconnect import (
+    AsyncReconnectingClient,
+    MilvusConnectionError,
+    ReconnectingClient,
+    count_reconnects,
+    is_connection_error,
+)
 from llama_index_ext_advrag.milvus.vector_store import open_vector_store
 
 __all__ = [
     "AUTO_FLAT_MAX_ROWS",
+    "AsyncReconnectingClient",
     "LITE_INDEX_TYPES",
     "IndexPlan",
     "IndexPreset",
+    "MilvusConnectionError",
+    "ReconnectingClient",
     "afetch_nodes",
     "afetch_rows",
     "build_index_params",
     "build_search_params",
+    "count_reconnects",
     "count_rows",
     "ensure_loaded",
     "eq_filter",
@@ -63,6 +74,7 @@ __all__ = [
     "flush",
     "format_literal",
     "in_filter",
+    "is_connection_error",
     "is_lite_client",
     "is_server_uri",
     "iter_collection",

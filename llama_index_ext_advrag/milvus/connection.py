@@ -23,10 +23,14 @@ from typing import Any
 from pymilvus import MilvusClient
 from pymilvus.client.types import LoadState
 
+from llama_index_ext_advrag.milvus.reconnect import ReconnectingClient
+
 logger = logging.getLogger(__name__)
 
 SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
 LITE_SUFFIX = ".db"
+# "<scheme>://" or "<scheme>:" with a scheme of two or more letters (so "C:\\x.db" is a path).
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 DEFAULT_ITER_BATCH_SIZE = 512
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -48,8 +52,9 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
     Raises
     ------
     ValueError
-        For an empty ``uri`` or a Lite path that does not end in ``.db`` (pymilvus only
-        treats ``*.db`` paths as Milvus Lite).
+        For an empty ``uri``, a scheme other than ``http``, ``https``, ``tcp`` and ``unix``
+        (``grpc://x`` would otherwise become a local folder ``grpc:``), or a Lite path that
+        does not end in ``.db`` (pymilvus only treats ``*.db`` paths as Milvus Lite).
     """
     text = str(uri).strip() if uri is not None else ""
     if not text:
@@ -59,6 +64,13 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
         )
     if is_server_uri(text):
         return text
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        raise ValueError(
+            f"unsupported Milvus uri scheme {scheme.group(1)!r} in {text!r}: use a Milvus Lite "
+            "file path ending in '.db' or a server URL starting with http://, https://, "
+            "tcp:// or unix:"
+        )
     path = Path(text).expanduser()
     if path.suffix != LITE_SUFFIX:
         raise ValueError(
@@ -69,8 +81,11 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
     return str(path)
 
 
-def open_client(uri: str | os.PathLike[str], token: str = "", **kwargs: Any) -> MilvusClient:
+def open_client(uri: str | os.PathLike[str], token: str = "", **kwargs: Any) -> ReconnectingClient:
     """Open a ``MilvusClient`` on a Milvus Lite file or a Milvus server.
+
+    The client reconnects by itself after a lost connection (a Lite server stopped, a server
+    restarted, a GOAWAY): see :class:`~llama_index_ext_advrag.milvus.reconnect.ReconnectingClient`.
 
     Parameters
     ----------
@@ -79,7 +94,12 @@ def open_client(uri: str | os.PathLike[str], token: str = "", **kwargs: Any) -> 
     token:
         ``"user:password"`` or an API key for servers with authentication.
     **kwargs:
-        Passed to ``MilvusClient`` (``timeout``, ``db_name``, ...).
+        Passed to ``MilvusClient`` (``timeout``, ``db_name``, ``grpc_options``, ...).
+
+    Raises
+    ------
+    MilvusConnectionError
+        If the connection fails twice (the message names the uri).
 
     Examples
     --------
@@ -91,7 +111,7 @@ def open_client(uri: str | os.PathLike[str], token: str = "", **kwargs: Any) -> 
     logger.debug(
         "opening Milvus %s at %s", "server" if is_server_uri(resolved) else "Lite", resolved
     )
-    return MilvusClient(uri=resolved, token=token, **kwargs)
+    return ReconnectingClient(resolved, token, **kwargs)
 
 
 def _is_lite_version(text: str) -> bool:
@@ -138,7 +158,7 @@ def ensure_loaded(client: MilvusClient, collection_name: str) -> None:
 def _client_and_collection(target: Any, collection_name: str | None) -> tuple[MilvusClient, str]:
     client = getattr(target, "client", target)
     name = collection_name or getattr(target, "collection_name", None)
-    if not isinstance(client, MilvusClient):
+    if not isinstance(client, (MilvusClient, ReconnectingClient)):
         raise TypeError(
             f"expected a MilvusClient or a MilvusVectorStore, got {type(target).__name__}"
         )

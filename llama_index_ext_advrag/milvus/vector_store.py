@@ -8,6 +8,9 @@ What :func:`open_vector_store` settles so callers do not have to:
   and search parameters match it; an existing collection keeps its index, and its search
   parameters are read back from it;
 * the collection is loaded on open, so a store reopened after a restart can query;
+* its sync and async clients reconnect after a lost connection (a stopped Lite server, a
+  restarted server, a GOAWAY) and Lite clients use keepalive settings the Lite server
+  accepts: see :mod:`~llama_index_ext_advrag.milvus.reconnect`;
 * options the 2.3 server cannot serve are refused up front: sparse vectors need 2.4 and
   the BM25 function 2.5 (on 2.3 the collection would be created and the index then fail).
   Use the pack's bm25s-based hybrid retriever there. Dynamic fields (where
@@ -17,6 +20,7 @@ What :func:`open_vector_store` settles so callers do not have to:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from typing import Any
@@ -27,6 +31,7 @@ from pymilvus import MilvusClient
 from llama_index_ext_advrag.milvus.connection import (
     ensure_loaded,
     is_server_uri,
+    open_client,
     resolve_uri,
     server_version,
 )
@@ -37,6 +42,13 @@ from llama_index_ext_advrag.milvus.indexes import (
     parse_preset,
     plan_from_description,
     resolve_index,
+)
+from llama_index_ext_advrag.milvus.reconnect import (
+    AsyncReconnectingClient,
+    ReconnectingClient,
+    client_options,
+    open_with_reconnect,
+    reopen_options,
 )
 
 logger = logging.getLogger(__name__)
@@ -77,6 +89,30 @@ def check_server_features(version: tuple[int, int, int] | None, kwargs: dict[str
             f"{'.'.join(map(str, version))}; drop enable_sparse and use a client-side BM25 "
             "retriever instead"
         )
+
+
+def _client_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments ``MilvusVectorStore`` passes on to its ``MilvusClient``s."""
+    own = inspect.signature(MilvusVectorStore.__init__).parameters
+    return {key: value for key, value in kwargs.items() if key not in own}
+
+
+def attach_reconnecting_clients(
+    store: MilvusVectorStore, uri: str, token: str, reconnects: int = 0, **options: Any
+) -> MilvusVectorStore:
+    """Give ``store`` clients that reconnect by themselves (its current ones, wrapped).
+
+    ``options`` are the client arguments reused when reopening; ``reconnects`` those already
+    made while opening the store.
+    """
+    if not isinstance(store.client, ReconnectingClient):
+        store._milvusclient = ReconnectingClient(uri, token, client=store.client, **options)
+        store._milvusclient.reconnect_count = reconnects
+    if store.aclient is not None and not isinstance(store.aclient, AsyncReconnectingClient):
+        store._async_milvusclient = AsyncReconnectingClient(
+            uri, token, client=store.aclient, **options
+        )
+    return store
 
 
 def _existing_plan(
@@ -161,24 +197,33 @@ def open_vector_store(
     resolved = resolve_uri(uri)
     lite = not is_server_uri(resolved)
     if not lite and kwargs.get("enable_sparse"):
-        probe = MilvusClient(uri=resolved, token=token)
+        probe = open_client(resolved, token=token)
         try:
             check_server_features(server_version(probe), kwargs)
         finally:
             probe.close()
     plan = resolve_index(requested, metric, expected_rows, dim, lite=lite)
     user_search_config = kwargs.pop("search_config", None)
-    store = MilvusVectorStore(
-        uri=resolved,
-        token=token,
-        collection_name=collection_name,
-        dim=dim,
-        overwrite=overwrite,
-        index_config=plan.to_vector_store_config(),
-        search_config=user_search_config or plan.search_params,
-        similarity_metric=plan.metric_type,
-        **kwargs,
+    kwargs = client_options(resolved, kwargs)
+    client_kwargs = _client_kwargs(kwargs)
+
+    def build(reopening: bool) -> MilvusVectorStore:
+        return MilvusVectorStore(
+            uri=resolved,
+            token=token,
+            collection_name=collection_name,
+            dim=dim,
+            overwrite=overwrite,
+            index_config=plan.to_vector_store_config(),
+            search_config=user_search_config or plan.search_params,
+            similarity_metric=plan.metric_type,
+            **(kwargs | reopen_options(client_kwargs) if reopening else kwargs),
+        )
+
+    store, reconnects = open_with_reconnect(
+        resolved, build, f"opening collection {collection_name!r}"
     )
+    attach_reconnecting_clients(store, resolved, token, reconnects, **client_kwargs)
     ensure_loaded(store.client, collection_name)
     _check_dim(store.client, collection_name, store.embedding_field, dim)
     existing = _existing_plan(store.client, collection_name, store.embedding_field, requested)
@@ -203,4 +248,4 @@ def open_vector_store(
     return store
 
 
-__all__ = ["check_server_features", "open_vector_store"]
+__all__ = ["attach_reconnecting_clients", "check_server_features", "open_vector_store"]

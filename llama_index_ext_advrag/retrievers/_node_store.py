@@ -26,6 +26,7 @@ from llama_index_ext_advrag.milvus import (
     resolve_uri,
 )
 from llama_index_ext_advrag.milvus.nodes import NODE_CONTENT_FIELD, NODE_TYPE_FIELD, row_to_node
+from llama_index_ext_advrag.milvus.reconnect import AsyncReconnectingClient
 
 logger = logging.getLogger(__name__)
 
@@ -195,11 +196,9 @@ class AsyncLoopBinding:
         if loop is self._loop:
             return
         if self._loop is not None and self._uri is not None:
-            from pymilvus import AsyncMilvusClient
-
+            uri = resolve_uri(self._uri)
             for store in stores:
-                store._async_milvusclient = AsyncMilvusClient(
-                    uri=resolve_uri(self._uri), token=self._token
-                )
+                if not isinstance(store.aclient, AsyncReconnectingClient):  # those rebind
+                    store._async_milvusclient = AsyncReconnectingClient(uri, self._token)
             logger.debug("rebound async Milvus clients to a new event loop")
         self._loop = loop

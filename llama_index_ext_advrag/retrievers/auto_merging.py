@@ -30,7 +30,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_ext_advrag.milvus import afetch_nodes, fetch_nodes
+from llama_index_ext_advrag.milvus import afetch_nodes, count_reconnects, fetch_nodes
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.retrievers._auto_merging_store import (
     build_hierarchy_index,
@@ -100,7 +100,8 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
     document, without duplicates or overlaps. Each node carries
     ``metadata["advrag_trace"]["auto_merging"]``: the retrieved leaf ids it stands for, every
     merge that produced it (parent id, round, children retrieved / total, ratio, absorbed
-    nodes, the retrieved leaves merged into it) and merges refused by the token budget.
+    nodes, the retrieved leaves merged into it), merges refused by the token budget and
+    ``milvus_reconnects`` (reconnects of its two stores so far).
 
     Args:
         vector_store: the leaves' ``MilvusVectorStore``.
@@ -306,6 +307,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
 
     def _finish(self, session: MergeSession) -> list[NodeWithScore]:
         chunk_sizes = self._layout.get("chunk_sizes") or []
+        reconnects = count_reconnects(self._vector_store, self._parent_store)
         results = []
         for entry in session.final_entries():
             node = entry.node  # a fresh object deserialised from Milvus: ours to annotate
@@ -325,6 +327,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
                     "tokens": entry.tokens,
                     "rounds": session.rounds,
                     "score_aggregation": self._config.score_aggregation.value,
+                    "milvus_reconnects": reconnects,
                 },
             )
             results.append(NodeWithScore(node=node, score=entry.score))

@@ -11,7 +11,8 @@ chunks). Both carry the same ``unit_key`` scalar field. A query searches the sum
 ``milvus.in_filter``, so a unit name with quotes or backslashes can never widen it.
 
 The route taken (units, scores, similarity and cue overlap) is recorded on every returned node
-under ``metadata["advrag_trace"]["two_layer"]``.
+under ``metadata["advrag_trace"]["two_layer"]``, with ``milvus_reconnects`` (reconnects of its
+two stores so far).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_ext_advrag.milvus import in_filter
+from llama_index_ext_advrag.milvus import count_reconnects, in_filter
 from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
 from llama_index_ext_advrag.retrievers._milvus_base import (
     MilvusLayoutRetriever,
@@ -308,6 +309,7 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
             results = fetched_details(route, nodes)
         rank = {hit.unit_key: i for i, hit in enumerate(route)}
         route_trace = [hit.as_trace() for hit in route]
+        reconnects = count_reconnects(self._summary_store, self._details_store)
         for result in results:  # nodes deserialised from Milvus for this query: ours
             key = result.node.metadata.get(KEY_FIELD)
             add_trace(
@@ -318,6 +320,7 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
                     "unit_key": key,
                     "route_rank": rank.get(str(key)),
                     "details_mode": mode.value,
+                    "milvus_reconnects": reconnects,
                 },
             )
         return results
