@@ -46,6 +46,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.postprocessor import (
         WindowReplacementPostprocessor as WindowReplacementPostprocessor,
     )
+    from llama_index_ext_advrag.query_engine import (
+        SafePandasQueryEngine as SafePandasQueryEngine,
+    )
     from llama_index_ext_advrag.retrievers import (
         BM25Retriever as BM25Retriever,
     )
