@@ -76,3 +76,13 @@ def test_llm_order(clean_settings, monkeypatch) -> None:
 def test_llm_wrong_type_rejected(clean_settings) -> None:
     with pytest.raises(TypeError, match="str"):
         resolve_llm("gpt-4")  # type: ignore[arg-type]
+
+
+def test_embed_model_string_is_resolved_by_llama_index(clean_settings) -> None:
+    # "local:<folder>" is LlamaIndex's own spelling; it must win over a Settings model too
+    Settings._embed_model = HashEmbedding(dim=16)
+    folder = models.packaged_embed_model_path()
+    model = resolve_embed_model(f"local:{folder}")
+    assert type(model).__name__ == "HuggingFaceEmbedding"
+    assert model.model_name == str(folder)
+    assert len(model.get_text_embedding("a harbour")) == models.DEFAULT_EMBED_DIM

@@ -6,6 +6,7 @@ everything that ran passed the guard."""
 
 from __future__ import annotations
 
+import ast
 import logging
 
 import pytest
@@ -83,7 +84,7 @@ def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model, executi
         assert trace["route"] == ["root", f"table::{sheet}"], question
         expected = truth(frames[sheet])
         assert float(results[0].node.get_content()) == pytest.approx(float(expected)), question
-    assert executions and all(check_pandas_code(code) is None for code in executions)
+    assert_ran_exactly([code for _, code, _ in QUESTIONS.values()], executions)
 
 
 @pytest.mark.local_llm
@@ -94,22 +95,58 @@ async def test_tiny_local_model_runs_nothing_unsafe(
     retriever = RecursiveIndexNodeRetriever.from_excel(
         shared_datasets / WORKBOOK, llm=local_llm, embed_model=embed_model, similarity_top_k=1
     )
-    answered = 0
+    accepted: list[str] = []
     for question in QUESTIONS:
         results = await retriever.aretrieve(question)
         assert results, question
+        answer = results[0].node.get_content()
         engine = results[0].node.metadata[TRACE_KEY]["recursive"].get("engine", {})
         logger.info(
             "%s -> %r (code %r, refused %r)",
             question,
-            results[0].node.get_content()[:80],
+            answer[:80],
             engine.get("pandas_code"),
             engine.get("pandas_refused"),
         )
-        answered += engine.get("pandas_refused") is None
-    # Whatever the tiny model wrote, only code that passes the guard reached the evaluator.
-    for code in executions:
-        check_pandas_code(code)
+        # the model was asked for code and the guard judged it (not the no-LLM description)
+        assert "pandas_skipped" not in engine and "pandas_refused" in engine, question
+        if engine["pandas_refused"] is None:
+            check_pandas_code(engine["pandas_code"])
+            accepted.append(engine["pandas_code"])
+            assert not answer.startswith("Refused to run"), question
+        else:
+            assert answer.startswith("Refused to run the generated pandas code"), question
+    # Only accepted code reached the evaluator, and each accepted code did reach it: its
+    # statements ran in order, up to the first that raised.
+    assert_ran_exactly(accepted, executions)
+    assert all(check_pandas_code(source) is None for source in executions)
     logger.info(
-        "local model: %d/%d answers from code that passed the guard", answered, len(QUESTIONS)
+        "local model: %d/%d answers from code that passed the guard", len(accepted), len(QUESTIONS)
     )
+
+
+def assert_ran_exactly(accepted: list[str], executions: list[str]) -> None:
+    """``executions`` is, code by code, a non-empty prefix of each accepted code's statements."""
+    position = 0
+    for code in accepted:
+        statements = [ast.unparse(statement) for statement in ast.parse(code).body]
+        ran = 0
+        while (
+            ran < len(statements)
+            and position + ran < len(executions)
+            and executions[position + ran] == statements[ran]
+        ):
+            ran += 1
+        assert ran >= 1, f"accepted code never reached the evaluator: {code!r}"
+        position += ran
+    assert position == len(executions), f"code ran that was not accepted: {executions[position:]}"
+
+
+def test_assert_ran_exactly_notices_missing_and_extra_runs() -> None:
+    assert_ran_exactly(["a = 1\nb = 2", "df.x"], ["a = 1", "b = 2", "df.x"])
+    assert_ran_exactly(["a = 1\nb = 2"], ["a = 1"])  # the first statement raised
+    assert_ran_exactly([], [])
+    with pytest.raises(AssertionError, match="never reached"):
+        assert_ran_exactly(["df.x"], [])
+    with pytest.raises(AssertionError, match="not accepted"):
+        assert_ran_exactly([], ["__import__('os')"])
