@@ -1,9 +1,14 @@
-"""Sentence splitting speed relative to LlamaIndex core, on the COVID-QA papers.
+"""Sentence splitting speed: relative to LlamaIndex core, and linear on pathological inputs.
 
-Baseline (same process, same texts): core ``SentenceWindowNodeParser.from_defaults()`` parsing
-the papers as documents. Ours: ``llama_index_ext_advrag.text.split_sentences`` on the same
-texts. Printed: the best of ``--repeats`` timings of each and their ratio (ours / core; below
-1.0 means faster). Moved here from the test suite: timing is measured, never asserted in tests.
+1. Baseline (same process, same texts): core ``SentenceWindowNodeParser.from_defaults()``
+   parsing the COVID-QA papers as documents. Ours: ``llama_index_ext_advrag.text.split_sentences``
+   on the same texts. Printed: the best of ``--repeats`` timings of each and their ratio (ours /
+   core; below 1.0 means faster).
+2. The inputs that once made a regex backtrack (``PATHOLOGICAL_INPUTS`` of
+   tests/text/test_properties.py) at 20,000 and 80,000 characters: the ratio of the two times
+   should stay near 4 (linear); a backtracking blow-up shows as a much larger ratio.
+
+Both moved here from the test suite: timing is measured, never asserted in tests.
 
     python benchmarks/bench_sentence_split.py
     python benchmarks/bench_sentence_split.py --limit 20 --repeats 5
@@ -12,6 +17,7 @@ texts. Printed: the best of ``--repeats`` timings of each and their ratio (ours 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -26,6 +32,15 @@ from llama_index.core.node_parser import SentenceWindowNodeParser  # noqa: E402
 from llama_index_ext_advrag.text import split_sentences  # noqa: E402
 
 COVIDQA = "covidqa/200423_covidQA.json"
+PROPERTY_TESTS = Path(__file__).resolve().parents[1] / "tests" / "text" / "test_properties.py"
+
+
+def pathological_inputs() -> dict:
+    """The builders of the property tests' pathological inputs (one list for both)."""
+    spec = importlib.util.spec_from_file_location("text_properties", PROPERTY_TESTS)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.PATHOLOGICAL_INPUTS
 
 
 def best_seconds(run, repeats: int) -> float:
@@ -58,6 +73,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"COVID-QA: {len(contexts)} papers, {chars} characters, best of {args.repeats}")
     print(f"core SentenceWindowNodeParser  {core_seconds:8.3f} s   1.00")
     print(f"ours split_sentences           {our_seconds:8.3f} s   {our_seconds / core_seconds:.2f}")
+    print()
+    print("pathological inputs: time(80,000 chars) / time(20,000 chars), 4.0 = linear")
+    for name, build in sorted(pathological_inputs().items()):
+        small, large = build(20_000), build(80_000)
+        ratio = best_seconds(lambda t=large: split_sentences(t), args.repeats) / max(
+            best_seconds(lambda t=small: split_sentences(t), args.repeats), 1e-6
+        )
+        print(f"  {name:<32} {ratio:6.1f}")
 
 
 if __name__ == "__main__":
