@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench mutation clean
 
 # torch first: `torch==2.13.0` takes the CPU build on disk; a plain requirement would pull CUDA.
 $(BIN)/python:
@@ -54,5 +54,18 @@ test: lint typecheck pytest
 bench: $(VENV)/.test-deps
 	$(BIN)/python benchmarks/run_all.py
 
+# Mutation testing, never part of `test`: mutmut mutates the pure-logic modules listed in
+# pyproject.toml [tool.mutmut] (the one list) and, per mutant, runs the selected unit tests that
+# call the mutated function. MUTANTS narrows a run (MUTANTS='llama_index_ext_advrag.text.*');
+# MUTATION_JOBS is the number of parallel workers. mutants/ is rebuilt on every run (mutmut does
+# not refresh the unmutated files it copied before). The report goes to
+# benchmarks/results/mutation.txt.
+MUTATION_JOBS ?= 2
+MUTANTS ?=
+mutation: $(VENV)/.test-deps
+	rm -rf mutants
+	OMP_NUM_THREADS=1 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS)
+	$(BIN)/python benchmarks/mutation_report.py --output benchmarks/results/mutation.txt
+
 clean:
-	rm -rf $(VENV) .advrag build dist
+	rm -rf $(VENV) .advrag build dist mutants
