@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.evaluation.ingest import BuiltIndex, IndexStore
+from llama_index_ext_advrag.evaluation.ingest import BuiltIndex, IndexStore, close_quietly
 
 logger = logging.getLogger(__name__)
 
@@ -358,6 +358,16 @@ class ComposedPipeline:
         """Fetch the candidates for ``k`` (the largest of a sweep) and remember them."""
         if self._prefix_stable:
             self.candidates(query, k * self.spec.fetch_multiplier)
+
+    def close(self) -> None:
+        """Close the Milvus clients this pipeline's retrievers opened themselves (the
+        auto-merging and two-layer retrievers open one per k)."""
+        for retriever in self._retrievers.values():
+            for value in vars(retriever).values():
+                if type(value).__name__ in ("MilvusClient", "MilvusVectorStore"):
+                    close_quietly(getattr(value, "client", value))
+        self._retrievers.clear()
+        self._memo = None
 
     def retrieve(self, query: QueryBundle, k: int) -> list[NodeWithScore]:
         nodes = self.candidates(query, k * self.spec.fetch_multiplier)

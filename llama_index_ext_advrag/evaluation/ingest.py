@@ -88,6 +88,14 @@ class MemoEmbedding(BaseEmbedding):
             return [self._memo[t] for t in texts]
 
 
+def close_quietly(client: Any) -> None:
+    """Close a Milvus client, ignoring a connection that is already gone."""
+    try:
+        client.close()
+    except Exception as exc:  # a dead channel cannot be closed twice; nothing to do
+        logger.debug("closing a Milvus client failed: %s", exc)
+
+
 def corpus_fingerprint(documents: Sequence[Document]) -> str:
     """A hash of the documents' ids, texts and metadata, independent of their order."""
     digest = hashlib.sha256()
@@ -334,8 +342,8 @@ class IndexStore:
             self._write_manifest(record)
             self._drop_stale(parser, collection)
         index = VectorStoreIndex.from_vector_store(store, embed_model=self.embed_model)
+        record = self.records.setdefault(parser, record)  # a reopen keeps the build's record
         built = BuiltIndex(parser, collection, store, index, nodes, record)
-        self.records[parser] = record
         self._built[parser] = built
         return built
 
@@ -396,9 +404,20 @@ class IndexStore:
         if not reused:
             self._write_manifest(record)
             self._drop_stale(parser, collection)
-        self.records[parser] = record
+        self.records.setdefault(parser, record)
         self._built[parser] = collection
         return collection
+
+    def release(self) -> None:
+        """Close the Milvus clients of the open indexes (they reopen on the next request).
+
+        Milvus Lite throttles a client that stays idle through a long ingest ("too_many_pings")
+        and the next connection on the file can then fail, so no client is kept open while
+        another parser embeds."""
+        for name, built in list(self._built.items()):
+            if isinstance(built, BuiltIndex):
+                close_quietly(built.vector_store.client)
+                del self._built[name]
 
 
 __all__ = [

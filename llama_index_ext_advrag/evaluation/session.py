@@ -6,6 +6,7 @@ context.
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 from collections.abc import Sequence
@@ -187,6 +188,11 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
         indexes[entry.name] = list(dict.fromkeys(context.store.used))
         results += run_questions(pipeline, questions, bundles, options.ks, options.k, counter,
                                  options.show_progress)  # fmt: skip
+        if hasattr(pipeline, "close"):
+            pipeline.close()
+        del pipeline
+        context.store.release()
+        gc.collect()  # drop the closed pipelines' channels before the next ingest
     summaries = summarize_all(results)
     by_type = summarize_all([r for r in results if r.k == options.k], by_type=True)
     types = {q.type for q in questions}
