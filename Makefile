@@ -1,4 +1,5 @@
-# Two commands: `make run` (main job, offline) and `make test` (every test tier, services included).
+# Two commands: `make run` (main job, offline: `advrag compare` on data/, report in .advrag/report/)
+# and `make test` (every test tier, services included). `make bench` runs benchmarks/run_all.py.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,18 +18,20 @@ $(BIN)/python:
 
 # One pip command per environment so the resolver sees every pin at once.
 $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[offline]'
+	$(BIN)/pip install -e '.[offline,report]'
 	touch $@
 
 # CMAKE_ARGS: llama-cpp-python compiles llama.cpp; a native build (the default) dies at the first
 # decode on CPUs with AMX and a cached native wheel dies on CPUs without its instructions, so the
 # build is portable (AVX2/FMA/F16C) on every machine. --no-binary keeps a cached wheel out.
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -e '.[offline,dev,local-llm]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -e '.[offline,report,dev,local-llm]'
 	touch $@ $(VENV)/.run-deps
 
+# Every pipeline that needs no LLM on data/ with its labelled questions, offline (--no-llm).
 run: $(VENV)/.run-deps
-	$(BIN)/advrag run --data data
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/advrag compare --docs data --questions data/qa.jsonl \
+		--no-llm --out .advrag/report
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check llama_index_ext_advrag tests benchmarks

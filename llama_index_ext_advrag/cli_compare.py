@@ -163,10 +163,14 @@ def command_ask(args: argparse.Namespace) -> int:
     if entry.needs_llm and llm is None:
         raise ValueError(f"pipeline {entry.name!r} needs an LLM and none is set")
     context = build_context(options, documents, embed_model, llm)
-    pipeline = entry.build(context)
-    started = time.perf_counter()
-    nodes = pipeline.retrieve(QueryBundle(args.question), args.k)
-    latency = (time.perf_counter() - started) * 1000
+    context.store.start_heartbeat()
+    try:
+        pipeline = entry.build(context)
+        started = time.perf_counter()
+        nodes = pipeline.retrieve(QueryBundle(args.question), args.k)
+        latency = (time.perf_counter() - started) * 1000
+    finally:
+        context.store.close()
     answer = None
     if llm is not None:
         from llama_index.core import get_response_synthesizer

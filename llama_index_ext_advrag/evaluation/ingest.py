@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 INSERT_BATCH = 2000
+HEARTBEAT_SECONDS = 4.0
 
 
 class MemoEmbedding(BaseEmbedding):
@@ -196,6 +197,7 @@ class IndexStore:
         self.used: list[str] = []  # index names asked for, in order (cached ones included)
         self._built: dict[str, Any] = {}
         self._dim: int | None = None
+        self._heartbeat: tuple[threading.Event, threading.Thread, Any] | None = None
 
     # --- shared helpers -----------------------------------------------------------------------
 
@@ -211,6 +213,41 @@ class IndexStore:
 
         _ = self.dim
         open_client(self.uri, token=self.token).close()
+
+    def start_heartbeat(self, interval: float = HEARTBEAT_SECONDS) -> None:
+        """Keep the Milvus Lite connection busy during long embedding gaps.
+
+        pymilvus shares one gRPC channel per address and pings it every 10 s; Milvus Lite's
+        server answers pings on a channel that carries no calls with GOAWAY "too_many_pings",
+        after which opening the next collection fails. A cheap call every few seconds keeps
+        data on the channel. Servers (http(s)://) need none. Stopped by :meth:`close`."""
+        from llama_index_ext_advrag.milvus import is_server_uri, open_client
+
+        if is_server_uri(self.uri) or self._heartbeat is not None:
+            return
+        client = open_client(self.uri, token=self.token)
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(interval):
+                try:
+                    client.list_collections()
+                except Exception as exc:  # the next real call reports a dead connection
+                    logger.debug("heartbeat call failed: %s", exc)
+
+        thread = threading.Thread(target=beat, name="advrag-milvus-heartbeat", daemon=True)
+        thread.start()
+        self._heartbeat = (stop, thread, client)
+
+    def close(self) -> None:
+        """Stop the heartbeat and close every client this store opened."""
+        self.release()
+        if self._heartbeat is not None:
+            stop, thread, client = self._heartbeat
+            stop.set()
+            thread.join(timeout=10)
+            close_quietly(client)
+            self._heartbeat = None
 
     def key_for(self, parser: str, settings: dict[str, Any]) -> str:
         return index_key(self.corpus, parser, settings, self.embed_model.model_name)

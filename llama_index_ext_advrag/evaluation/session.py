@@ -177,6 +177,16 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
     questions, source = load_evaluation_questions(options, documents, llm)
     context = build_context(options, documents, embed_model, llm)
     context.store.warm_up()
+    context.store.start_heartbeat()
+    try:
+        return _evaluate(options, chosen, questions, source, documents, context, embed_model, llm)
+    finally:
+        context.store.close()
+
+
+def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questions: list[Question],
+              source: str, documents: Sequence[Any], context: BuildContext, embed_model: Any,
+              llm: Any) -> tuple[CompareRun, dict[str, Path]]:  # fmt: skip
     counter = attach_counter(llm)
     bundles = embed_questions(questions, context.embed_model, options.show_progress)
     results: list[QuestionResult] = []
