@@ -76,9 +76,9 @@ def process_rss(uri: str) -> int:
         return sum(p.memory_info().rss for p in [me, *me.children(recursive=True)])
     port = int(uri.rsplit(":", 1)[1].split("/")[0])
     for connection in psutil.net_connections(kind="tcp"):
-        if connection.laddr and connection.laddr.port == port and connection.status == "LISTEN":
-            if connection.pid:
-                return psutil.Process(connection.pid).memory_info().rss
+        listening = connection.status == "LISTEN" and connection.pid
+        if listening and connection.laddr and connection.laddr.port == port:
+            return psutil.Process(connection.pid).memory_info().rss
     return 0
 
 

@@ -95,8 +95,8 @@ def make_probe_questions(
     frequency: Counter[str] = Counter()
     total = 0
     for document in documents:
-        for sentence in split_sentences(document.text):
-            frequency.update(set(_terms(sentence.text, tokenizer)))
+        for unit in split_sentences(document.text):
+            frequency.update(set(_terms(unit.text, tokenizer)))
             total += 1
     probes = []
     for index, (doc_id, sentence) in enumerate(sampled, start=1):
