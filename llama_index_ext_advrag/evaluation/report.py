@@ -100,12 +100,22 @@ def main_table(run: CompareRun, markdown: bool = False) -> str:
     return _table(headers, rows, markdown)
 
 
+def table_budgets(run: CompareRun, count: int = 5) -> list[float]:
+    """Budgets for the frontier table: spread over the token range every pipeline reaches,
+    or, when the ranges do not all overlap, over the baseline's own range (pipelines that do
+    not reach a budget show '-')."""
+    curves = run.curves()
+    budgets = common_budgets(curves, count=count)
+    if not budgets and run.baseline in curves:
+        budgets = common_budgets({run.baseline: curves[run.baseline]}, count=count)
+    return budgets
+
+
 def frontier_table(run: CompareRun, markdown: bool = False) -> str:
     curves = run.curves()
-    budgets = common_budgets(curves, count=4)
-    rows_cmp = compare_at_budgets(curves, budgets)
+    rows_cmp = compare_at_budgets(curves, table_budgets(run))
     if not rows_cmp:
-        return "(the pipelines' token ranges do not overlap: no common budget)"
+        return "(no token budget that the pipelines reach in common)"
     names = list(curves)
     headers = ["tokens", *names, "best"]
     rows = [
@@ -307,7 +317,8 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
         "retrieval and postprocessing per query, the question embedded beforehand.",
         f"## {run.metric.capitalize()} at equal context tokens",
         "Interpolated linearly between measured k (no extrapolation), at budgets every "
-        "pipeline reaches.",
+        "pipeline reaches (or, when the ranges do not all overlap, over the baseline's range; "
+        "'-' where a pipeline does not reach the budget).",
         frontier_table(run, markdown=True),
         "### Every k",
         sweep_table(run, markdown=True),

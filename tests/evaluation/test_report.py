@@ -93,3 +93,17 @@ def test_document_type_guess() -> None:
     paper = Document(text=" ".join(["Smith et al. found it.", "Abstract", "References"] * 5))
     assert guess_doc_type([paper]) == "article"
     assert guess_doc_type([Document(text="A plain story. It goes on.")]) == "general"
+
+
+def test_frontier_table_falls_back_to_the_baseline_range() -> None:
+    from llama_index_ext_advrag.evaluation.report import frontier_table, table_budgets
+
+    summaries = [summary("baseline", 1, 0.50, 200), summary("baseline", 5, 0.80, 600),
+                 summary("big", 1, 0.60, 700), summary("big", 5, 0.90, 900),
+                 summary("small", 1, 0.55, 100), summary("small", 5, 0.75, 400)]  # fmt: skip
+    run = CompareRun("t", "baseline", 5, [1, 5], summaries, [], [], {})
+    assert table_budgets(run, count=3) == [200.0, 400.0, 600.0]  # no common range: baseline's
+    table = frontier_table(run)
+    row_400 = next(line for line in table.splitlines() if line.startswith("400"))
+    # baseline 0.65, big does not reach 400 tokens, small at its end point 0.75
+    assert row_400.split()[1:] == ["0.650", "-", "0.750", "small"]
