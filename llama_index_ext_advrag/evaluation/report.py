@@ -9,6 +9,7 @@ difference (so a one-question difference on a small set is called noise).
 from __future__ import annotations
 
 import csv
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -263,6 +264,7 @@ def write_charts(run: CompareRun, out_dir: Path) -> list[Path]:
         return []
     paths = []
     figure, axes = plt.subplots(figsize=(8, 5.5))
+    markers = itertools.cycle("osD^vP*Xh<>")
     for name in sorted({s.pipeline for s in run.summaries}):
         series = sorted(
             (s for s in run.summaries if s.pipeline == name and s.group == "all"),
@@ -273,10 +275,14 @@ def write_charts(run: CompareRun, out_dir: Path) -> list[Path]:
         if not values:
             continue
         style = "--" if name == run.baseline else "-"
-        axes.plot([v[0] for v in values], [v[1] for v in values], style, marker="o", label=name)
+        axes.plot([v[0] for v in values], [v[1] for v in values], style, marker=next(markers),
+                  label=name)  # fmt: skip
         for tokens, value, k in values:
             axes.annotate(f"{k}", (tokens, value), fontsize=7, xytext=(2, 2),
                           textcoords="offset points")  # fmt: skip
+    spans = [s.mean_tokens for s in run.summaries if s.mean_tokens > 0]
+    if spans and max(spans) / min(spans) > 20:  # curves from tens to thousands of tokens
+        axes.set_xscale("log")
     axes.set_xlabel("mean context tokens")
     axes.set_ylabel(run.metric)
     axes.set_title(f"{run.metric} vs context tokens (labels: k)")
