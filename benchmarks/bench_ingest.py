@@ -99,11 +99,14 @@ def main(argv: list[str] | None = None) -> None:
                                    state_dir=Path(tmp) / "state", rebuild=True,
                                    show_progress=False)  # fmt: skip
                 store.warm_up()
-                built = store.vector_index(
-                    f"{name}:{repeat}", make, {"repeat": repeat},
-                    UnitAnnotator() if annotate else None,
-                )  # fmt: skip
-                store.release()
+                store.start_heartbeat()  # as advrag compare does (Lite and idle channels)
+                try:
+                    built = store.vector_index(
+                        f"{name}:{repeat}", make, {"repeat": repeat},
+                        UnitAnnotator() if annotate else None,
+                    )  # fmt: skip
+                finally:
+                    store.close()
                 best_floor = min(best_floor, floor)
                 best_ingest = min(best_ingest, built.record.seconds)
                 nodes = built.record.nodes
