@@ -14,6 +14,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--max-questions", type=int, default=0, help="first N (0: all 1,380)")
+    parser.add_argument("--max-documents", type=int, default=0,
+                        help="first N papers and only their questions (0: all 98)")  # fmt: skip
     parser.add_argument("--pipelines", default="", help="comma-separated (default: all offline)")
     parser.add_argument("--out", type=Path, default=None,
                         help="report folder (default docs/compare_covidqa for all questions, "
@@ -46,7 +49,13 @@ def main(argv: list[str] | None = None) -> None:
     for noisy in ("grpc._server", "bm25s", "jieba", "milvus_lite", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     dataset = covidqa_path(args.datasets)
-    full = args.max_questions <= 0
+    full = args.max_questions <= 0 and args.max_documents <= 0
+    tmp_holder = tempfile.TemporaryDirectory(prefix="bench-compare-subset-")
+    if args.max_documents > 0:  # a smaller SQuAD file: the first N papers with their questions
+        raw = json.loads(dataset.read_text(encoding="utf-8"))
+        raw["data"] = raw["data"][: args.max_documents]
+        dataset = Path(tmp_holder.name) / f"covidqa_first{args.max_documents}.json"
+        dataset.write_text(json.dumps(raw), encoding="utf-8")
     out = args.out or (REPO_ROOT / ("docs/compare_covidqa" if full else ".advrag/bench-compare"))
     state = REPO_ROOT / ".advrag" / "bench-compare-state"
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
@@ -57,9 +66,11 @@ def main(argv: list[str] | None = None) -> None:
             uri=uri, out=str(out), state_dir=str(state if args.reuse else Path(tmp) / "state"),
             max_questions=args.max_questions or None, use_llm=False, show_progress=False,
             doc_type="auto",
-            extra_settings={"dataset": "COVID-QA 200423 (deepset, Apache-2.0)",
+            extra_settings={"dataset": "COVID-QA 200423 (deepset, Apache-2.0)"
+                            + (f", first {args.max_documents} papers" if args.max_documents else ""),
                             "command": "benchmarks/bench_compare.py"
-                            + (f" --max-questions {args.max_questions}" if not full else "")},
+                            + (f" --max-questions {args.max_questions}" if args.max_questions else "")
+                            + (f" --max-documents {args.max_documents}" if args.max_documents else "")},
         )  # fmt: skip
         started, cpu = time.perf_counter(), time.process_time()
         run, files = run_compare(options)
@@ -75,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     body += f"\n## Run\n\nwall {wall / 60:.1f} min, CPU {cpu_s / 60:.1f} min, load {load:.1f}\n"
     report.write_text(body, encoding="utf-8")
     print(text)  # the benchmark's report is its output
+    tmp_holder.cleanup()
     write_results("compare_covidqa" if full else "compare_covidqa_sample", text,
                   {"wall_s": wall, "cpu_s": cpu_s, "load": load,
                    "questions": len({r.question_id for r in run.results})})  # fmt: skip
