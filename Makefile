@@ -1,4 +1,5 @@
-# Two commands: `make run` (main job, offline) and `make test` (every test tier, services included).
+# Two commands: `make run` (main job, offline: `advrag compare` on data/, report in .advrag/report/)
+# and `make test` (every test tier, services included). `make bench` runs benchmarks/run_all.py.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,7 +18,7 @@ $(BIN)/python:
 
 # One pip command per environment so the resolver sees every pin at once.
 $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[offline]'
+	$(BIN)/pip install -e '.[offline,report]'
 	touch $@
 
 # llama-cpp-python compiles llama.cpp. A native build (pip's default) dies at the first decode on
@@ -26,15 +27,17 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 # native wheel from the cache), rebuild it portable without the cache and prove it again.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,dev,local-llm,multilingual]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,report,dev,local-llm,multilingual]'
 	$(BIN)/python tests/llm/check_llama_build.py || { \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
 	    "$$($(BIN)/pip freeze | grep -i '^llama.cpp.python==')" && \
 	  $(BIN)/python tests/llm/check_llama_build.py; }
 	touch $@ $(VENV)/.run-deps
 
+# Every pipeline that needs no LLM on data/ with its labelled questions, offline (--no-llm).
 run: $(VENV)/.run-deps
-	$(BIN)/advrag run --data data
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/advrag compare --docs data --questions data/qa.jsonl \
+		--no-llm --out .advrag/report
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check llama_index_ext_advrag tests benchmarks

@@ -19,7 +19,9 @@ from llama_index_ext_advrag.embeddings.cache import CachedEmbedding
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = Path(os.environ.get("ADVRAG_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
 CACHE_DIR = Path(os.environ.get("ADVRAG_BENCH_CACHE", REPO_ROOT / ".advrag" / "bench-cache"))
-RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+# ADVRAG_BENCH_RESULTS redirects the tables (run_all.py sends its modest-size runs elsewhere so
+# the committed full-size results are not overwritten).
+RESULTS_DIR = Path(os.environ.get("ADVRAG_BENCH_RESULTS", REPO_ROOT / "benchmarks" / "results"))
 
 
 @dataclass(frozen=True)
