@@ -238,7 +238,7 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
         An open ``MilvusClient`` on ``uri`` to wrap; opened here when ``None``.
     **options:
         ``MilvusClient`` arguments, reused when reopening (``grpc_options`` merge over
-        :data:`LITE_GRPC_OPTIONS` on Lite).
+        :data:`~llama_index_ext_advrag.milvus.recovery.LITE_GRPC_OPTIONS` on Lite).
 
     Raises
     ------
