@@ -24,7 +24,7 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 # decode on CPUs with AMX and a cached native wheel dies on CPUs without its instructions, so the
 # build is portable (AVX2/FMA/F16C) on every machine. --no-binary keeps a cached wheel out.
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -e '.[offline,dev,local-llm]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -e '.[offline,dev,local-llm,judges]'
 	touch $@ $(VENV)/.run-deps
 
 run: $(VENV)/.run-deps

@@ -13,6 +13,8 @@ _EXPORTS = {
     "ConsecutiveMergePostprocessor": ".consecutive_merge",
     "UnitAnnotator": ".annotations",
     "WindowReplacementPostprocessor": ".window_replacement",
+    "JudgeRerankPostprocessor": ".judge_rerank",
+    "CRAGPostprocessor": ".crag",
 }
 
 __all__ = sorted(_EXPORTS)
