@@ -56,7 +56,7 @@ def fit_calibration(raw: Sequence[float], labels: Sequence[bool]) -> ScoreCalibr
     flags = np.asarray(labels, dtype=bool)
     if flags.all() or not flags.any():
         raise ValueError("labels need at least one relevant and one irrelevant example")
-    targets = platt_targets(flags)
+    targets = platt_targets(flags.tolist())
     design = np.stack([x, np.ones_like(x)], axis=1)
     params = np.zeros(2)
     for _ in range(_NEWTON_STEPS):
@@ -146,7 +146,9 @@ def grade_labelled_pairs(
         by_query.setdefault(query, []).append(index)
     grades: list[Grade | None] = [None] * len(pairs)
     for query, indices in by_query.items():
-        for index, grade in zip(indices, judge.judge(query, [pairs[i][1] for i in indices])):
+        for index, grade in zip(
+            indices, judge.judge(query, [pairs[i][1] for i in indices]), strict=True
+        ):
             grades[index] = grade
     kept = [(g, pairs[i][2]) for i, g in enumerate(grades) if g is not None and g.known]
     if len(kept) < len(pairs):

@@ -125,7 +125,9 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         super().__init__(**data)
         missing = {"query", "text"} - set(self.prompt.template_vars)
         if missing:
-            raise ValueError(f"prompt lacks the variables {sorted(missing)}; it needs {{query}} and {{text}}")
+            raise ValueError(
+                f"prompt lacks the variables {sorted(missing)}; it needs {{query}} and {{text}}"
+            )
         self._llm = llm
 
     @classmethod

@@ -103,7 +103,10 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
         groups = self._route(query, texts)
         languages = [language for language in groups if language in self._judges]
         outputs = await asyncio.gather(
-            *(self._judges[lang].ajudge(query, [texts[i] for i in groups[lang]]) for lang in languages)
+            *(
+                self._judges[lang].ajudge(query, [texts[i] for i in groups[lang]])
+                for lang in languages
+            )
         )
         return self._assemble(texts, groups, dict(zip(languages, outputs, strict=True)))
 

@@ -28,6 +28,7 @@ the dropped nodes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import logging
 from collections.abc import Callable, Generator, Sequence
@@ -51,7 +52,7 @@ from llama_index_ext_advrag.postprocessor.crag_refine import (
     split_strips,
 )
 from llama_index_ext_advrag.postprocessor.judge_rerank import node_texts, query_text
-from llama_index_ext_advrag.text.words import WordTokenizer
+from llama_index_ext_advrag.text.words import ChineseMode, WordTokenizer
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ DEFAULT_REWRITE_PROMPT = PromptTemplate(
     "{avoid}Question: {query}\nQuery:"
 )
 WebSearch = Callable[[str], Sequence[Any]]
-_KEYWORDS = WordTokenizer(stem=False, chinese_mode="accurate", chinese_characters=False)
+_KEYWORDS = WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE, chinese_characters=False)
 
 
 class CRAGAction(str, Enum):
@@ -386,7 +387,8 @@ class CRAGPostprocessor(BaseNodePostprocessor):
 
     def _build(self, kept: list[_Candidate], decision: _Decision) -> list[NodeWithScore]:
         order = sorted(
-            range(len(kept)), key=lambda i: (kept[i].grade.score is None, -(kept[i].grade.score or 0), i)
+            range(len(kept)),
+            key=lambda i: (kept[i].grade.score is None, -(kept[i].grade.score or 0), i),
         )
         results = []
         for index in order:
@@ -417,7 +419,10 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         return self.rewrite_prompt.format(query=request.query, avoid=avoid)
 
     def _fallback_rewrite(self, request: _Rewrite) -> tuple[str, str] | None:
-        for candidate, method in ((distinctive_terms(request.query), "keywords"), (request.query, "original")):
+        for candidate, method in (
+            (distinctive_terms(request.query), "keywords"),
+            (request.query, "original"),
+        ):
             if candidate not in request.tried:
                 return candidate, method
         return None
@@ -500,15 +505,10 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             return []
         return self._run(self._plan(query_text(query_bundle), list(nodes)))
 
-    async def apostprocess_nodes(
-        self,
-        nodes: list[NodeWithScore],
-        query_bundle: QueryBundle | None = None,
-        query_str: str | None = None,
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         """Async :meth:`postprocess_nodes`: the same decisions, native async I/O."""
-        if query_str is not None:
-            query_bundle = QueryBundle(query_str)
         if not nodes:
             return []
         return await self._arun(self._plan(query_text(query_bundle), list(nodes)))
@@ -521,9 +521,13 @@ def _as_nodes(results: Sequence[Any]) -> list[NodeWithScore]:
         if isinstance(item, NodeWithScore):
             nodes.append(item)
         elif isinstance(item, str):
-            nodes.append(NodeWithScore(node=TextNode(text=item, metadata={"source": "web_search"})))
+            node_id = "web-" + hashlib.sha1(item.encode("utf-8")).hexdigest()[:16]
+            node = TextNode(text=item, id_=node_id, metadata={"source": "web_search"})
+            nodes.append(NodeWithScore(node=node))
         else:
-            raise TypeError(f"web_search returned a {type(item).__name__}; allowed: str, NodeWithScore")
+            raise TypeError(
+                f"web_search returned a {type(item).__name__}; allowed: str, NodeWithScore"
+            )
     return nodes
 
 

@@ -99,15 +99,10 @@ class JudgeRerankPostprocessor(BaseNodePostprocessor):
             grades, error = None, f"judge failed: {exc!r}"
         return self._finish(nodes, grades, error)
 
-    async def apostprocess_nodes(
-        self,
-        nodes: list[NodeWithScore],
-        query_bundle: QueryBundle | None = None,
-        query_str: str | None = None,
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         """Async :meth:`postprocess_nodes` (the judge's ``ajudge``)."""
-        if query_str is not None:
-            query_bundle = QueryBundle(query_str)
         if not nodes:
             return []
         query = query_text(query_bundle)
