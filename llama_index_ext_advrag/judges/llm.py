@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import CompletionResponse
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM, MockLLM
 from llama_index.core.prompts import PromptTemplate
@@ -86,7 +86,9 @@ def yes_probability(alternatives: Sequence[tuple[str, float]]) -> tuple[float, f
     return mass[True] / (mass[True] + mass[False]), math.log(mass[True] / mass[False])
 
 
-def first_token_alternatives(response: CompletionResponse) -> list[tuple[str, float]] | None:
+def first_token_alternatives(
+    response: CompletionResponse | ChatResponse,
+) -> list[tuple[str, float]] | None:
     """The first generated token's ``(token, logprob)`` alternatives, if the LLM returned any."""
     logprobs = getattr(response, "logprobs", None)
     if not logprobs:
@@ -105,7 +107,8 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         timeout: seconds per call; a slower call gives an unknown grade.
         max_concurrency: calls in flight at once (threads in sync, tasks in async).
         max_passage_chars: the passage is cut to this many characters in the prompt.
-        completion_kwargs: extra keyword arguments for ``llm.complete``.
+        completion_kwargs: extra keyword arguments for ``llm.complete`` (``llm.chat`` for a
+            chat model, whose log-probabilities ``complete`` would drop).
 
     Example:
         >>> llm = OpenAILike(api_base=url, model="qwen", logprobs=True, top_logprobs=5)  # doctest: +SKIP
@@ -141,16 +144,34 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
     def _format(self, query: str, text: str) -> str:
         return self.prompt.format(query=query, text=text[: self.max_passage_chars])
 
+    @staticmethod
+    def _messages(prompt: str) -> list[ChatMessage]:
+        return [ChatMessage(role="user", content=prompt)]
+
+    def _call(self, llm: LLM, prompt: str) -> Any:
+        # Core's complete() on a chat model drops the log-probabilities: chat directly.
+        if llm.metadata.is_chat_model:
+            return llm.chat(self._messages(prompt), **self.completion_kwargs)
+        return llm.complete(prompt, **self.completion_kwargs)
+
+    async def _acall(self, llm: LLM, prompt: str) -> Any:
+        if llm.metadata.is_chat_model:
+            return await llm.achat(self._messages(prompt), **self.completion_kwargs)
+        return await llm.acomplete(prompt, **self.completion_kwargs)
+
     def _grade_response(self, response: Any) -> Grade:
         """Turn one completion into a grade; anything unexpected is an unknown grade."""
-        if not isinstance(response, CompletionResponse):
+        if isinstance(response, ChatResponse):
+            reply = str(response.message.content or "").strip()
+        elif isinstance(response, CompletionResponse):
+            reply = (response.text or "").strip()
+        else:
             return Grade.unknown(self.name, f"unexpected response type {type(response).__name__}")
         alternatives = first_token_alternatives(response)
         if alternatives:
             found = yes_probability(alternatives)
             if found is not None:
                 return self.grade(found[0], raw=found[1], reason="logprobs")
-        reply = (response.text or "").strip()
         if not reply:
             return Grade.unknown(self.name, "empty reply")
         verdict = parse_yes_no(reply)
@@ -165,7 +186,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         prompts = [self._format(query, text) for text in texts]
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.max_concurrency)
         try:
-            futures = [pool.submit(llm.complete, p, **self.completion_kwargs) for p in prompts]
+            futures = [pool.submit(self._call, llm, p) for p in prompts]
             return [self._collect(future) for future in futures]
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -190,8 +211,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
             async with semaphore:
                 try:
                     response = await asyncio.wait_for(
-                        llm.acomplete(self._format(query, text), **self.completion_kwargs),
-                        self.timeout,
+                        self._acall(llm, self._format(query, text)), self.timeout
                     )
                 except asyncio.TimeoutError:
                     return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")

@@ -5,11 +5,18 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from advrag_testing import ScriptedLLM
-from llama_index.core.base.llms.types import CompletionResponse, LogProb
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    CompletionResponse,
+    LLMMetadata,
+    LogProb,
+)
 from llama_index.core.llms import MockLLM
 from llama_index.core.prompts import PromptTemplate
 
@@ -29,6 +36,27 @@ class LogprobLLM(ScriptedLLM):
             LogProb(token=" no", logprob=math.log(1 - self.p_yes), bytes=[]),
         ]
         return CompletionResponse(text="Yes", logprobs=[alternatives])
+
+
+class ChatLogprobLLM(ScriptedLLM):
+    """A chat model: core's complete() would drop its log-probabilities."""
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="chat", is_chat_model=True)
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        self._prompts.append(str(messages[-1].content))
+        alternatives = [
+            LogProb(token="No", logprob=math.log(0.9), bytes=[]),
+            LogProb(token="Yes", logprob=math.log(0.1), bytes=[]),
+        ]
+        return ChatResponse(
+            message=ChatMessage(role="assistant", content="No"), logprobs=[alternatives]
+        )
+
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self.chat(messages, **kwargs)
 
 
 class SlowAsyncLLM(ScriptedLLM):
@@ -94,12 +122,22 @@ def test_logprobs_are_used_when_present() -> None:
     assert grade.reason == "logprobs" and grade.label is GradeLabel.RELEVANT
 
 
+async def test_chat_models_are_called_through_chat_to_keep_logprobs() -> None:
+    llm = ChatLogprobLLM()
+    judge = LLMRelevanceJudge(llm=llm)
+    grade = judge.judge("q", ["passage"])[0]
+    assert grade.score == pytest.approx(0.1) and grade.reason == "logprobs"
+    assert "Passage: passage" in llm.prompts[0]
+    assert await judge.ajudge("q", ["passage"]) == [grade]
+
+
 def test_reply_is_parsed_without_logprobs() -> None:
     llm = ScriptedLLM(lambda p: "No" if "cats" in p else "Yes, it does.")
     grades = LLMRelevanceJudge(llm=llm).judge("q", ["dogs", "cats"])
     assert [g.score for g in grades] == [1.0, 0.0]
     assert all(g.reason == "parsed reply" for g in grades)
-    assert "Question: q" in llm.prompts[0] and "Passage: dogs" in llm.prompts[0]
+    assert sorted(p.split("Passage: ")[1].split("\n")[0] for p in llm.prompts) == ["cats", "dogs"]
+    assert all("Question: q\n" in p for p in llm.prompts)
 
 
 @pytest.mark.parametrize(
