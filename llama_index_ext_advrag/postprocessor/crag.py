@@ -32,7 +32,7 @@ import hashlib
 import inspect
 import logging
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -165,12 +165,6 @@ class _Candidate:
     refinement: dict[str, Any] | None = None
 
 
-@dataclass
-class _Decision:
-    action: str
-    record: dict[str, Any] = field(default_factory=dict)
-
-
 Plan = Generator[Any, Any, list[NodeWithScore]]
 
 
@@ -253,18 +247,25 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         ]
         kept = [c for c, k in zip(candidates, keep, strict=True) if k]
         dropped = [c for c, k in zip(candidates, keep, strict=True) if not k]
-        decision = _Decision(action.value, {"action": action.value, "rounds": []})
+        decision: dict[str, Any] = {"action": action.value, "rounds": []}
         if action is not CRAGAction.CORRECT:
-            failure = yield from self._correct(query, candidates, kept, dropped, decision)
+            failure = yield from self._correct(query, candidates, kept, dropped, decision["rounds"])
             if failure is not None:
                 return self._as_retrieved(nodes, failure)
+        refined_away: list[_Candidate] = []
         if self.refine and kept:
-            failure = yield from self._refine(query, kept)
+            failure = yield from self._refine(query, kept, refined_away)
             if failure is not None:
                 return self._as_retrieved(nodes, failure)
-        decision.record["dropped"] = [
-            {"node_id": c.node.node.node_id, "source": c.source, "grade": c.grade.to_dict()}
-            for c in dropped
+        decision["dropped"] = [
+            {
+                "node_id": c.node.node.node_id,
+                "source": c.source,
+                "grade": c.grade.to_dict(),
+                "why": why,
+            }
+            for why, group in (("grade", dropped), ("refinement", refined_away))
+            for c in group
         ]
         logger.debug("CRAG %s: kept %d, dropped %d", action.value, len(kept), len(dropped))
         return self._build(kept, decision)
@@ -275,12 +276,11 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         seen_candidates: list[_Candidate],
         kept: list[_Candidate],
         dropped: list[_Candidate],
-        decision: _Decision,
+        rounds: list[dict[str, Any]],
     ) -> Generator[Any, Any, str | None]:
-        """Corrective rounds, then the web search; appends to ``kept``/``dropped``."""
+        """Corrective rounds, then the web search; appends to ``kept``/``dropped``/``rounds``."""
         seen = {c.node.node.node_id for c in seen_candidates}
         seen |= {dedupe_key(c.text) for c in seen_candidates}
-        rounds: list[dict[str, Any]] = decision.record["rounds"]
         tried: list[str] = []
         confident = False
         for _ in range(self.max_rounds if self._retriever is not None else 0):
@@ -348,7 +348,10 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         record["kept"] = sum(keep_corrective(scores, self.lower))
         return None, any(s is not None and s >= self.upper for s in scores)
 
-    def _refine(self, query: str, kept: list[_Candidate]) -> Generator[Any, Any, str | None]:
+    def _refine(
+        self, query: str, kept: list[_Candidate], removed: list[_Candidate]
+    ) -> Generator[Any, Any, str | None]:
+        """Refine ``kept`` in place; nodes left without a strip (budget) move to ``removed``."""
         strips = [s for i, c in enumerate(kept) for s in split_strips(i, c.text, self.strip_tokens)]
         if not strips:
             return None
@@ -373,7 +376,8 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             }
             if len(keep) < len(mine):
                 candidate.text = join_strips(candidate.text, keep)
-        kept[:] = [c for c in kept if c.refinement and c.refinement["kept"]]
+        removed.extend(c for c in kept if c.refinement and not c.refinement["kept"])
+        kept[:] = [c for c in kept if not c.refinement or c.refinement["kept"]]
         return None
 
     def _as_retrieved(self, nodes: list[NodeWithScore], error: str) -> list[NodeWithScore]:
@@ -385,7 +389,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             results.append(result)
         return results
 
-    def _build(self, kept: list[_Candidate], decision: _Decision) -> list[NodeWithScore]:
+    def _build(self, kept: list[_Candidate], decision: dict[str, Any]) -> list[NodeWithScore]:
         order = sorted(
             range(len(kept)),
             key=lambda i: (kept[i].grade.score is None, -(kept[i].grade.score or 0), i),
@@ -402,7 +406,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
                 "grade": candidate.grade.to_dict(),
                 "source": candidate.source,
                 "refinement": candidate.refinement,
-                **decision.record,
+                **decision,
             }
             add_trace(result.node, TRACE_COMPONENT, record)
             results.append(result)

@@ -265,6 +265,11 @@ def test_refinement_keeps_relevant_strips_in_reading_order_within_budget() -> No
     budget = CRAGPostprocessor(judge=judge, upper=0.7, lower=0.3, strip_tokens=1,
                                strip_token_budget=6)  # fmt: skip
     assert texts(budget.postprocess_nodes(nodes(text), query_str=QUERY)) == ["Paris has the tower."]
+    # a node left without any strip under the budget is dropped, and the trace says why
+    two = budget.postprocess_nodes(nodes(text, "The tower is 330 m tall."), query_str=QUERY)
+    assert texts(two) == ["Paris has the tower."]
+    dropped = two[0].node.metadata[TRACE_KEY]["crag"]["dropped"]
+    assert [(d["node_id"], d["why"]) for d in dropped] == [("n1", "refinement")]
 
 
 @pytest.mark.parametrize("failure", ["raise", "wrong-length"])
