@@ -92,3 +92,14 @@ def test_invalid_arguments() -> None:
         CrossEncoderRelevanceJudge(model_path="/nonexistent/model.onnx").judge("q", ["t"])
     with pytest.raises(TypeError, match="single str"):
         CrossEncoderRelevanceJudge(scorer=lambda p: [0.0]).judge("q", "text")
+
+
+def test_to_dict_round_trip_keeps_the_settings() -> None:
+    judge = CrossEncoderRelevanceJudge(
+        calibration=ScoreCalibration(slope=0.7, offset=-1.0), batch_size=4, name="ce"
+    )
+    data = judge.to_dict()
+    assert data["class_name"] == "CrossEncoderRelevanceJudge"
+    again = CrossEncoderRelevanceJudge.from_dict(data)
+    assert again.calibration == ScoreCalibration(0.7, -1.0)
+    assert (again.batch_size, again.name, again.max_length) == (4, "ce", 512)
