@@ -58,8 +58,10 @@ from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 logger = logging.getLogger(__name__)
 
 TRACE_COMPONENT = "crag"
-DEFAULT_UPPER = 0.5
-DEFAULT_LOWER = 0.1
+# The thresholds picked for the packaged cross-encoder with its default calibration
+# (judges.cross_encoder.MS_MARCO_MINILM_CRAG_THRESHOLDS); other judges need their own.
+DEFAULT_UPPER = 0.626
+DEFAULT_LOWER = 0.051
 DEFAULT_MAX_ROUNDS = 1
 DEFAULT_REWRITE_PROMPT = PromptTemplate(
     "Rewrite the question below as a short web-search query made of its key terms, in the "
