@@ -36,6 +36,7 @@ _EXPORTS = {
     "EmbeddingRelevanceJudge": "llama_index_ext_advrag.judges",
     "LLMRelevanceJudge": "llama_index_ext_advrag.judges",
     "LanguageRoutedJudge": "llama_index_ext_advrag.judges",
+    "SelfRAGQueryEngine": "llama_index_ext_advrag.query_engine",
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",
