@@ -242,42 +242,45 @@ def read_retrieve(response: Any, threshold: float) -> Critique:
     return Critique(1.0 if verdict else 0.0, "parsed", "yes" if verdict else "no", _excerpt(reply))
 
 
-def read_support(response: Any) -> Critique:
-    """ISSUP in [0, 1] (see the module docstring)."""
+def _read_label(
+    response: Any,
+    read_token: Callable[[str], str | None],
+    parse: Callable[[str], str | None],
+    values: dict[str, float],
+    default: float,
+) -> Critique:
+    """A labelled critique: the expectation of ``values`` under the first token's label
+    probabilities when there are log-probabilities, else the parsed label, else ``default``."""
     reply = reply_text(response)
     alternatives = (
         first_token_alternatives(response) if isinstance(response, CompletionResponse) else None
     )
-    probabilities = label_distribution(alternatives, _support_token) if alternatives else None
+    probabilities = label_distribution(alternatives, read_token) if alternatives else None
     if probabilities is not None:
-        value = sum(SUPPORT_VALUES[label] * p for label, p in probabilities.items())
+        value = sum(values[label] * p for label, p in probabilities.items())
         label = max(probabilities, key=lambda name: probabilities[name])
         return Critique(value, "logprobs", label, _excerpt(reply))
-    label = parse_support(reply)
+    label = parse(reply)
     if label is None:
         return Critique(
-            UNPARSABLE_ISSUP, "default", reply=_excerpt(reply), reason=_why_unread(response, reply)
+            default, "default", reply=_excerpt(reply), reason=_why_unread(response, reply)
         )
-    return Critique(SUPPORT_VALUES[label], "parsed", label, _excerpt(reply))
+    return Critique(values[label], "parsed", label, _excerpt(reply))
+
+
+def read_support(response: Any) -> Critique:
+    """ISSUP in [0, 1] (see the module docstring)."""
+    return _read_label(response, _support_token, parse_support, SUPPORT_VALUES, UNPARSABLE_ISSUP)
 
 
 def read_usefulness(response: Any) -> Critique:
     """ISUSE in [-1, 1] (see the module docstring)."""
-    reply = reply_text(response)
-    alternatives = (
-        first_token_alternatives(response) if isinstance(response, CompletionResponse) else None
-    )
-    probabilities = label_distribution(alternatives, _rating_token) if alternatives else None
-    if probabilities is not None:
-        value = sum(USEFULNESS_VALUES[label] * p for label, p in probabilities.items())
-        label = max(probabilities, key=lambda name: probabilities[name])
-        return Critique(value, "logprobs", label, _excerpt(reply))
-    rating = parse_rating(reply)
-    if rating is None:
-        return Critique(
-            UNPARSABLE_ISUSE, "default", reply=_excerpt(reply), reason=_why_unread(response, reply)
-        )
-    return Critique(USEFULNESS_VALUES[str(rating)], "parsed", str(rating), _excerpt(reply))
+
+    def parse(reply: str) -> str | None:
+        rating = parse_rating(reply)
+        return None if rating is None else str(rating)
+
+    return _read_label(response, _rating_token, parse, USEFULNESS_VALUES, UNPARSABLE_ISUSE)
 
 
 def _why_unread(response: Any, reply: str) -> str:

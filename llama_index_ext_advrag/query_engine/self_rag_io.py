@@ -32,6 +32,7 @@ from llama_index.core.schema import QueryBundle
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge
 from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
 from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.plan import adrive, drive
 
 if TYPE_CHECKING:
     from llama_index_ext_advrag.query_engine.self_rag import SelfRAGQueryEngine
@@ -142,13 +143,7 @@ class SelfRAGExecutor:
 
     def run(self, plan: Plan, judge: BaseRelevanceJudge) -> Outcome:
         self.judge = judge
-        result: Any = None
-        try:
-            while True:
-                request = plan.send(result)
-                result = self._execute(request)
-        except StopIteration as stop:
-            return stop.value
+        return drive(plan, self._execute)
 
     def _execute(self, request: Any) -> Any:
         if isinstance(request, Completions):
@@ -182,13 +177,7 @@ class SelfRAGExecutor:
 
     async def arun(self, plan: Plan, judge: BaseRelevanceJudge) -> Outcome:
         self.judge = judge
-        result: Any = None
-        try:
-            while True:
-                request = plan.send(result)
-                result = await self._aexecute(request)
-        except StopIteration as stop:
-            return stop.value
+        return await adrive(plan, self._aexecute)
 
     async def _aexecute(self, request: Any) -> Any:
         if isinstance(request, Completions):
