@@ -167,7 +167,8 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             raise ValueError(
                 f"generation_mode {generation_mode!r} is not one of {allowed}"
             ) from None
-        super().__init__(generation_mode=mode, **data)
+        data["generation_mode"] = mode
+        super().__init__(**data)
         if not isinstance(retriever, BaseRetriever):
             raise TypeError(f"retriever must be a BaseRetriever, got {type(retriever).__name__}")
         for index, post in enumerate(node_postprocessors):

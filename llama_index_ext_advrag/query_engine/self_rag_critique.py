@@ -260,12 +260,12 @@ def _read_label(
         value = sum(values[label] * p for label, p in probabilities.items())
         label = max(probabilities, key=lambda name: probabilities[name])
         return Critique(value, "logprobs", label, _excerpt(reply))
-    label = parse(reply)
-    if label is None:
+    parsed = parse(reply)
+    if parsed is None:
         return Critique(
             default, "default", reply=_excerpt(reply), reason=_why_unread(response, reply)
         )
-    return Critique(values[label], "parsed", label, _excerpt(reply))
+    return Critique(values[parsed], "parsed", parsed, _excerpt(reply))
 
 
 def read_support(response: Any) -> Critique:

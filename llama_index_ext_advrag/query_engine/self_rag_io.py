@@ -223,14 +223,14 @@ class SelfRAGExecutor:
             stream = self.llm.stream_complete(outcome.stream_prompt)
             metadata = engine.metadata(outcome, self.judge_uses_llm)
             return StreamingResponse(
-                response_gen=(chunk.delta or "" for chunk in stream),
+                response_gen=_deltas(stream),
                 source_nodes=nodes,
                 metadata=metadata,
             )
         metadata = engine.metadata(outcome, self.judge_uses_llm)
         if engine.streaming:
             return StreamingResponse(
-                response_gen=iter([outcome.answer or ""]), source_nodes=nodes, metadata=metadata
+                response_gen=_one_chunk(outcome.answer or ""), source_nodes=nodes, metadata=metadata
             )
         return Response(response=outcome.answer, source_nodes=nodes, metadata=metadata)
 
@@ -265,6 +265,15 @@ class SelfRAGExecutor:
     def _note_stream(trace: Trace) -> None:
         # The streamed call happens while the caller reads: counted, not timed.
         trace.record["steps"].append({"step": "generate_direct", "llm_calls": 1, "streamed": True})
+
+
+def _one_chunk(text: str) -> Generator[str, None, None]:
+    yield text
+
+
+def _deltas(stream: Any) -> Generator[str, None, None]:
+    for chunk in stream:
+        yield chunk.delta or ""
 
 
 __all__ = [
