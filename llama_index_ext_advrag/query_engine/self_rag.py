@@ -45,16 +45,15 @@ from llama_index_ext_advrag.query_engine.self_rag_io import (
     Failed,
     Judge,
     Outcome,
+    Passage,
     Plan,
     Retrieve,
     SelfRAGExecutor,
     Trace,
 )
-from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, with_record
 
 logger = logging.getLogger(__name__)
 
-TRACE_COMPONENT = "self_rag"
 DEFAULT_MAX_RETRIEVALS = 3
 DEFAULT_ACCEPT_SUPPORT = 0.75
 DEFAULT_MIN_SUPPORT = 0.5
@@ -65,18 +64,10 @@ DEFAULT_OFFLINE_JUDGE_THRESHOLD = 0.3
 
 
 @dataclass
-class _Passage:
-    node: NodeWithScore
-    text: str
-    grade: Grade
-    iteration: int
-
-
-@dataclass
 class _State:
     query: str
     trace: Trace
-    passages: list[_Passage] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     judged: dict[str, Grade] = field(default_factory=dict)
 
@@ -84,7 +75,7 @@ class _State:
         self,
         kind: str,
         answer: str | None,
-        passages: list[_Passage],
+        passages: list[Passage],
         stream_prompt: str | None = None,
     ) -> Outcome:
         return Outcome(kind, answer, passages, self.trace, stream_prompt)
@@ -190,15 +181,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         self._llm = llm
 
     def _check_prompts(self) -> None:
-        needed = {
-            "retrieve_prompt": {"query", "corpus"},
-            "direct_prompt": {"query"},
-            "generate_prompt": {"query", "passages"},
-            "support_prompt": {"query", "passages", "answer"},
-            "usefulness_prompt": {"query", "answer"},
-            "rewrite_prompt": {"query", "avoid"},
-        }
-        for name, variables in needed.items():
+        for name, variables in critique.PROMPT_VARIABLES.items():
             missing = variables - set(getattr(self, name).template_vars)
             if missing:
                 raise ValueError(
@@ -276,7 +259,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
 
     def _retrieve_and_grade(
         self, state: _State, search_query: str, iteration: int, record: dict[str, Any]
-    ) -> Generator[Any, Any, list[_Passage]]:
+    ) -> Generator[Any, Any, list[Passage]]:
         nodes = yield from state.trace.step("retrieve", Retrieve(search_query))
         record["retrieved"] = len(nodes)
         fresh: list[tuple[NodeWithScore, str]] = []
@@ -295,7 +278,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             keep = grade.label is not GradeLabel.IRRELEVANT
             isrel.append({"node_id": node.node.node_id, "kept": keep, **grade.to_dict()})
             if keep:
-                relevant.append(_Passage(node, text, grade, iteration))
+                relevant.append(Passage(node, text, grade, iteration))
         record["isrel"] = isrel
         record["already_judged"] = len(nodes) - len(fresh)
         relevant.sort(key=lambda p: -critique.isrel_value(p.grade.score))
@@ -307,7 +290,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
     def _answer_from(
         self,
         state: _State,
-        relevant: list[_Passage],
+        relevant: list[Passage],
         iteration: int,
         record: dict[str, Any],
         has_llm: bool,
@@ -375,7 +358,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             )
 
     def _extractive(
-        self, state: _State, relevant: list[_Passage], record: dict[str, Any]
+        self, state: _State, relevant: list[Passage], record: dict[str, Any]
     ) -> Generator[Any, Any, Outcome]:
         pool = critique.sentence_pool([p.text for p in relevant])
         grades = yield from state.trace.step(
@@ -438,29 +421,6 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             "score": candidate.score,
         }
 
-    # ----- building the response -----
-
-    def source_nodes(self, outcome: Outcome) -> list[NodeWithScore]:
-        """Copies of the answer's passages, scored by ISREL, each with its grade traced."""
-        nodes = []
-        for passage in outcome.passages:
-            node = copy_node_with_score(passage.node)
-            if passage.grade.score is not None:
-                node.score = passage.grade.score
-            add_trace(
-                node.node,
-                TRACE_COMPONENT,
-                {"isrel": passage.grade.to_dict(), "iteration": passage.iteration},
-            )
-            nodes.append(node)
-        return nodes
-
-    def metadata(self, outcome: Outcome, judge_uses_llm: bool) -> dict[str, Any]:
-        """The response metadata: the finished trace under ``TRACE_KEY``."""
-        outcome.trace.record["answer_kind"] = outcome.kind
-        record = outcome.trace.finish(judge_uses_llm)
-        return {TRACE_KEY: with_record(None, TRACE_COMPONENT, record)}
-
     # ----- I/O: the only part sync and async do differently -----
 
     def _executor(self) -> SelfRAGExecutor:
@@ -475,14 +435,14 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         executor = self._executor()
         plan = self._plan(query_str, executor.llm is not None)
         outcome = executor.run(plan, self._resolved_judge(executor))
-        return executor.respond(self, outcome)
+        return executor.respond(self.streaming, outcome)
 
     async def acustom_query(self, query_str: str) -> Any:
         """Async :meth:`custom_query`: the same decisions, native async I/O."""
         executor = self._executor()
         plan = self._plan(query_str, executor.llm is not None)
         outcome = await executor.arun(plan, self._resolved_judge(executor))
-        return await executor.arespond(self, outcome)
+        return await executor.arespond(self.streaming, outcome)
 
     def _resolved_judge(self, executor: SelfRAGExecutor) -> BaseRelevanceJudge:
         """The given judge, else a default built once per engine and LLM (see Args)."""

@@ -86,6 +86,14 @@ DEFAULT_REWRITE_PROMPT = PromptTemplate(
     "language. Reply with the query only.\n"
     "{avoid}Question: {query}\nQuery:"
 )
+PROMPT_VARIABLES = {
+    "retrieve_prompt": {"query", "corpus"},
+    "direct_prompt": {"query"},
+    "generate_prompt": {"query", "passages"},
+    "support_prompt": {"query", "passages", "answer"},
+    "usefulness_prompt": {"query", "answer"},
+    "rewrite_prompt": {"query", "avoid"},
+}
 DEFAULT_INSUFFICIENT_ANSWER = "The retrieved evidence is insufficient to answer this question."
 EXTRACTIVE_LABEL = "[extractive] "
 
@@ -367,6 +375,7 @@ __all__ = [
     "DEFAULT_RETRIEVE_THRESHOLD",
     "DEFAULT_WEIGHTS",
     "EXTRACTIVE_LABEL",
+    "PROMPT_VARIABLES",
     "SUPPORT_VALUES",
     "UNKNOWN_ISREL",
     "UNPARSABLE_ISSUP",

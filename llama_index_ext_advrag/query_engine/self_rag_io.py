@@ -27,20 +27,21 @@ from llama_index.core.base.response.schema import (
 )
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.judges.base import BaseRelevanceJudge
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.plan import adrive, drive
+from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, with_record
 
 if TYPE_CHECKING:
-    from llama_index_ext_advrag.query_engine.self_rag import SelfRAGQueryEngine
     from llama_index_ext_advrag.query_engine.self_rag_critique import Critique
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENCY = 4
+TRACE_COMPONENT = "self_rag"
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,23 @@ class Trace:
 
 
 @dataclass
+class Passage:
+    """A relevant passage: the retrieved node, its text, its ISREL grade, its retrieval round."""
+
+    node: NodeWithScore
+    text: str
+    grade: Grade
+    iteration: int
+
+
+@dataclass
 class Outcome:
     """What a plan decided: the answer (or a prompt to stream), its kind, the passages it
-    rests on (engine-specific objects), and the trace."""
+    rests on, and the trace."""
 
     kind: str
     answer: str | None
-    passages: list[Any]
+    passages: list[Passage]
     trace: Trace
     stream_prompt: str | None = None
 
@@ -215,27 +226,27 @@ class SelfRAGExecutor:
 
     # ----- responses -----
 
-    def respond(self, engine: SelfRAGQueryEngine, outcome: Outcome) -> Any:
-        nodes = engine.source_nodes(outcome)
+    def respond(self, streaming: bool, outcome: Outcome) -> Any:
+        nodes = source_nodes(outcome.passages)
         if outcome.stream_prompt is not None:
             assert self.llm is not None
             self._note_stream(outcome.trace)
             stream = self.llm.stream_complete(outcome.stream_prompt)
-            metadata = engine.metadata(outcome, self.judge_uses_llm)
+            metadata = response_metadata(outcome, self.judge_uses_llm)
             return StreamingResponse(
                 response_gen=_deltas(stream),
                 source_nodes=nodes,
                 metadata=metadata,
             )
-        metadata = engine.metadata(outcome, self.judge_uses_llm)
-        if engine.streaming:
+        metadata = response_metadata(outcome, self.judge_uses_llm)
+        if streaming:
             return StreamingResponse(
                 response_gen=_one_chunk(outcome.answer or ""), source_nodes=nodes, metadata=metadata
             )
         return Response(response=outcome.answer, source_nodes=nodes, metadata=metadata)
 
-    async def arespond(self, engine: SelfRAGQueryEngine, outcome: Outcome) -> Any:
-        nodes = engine.source_nodes(outcome)
+    async def arespond(self, streaming: bool, outcome: Outcome) -> Any:
+        nodes = source_nodes(outcome.passages)
         if outcome.stream_prompt is not None:
             assert self.llm is not None
             self._note_stream(outcome.trace)
@@ -248,10 +259,10 @@ class SelfRAGExecutor:
             return AsyncStreamingResponse(
                 response_gen=deltas(),
                 source_nodes=nodes,
-                metadata=engine.metadata(outcome, self.judge_uses_llm),
+                metadata=response_metadata(outcome, self.judge_uses_llm),
             )
-        metadata = engine.metadata(outcome, self.judge_uses_llm)
-        if engine.streaming:
+        metadata = response_metadata(outcome, self.judge_uses_llm)
+        if streaming:
 
             async def whole() -> AsyncGenerator[str, None]:
                 yield outcome.answer or ""
@@ -265,6 +276,26 @@ class SelfRAGExecutor:
     def _note_stream(trace: Trace) -> None:
         # The streamed call happens while the caller reads: counted, not timed.
         trace.record["steps"].append({"step": "generate_direct", "llm_calls": 1, "streamed": True})
+
+
+def source_nodes(passages: list[Passage]) -> list[NodeWithScore]:
+    """Copies of the passages' nodes, scored by ISREL, each with its grade traced."""
+    nodes = []
+    for passage in passages:
+        node = copy_node_with_score(passage.node)
+        if passage.grade.score is not None:
+            node.score = passage.grade.score
+        record = {"isrel": passage.grade.to_dict(), "iteration": passage.iteration}
+        add_trace(node.node, TRACE_COMPONENT, record)
+        nodes.append(node)
+    return nodes
+
+
+def response_metadata(outcome: Outcome, judge_uses_llm: bool) -> dict[str, Any]:
+    """The response metadata: the finished trace under ``TRACE_KEY``."""
+    outcome.trace.record["answer_kind"] = outcome.kind
+    record = outcome.trace.finish(judge_uses_llm)
+    return {TRACE_KEY: with_record(None, TRACE_COMPONENT, record)}
 
 
 def _one_chunk(text: str) -> Generator[str, None, None]:
