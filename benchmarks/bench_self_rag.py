@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))
 from llama_index.core.node_parser import SentenceSplitter  # noqa: E402
 from llama_index.core.schema import Document, MetadataMode  # noqa: E402
 
+from llama_index_ext_advrag.judges import LLMRelevanceJudge  # noqa: E402
 from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine  # noqa: E402
 from llama_index_ext_advrag.query_engine import self_rag_critique as critique  # noqa: E402
 from llama_index_ext_advrag.retrievers import BM25Retriever  # noqa: E402
@@ -251,7 +252,11 @@ def run_question(engine: Any, retriever: Any, llm: Any, question: dict[str, Any]
         "llm_calls": trace["llm_calls"],
         "defaults": len(trace["defaults"]),
         "seconds": seconds,
-        "baseline": {**base, "answer": base["answer"][:300], "coverage": coverage(question, base["answer"])},
+        "baseline": {
+            **base,
+            "answer": base["answer"][:300],
+            "coverage": coverage(question, base["answer"]),
+        },
     }
 
 
@@ -303,9 +308,12 @@ def summarise(rows: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> di
     summary["isrel"] = {
         "judged_passages": sum(len(r["isrel"]) for r in rows),
         "known": len(pairs),
-        "agreement": ratio(sum((p["judged"] == "relevant") == p["gold"] for p in pairs), len(pairs)),
+        "agreement": ratio(
+            sum((p["judged"] == "relevant") == p["gold"] for p in pairs), len(pairs)
+        ),
         "gold_relevant_recall": ratio(
-            sum(p["judged"] == "relevant" for p in pairs if p["gold"]), sum(p["gold"] for p in pairs)
+            sum(p["judged"] == "relevant" for p in pairs if p["gold"]),
+            sum(p["gold"] for p in pairs),
         ),
     }
     for name, pick in (("self_rag", lambda r: r), ("baseline", lambda r: r["baseline"])):
@@ -316,9 +324,11 @@ def summarise(rows: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> di
         summary[f"{name}_coverage"] = {
             c: round(statistics.mean(v), 3) for c, v in sorted(by_category.items())
         }
-        summary[f"{name}_coverage"]["all"] = round(
-            statistics.mean([x for v in by_category.values() for x in v]), 3
-        ) if by_category else None
+        summary[f"{name}_coverage"]["all"] = (
+            round(statistics.mean([x for v in by_category.values() for x in v]), 3)
+            if by_category
+            else None
+        )
     unanswerable = [r for r in rows if r["category"] == "unanswerable"]
     summary["unanswerable_said_insufficient"] = ratio(
         sum(r["answer_kind"] == "insufficient_evidence" for r in unanswerable), len(unanswerable)
@@ -378,8 +388,12 @@ def stratified(questions: list[dict[str, Any]], limit: int | None) -> list[dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--llm", choices=["scripted", "qwen", "none"], required=True)
-    parser.add_argument("--questions", type=Path, default=REPO_ROOT / "data" / "selfrag_questions.jsonl")
-    parser.add_argument("--limit", type=int, default=None, help="full-engine questions (stratified)")
+    parser.add_argument(
+        "--questions", type=Path, default=REPO_ROOT / "data" / "selfrag_questions.jsonl"
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, help="full-engine questions (stratified)"
+    )
     parser.add_argument("--decision-limit", type=int, default=None, help="retrieve decisions only")
     parser.add_argument("--mode", choices=["per_passage", "joint"], default="joint")
     parser.add_argument("--top-k", type=int, default=3)
@@ -388,10 +402,15 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--model-cache", type=Path, default=REPO_ROOT / ".advrag" / "models")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--judge-timeout", type=float, default=900.0, help="seconds per ISREL call")
     parser.add_argument("--tag", default="")
+    parser.add_argument("--from-rows", type=Path, default=None, help="only summarise a rows file")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
+    if args.from_rows is not None:
+        summarise_rows_file(args.from_rows)
+        return
     questions = load_questions(args.questions)
     nodes = build_nodes(REPO_ROOT / "data", args.chunk_size)
     retriever = BM25Retriever(nodes, similarity_top_k=args.top_k)
@@ -403,13 +422,23 @@ def main() -> None:
     elif args.llm == "qwen":
         from llama_index_ext_advrag.local_llm import LocalLLMServer
 
-        server = LocalLLMServer(assemble_qwen(args.model_cache), alias="qwen", n_threads=args.threads)
+        server = LocalLLMServer(
+            assemble_qwen(args.model_cache), alias="qwen", n_threads=args.threads
+        )
         llm = qwen_llm(server.start(), args.max_tokens)
     else:
         llm = None
+    # One ISREL call at a time with a long timeout: a local server answers calls one by one,
+    # and the judge's 60 s default would turn a slow (loaded) call into an unknown grade.
+    judge = (
+        None
+        if llm is None
+        else LLMRelevanceJudge(llm=llm, timeout=args.judge_timeout, max_concurrency=1)
+    )
     engine = SelfRAGQueryEngine(
         retriever=retriever,
         llm=llm,
+        judge=judge,
         generation_mode=args.mode,
         max_retrievals=args.max_retrievals,
         corpus_description=CORPUS_DESCRIPTION,
@@ -428,15 +457,46 @@ def main() -> None:
         for q in stratified(list(questions), args.limit):
             rows.append(run_question(engine, retriever, llm, q))
             _append(log_path, rows[-1])
-            print(f"{q['id']} {rows[-1]['answer_kind']} cov={rows[-1]['coverage']} "
-                  f"calls={rows[-1]['llm_calls']} {rows[-1]['seconds']:.1f}s", flush=True)
+            print(
+                f"{q['id']} {rows[-1]['answer_kind']} cov={rows[-1]['coverage']} "
+                f"calls={rows[-1]['llm_calls']} {rows[-1]['seconds']:.1f}s",
+                flush=True,
+            )
     finally:
         if server is not None:
             server.stop()
     config = {k: str(v) for k, v in vars(args).items() if k not in ("model_cache", "questions")}
-    result = {"config": config, "questions_file": args.questions.name, "summary": summarise(rows, decisions)}
-    (RESULTS_DIR / f"{name}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
+    result = {
+        "config": config,
+        "questions_file": args.questions.name,
+        "summary": summarise(rows, decisions),
+    }
+    (RESULTS_DIR / f"{name}.json").write_text(
+        json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8"
+    )
     print(json.dumps(result["summary"], indent=2, ensure_ascii=False))
+
+
+def summarise_rows_file(path: Path) -> None:
+    """Summarise a ``.rows.jsonl`` written by an earlier (possibly interrupted) run."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    decisions = [line["decision"] for line in lines if "decision" in line]
+    rows = [line for line in lines if "decision" not in line]
+    summary = summarise(rows, decisions) if rows else {"decisions": skip_scores(decisions)}
+    summary["retrieve_p_yes"] = {
+        d["id"]: {"needs_retrieval": d["needs_retrieval"], "reason": d["retrieve"].get("reason")}
+        for d in decisions
+    }
+    if decisions:
+        summary["decision_seconds_mean"] = round(
+            statistics.mean(d["seconds"] for d in decisions), 1
+        )
+    name = path.name.removesuffix(".rows.jsonl")
+    result = {"config": {"from_rows": path.name}, "summary": summary}
+    (RESULTS_DIR / f"{name}.json").write_text(
+        json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8"
+    )
+    print(json.dumps(summary, indent=2, ensure_ascii=False))
 
 
 def _append(path: Path, row: dict[str, Any]) -> None:
