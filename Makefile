@@ -1,4 +1,5 @@
-# Two commands: `make run` (main job, offline) and `make test` (every test tier, services included).
+# Two commands: `make run` (main job, offline: `advrag compare` on data/, report in .advrag/report/)
+# and `make test` (every test tier, services included). `make bench` runs benchmarks/run_all.py.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench mutation clean
 
 # torch first: `torch==2.13.0` takes the CPU build on disk; a plain requirement would pull CUDA.
 $(BIN)/python:
@@ -17,7 +18,7 @@ $(BIN)/python:
 
 # One pip command per environment so the resolver sees every pin at once.
 $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[offline]'
+	$(BIN)/pip install -e '.[offline,report]'
 	touch $@
 
 # llama-cpp-python compiles llama.cpp. A native build (pip's default) dies at the first decode on
@@ -26,15 +27,17 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 # native wheel from the cache), rebuild it portable without the cache and prove it again.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,dev,local-llm]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,report,dev,local-llm,multilingual]'
 	$(BIN)/python tests/llm/check_llama_build.py || { \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
 	    "$$($(BIN)/pip freeze | grep -i '^llama.cpp.python==')" && \
 	  $(BIN)/python tests/llm/check_llama_build.py; }
 	touch $@ $(VENV)/.run-deps
 
+# Every pipeline that needs no LLM on data/ with its labelled questions, offline (--no-llm).
 run: $(VENV)/.run-deps
-	$(BIN)/advrag run --data data
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/advrag compare --docs data --questions data/qa.jsonl \
+		--no-llm --out .advrag/report
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check llama_index_ext_advrag tests benchmarks
@@ -54,5 +57,18 @@ test: lint typecheck pytest
 bench: $(VENV)/.test-deps
 	$(BIN)/python benchmarks/run_all.py
 
+# Mutation testing, never part of `test`: mutmut mutates the pure-logic modules listed in
+# pyproject.toml [tool.mutmut] (the one list) and, per mutant, runs the selected unit tests that
+# call the mutated function. MUTANTS narrows a run (MUTANTS='llama_index_ext_advrag.text.*');
+# MUTATION_JOBS is the number of parallel workers. mutants/ is rebuilt on every run (mutmut does
+# not refresh the unmutated files it copied before). The report goes to
+# benchmarks/results/mutation.txt.
+MUTATION_JOBS ?= 2
+MUTANTS ?=
+mutation: $(VENV)/.test-deps
+	rm -rf mutants
+	OMP_NUM_THREADS=1 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS)
+	$(BIN)/python benchmarks/mutation_report.py --output benchmarks/results/mutation.txt
+
 clean:
-	rm -rf $(VENV) .advrag build dist
+	rm -rf $(VENV) .advrag build dist mutants

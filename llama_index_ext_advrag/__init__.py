@@ -15,10 +15,16 @@ from llama_index_ext_advrag._lazy import lazy_getattr
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.embeddings import CachedEmbedding as CachedEmbedding
+    from llama_index_ext_advrag.embeddings import (
+        MultilingualE5Embedding as MultilingualE5Embedding,
+    )
+    from llama_index_ext_advrag.embeddings import is_english_only as is_english_only
     from llama_index_ext_advrag.layout import IndexLayoutError as IndexLayoutError
     from llama_index_ext_advrag.models import (
         ModelResolutionError as ModelResolutionError,
     )
+    from llama_index_ext_advrag.models import decide_embed_model as decide_embed_model
     from llama_index_ext_advrag.models import (
         resolve_embed_model as resolve_embed_model,
     )
@@ -84,6 +90,10 @@ _EXPORTS = {
     "WindowReplacementPostprocessor": "llama_index_ext_advrag.postprocessor",
     "IndexLayoutError": "llama_index_ext_advrag.layout",
     "ModelResolutionError": "llama_index_ext_advrag.models",
+    "MultilingualE5Embedding": "llama_index_ext_advrag.embeddings",
+    "CachedEmbedding": "llama_index_ext_advrag.embeddings",
+    "is_english_only": "llama_index_ext_advrag.embeddings",
+    "decide_embed_model": "llama_index_ext_advrag.models",
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",

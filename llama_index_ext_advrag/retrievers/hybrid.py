@@ -261,15 +261,29 @@ class HybridFusionRetriever(BaseRetriever):
         bm25_retriever: BaseRetriever | None = None,
         **kwargs: Any,
     ) -> HybridFusionRetriever:
-        """Dense leg from ``vector_index`` + a BM25 leg (given, or built over ``nodes``)."""
+        """Dense leg from ``vector_index`` + a BM25 leg (given, or built over ``nodes``).
+
+        Unless ``english_only_legs`` is given, the dense leg is marked English-only exactly
+        when the index's embedding model is (:func:`~llama_index_ext_advrag.embeddings.
+        language.is_english_only`): all-MiniLM-L6-v2 is scaled down on Chinese text, a
+        multilingual model is not."""
+        from llama_index_ext_advrag.embeddings.language import is_english_only
         from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever
 
         if bm25_retriever is None:
             if nodes is None:
                 raise ValueError("give nodes or bm25_retriever for the BM25 leg, got neither")
             bm25_retriever = BM25Retriever(nodes)
-        legs = [vector_index.as_retriever(), bm25_retriever]
-        kwargs.setdefault("leg_names", ["dense", "bm25"])
+        dense = vector_index.as_retriever()
+        legs = [dense, bm25_retriever]
+        names = kwargs.setdefault("leg_names", ["dense", "bm25"])
+        if "english_only_legs" not in kwargs:
+            embed_model = getattr(dense, "_embed_model", None) or getattr(
+                vector_index, "_embed_model", None
+            )
+            english = embed_model is not None and is_english_only(embed_model)
+            kwargs["english_only_legs"] = [names[0]] if english else []
+            logger.debug("dense leg english_only=%s (model %r)", english, embed_model)
         return cls(retrievers=legs, **kwargs)
 
     def to_dict(self) -> dict[str, Any]:

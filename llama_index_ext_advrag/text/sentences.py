@@ -130,7 +130,8 @@ def _newline_ends_sentence(text: str, previous: Line, next_start: int) -> bool:
     if not last.isalpha() or is_cjk_text(last):
         return True
     space = text.rfind(" ", previous.start, previous.end)
-    return text[space + 1 : previous.end].lower() not in _FUNCTION_WORDS
+    word_start = previous.start if space < 0 else space + 1  # a one-word line is its own word
+    return text[word_start : previous.end].lower() not in _FUNCTION_WORDS
 
 
 def _continues_list_item(text: str, previous: Line, next_start: int) -> bool:

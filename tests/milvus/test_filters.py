@@ -92,8 +92,21 @@ def test_out_of_range_numbers_rejected(value: object) -> None:
 
 @pytest.mark.parametrize("value", [None, [1], {"a": 1}, b"bytes", object()])
 def test_unsupported_types_rejected(value: object) -> None:
-    with pytest.raises(TypeError, match="unsupported filter value"):
+    # the message names the value, its type and what is allowed
+    allowed = "expected str, int, float or bool"
+    message = f"of type {type(value).__name__}: {allowed}"
+    with pytest.raises(TypeError, match=re.escape(message)):
         format_literal(value)
+
+
+def test_int64_bounds_are_inclusive() -> None:
+    assert format_literal(-(2**63)) == str(-(2**63))
+    assert format_literal(2**63 - 1) == str(2**63 - 1)
+
+
+def test_invalid_field_name_message_names_the_allowed_pattern() -> None:
+    with pytest.raises(ValueError, match=re.escape("matching [A-Za-z_][A-Za-z0-9_]*")):
+        validate_field_name("1x")
 
 
 def test_in_filter_renders_lists() -> None:
@@ -107,9 +120,12 @@ def test_in_filter_with_empty_list_is_an_empty_membership() -> None:
     assert in_filter("id", []) == "id in []"
 
 
-@pytest.mark.parametrize("values", [["a", 1], [True, 1], ["a", False]])
-def test_in_filter_rejects_mixed_kinds(values: list[object]) -> None:
-    with pytest.raises(ValueError, match="mix"):
+@pytest.mark.parametrize(
+    ("values", "kinds"),
+    [(["a", 1], "number, string"), ([True, 1], "bool, number"), (["a", False], "bool, string")],
+)
+def test_in_filter_rejects_mixed_kinds_naming_them(values: list[object], kinds: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"mix {kinds}: {values!r}")):
         in_filter("field", values)
 
 

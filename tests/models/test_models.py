@@ -89,3 +89,13 @@ def test_mock_llm_counts_as_no_llm(clean_settings, monkeypatch) -> None:
     scripted = ScriptedLLM(["x"])
     assert resolve_llm(scripted) is scripted  # a real model is still used
     assert models.is_mock_llm(MockLLM()) and not models.is_mock_llm(scripted)
+
+
+def test_embed_model_string_is_resolved_by_llama_index(clean_settings) -> None:
+    # "local:<folder>" is LlamaIndex's own spelling; it must win over a Settings model too
+    Settings._embed_model = HashEmbedding(dim=16)
+    folder = models.packaged_embed_model_path()
+    model = resolve_embed_model(f"local:{folder}")
+    assert type(model).__name__ == "HuggingFaceEmbedding"
+    assert model.model_name == str(folder)
+    assert len(model.get_text_embedding("a harbour")) == models.DEFAULT_EMBED_DIM

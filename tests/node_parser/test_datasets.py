@@ -13,6 +13,7 @@ from llama_index_ext_advrag.node_parser import (
     AdaptiveSlidingWindowNodeParser,
     HierarchicalSentenceNodeParser,
 )
+from llama_index_ext_advrag.text import split_sentences
 
 pytestmark = pytest.mark.dataset
 
@@ -38,13 +39,18 @@ def test_windows_are_exact_slices_and_cover_every_sentence(documents):
     nodes = parser.get_nodes_from_documents(documents)
     texts = {d.node_id: d.text for d in documents}
     covered: dict[str, set[int]] = {}
+    text_end: dict[str, int] = {}
     for node in nodes:
         source = texts[node.ref_doc_id]
         assert source[node.start_char_idx : node.end_char_idx] == node.text
         first, last = node.metadata["sentence_span"]
         covered.setdefault(node.ref_doc_id, set()).update(range(first, last))
+        text_end[node.ref_doc_id] = max(text_end.get(node.ref_doc_id, 0), node.end_char_idx)
+    # every document, every sentence up to its last, and the text up to its last character
+    assert covered.keys() == {d.node_id for d in documents if d.text.strip()}
     for doc_id, sentences in covered.items():
-        assert sentences == set(range(max(sentences) + 1)), doc_id
+        assert sentences == set(range(len(split_sentences(texts[doc_id])))), doc_id
+        assert text_end[doc_id] == len(texts[doc_id].rstrip()), doc_id
     assert 1.0 < parser.last_parse_stats.storage_expansion < 3.0
 
 

@@ -491,3 +491,54 @@ def test_deterministic_ids_are_uuid5_of_document_and_position() -> None:
     for document_id, parts in (("doc", (0, 3)), ("论文-7", ("window", 12, 15)), ("", ())):
         key = "\x1f".join([document_id, *(str(part) for part in parts)])
         assert deterministic_node_id(document_id, *parts) == str(uuid.uuid5(NODE_ID_NAMESPACE, key))
+
+
+# --- options checked by behaviour, not only by output digest (issue 20) ----------------------
+
+
+def test_include_prev_next_rel_false_links_nothing():
+    for mode in ("fixed", "adaptive"):
+        linked = parse(AdaptiveSlidingWindowNodeParser(mode=mode), FIVE)
+        assert linked[1].prev_node is not None and linked[0].next_node is not None
+        nodes = parse(AdaptiveSlidingWindowNodeParser(mode=mode, include_prev_next_rel=False), FIVE)
+        assert texts(nodes) == texts(linked) and len(nodes) > 1
+        for node in nodes:
+            assert NodeRelationship.PREVIOUS not in node.relationships
+            assert NodeRelationship.NEXT not in node.relationships
+            assert node.ref_doc_id == "doc-1"  # the SOURCE link stays
+
+
+def test_include_metadata_false_keeps_only_the_parsers_own_keys():
+    with_doc = parse(AdaptiveSlidingWindowNodeParser(), FIVE, source="unit-test", lang="en")
+    assert with_doc[0].metadata["source"] == "unit-test"
+    nodes = parse(
+        AdaptiveSlidingWindowNodeParser(include_metadata=False), FIVE, source="unit-test", lang="en"
+    )
+    assert texts(nodes) == texts(with_doc)
+    for node in nodes:
+        assert "source" not in node.metadata and "lang" not in node.metadata
+        assert node.metadata["document_id"] == "doc-1"
+        assert FIVE[slice(*node.metadata["char_span"])] == node.text
+        assert "unit-test" not in node.get_content(metadata_mode=MetadataMode.EMBED)
+        assert "unit-test" not in node.get_content(metadata_mode=MetadataMode.LLM)
+
+
+def test_custom_window_keys_are_the_only_window_keys():
+    parser = AdaptiveSlidingWindowNodeParser(
+        window_size=3, embed_unit="sentence", window_metadata_key="ctx",
+        original_text_metadata_key="sentence",
+    )  # fmt: skip
+    nodes = parse(parser, FIVE)
+    assert nodes[2].metadata["ctx"] == "Beta two. Gamma three. Delta four."
+    assert nodes[2].metadata["sentence"] == "Gamma three."
+    for node in nodes:
+        assert "window" not in node.metadata and "original_text" not in node.metadata
+        # the window is hidden from the embedding and the LLM under its custom keys too
+        for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
+            assert {"ctx", "sentence"} <= set(excluded)
+    assert "Beta two" not in nodes[2].get_content(metadata_mode=MetadataMode.EMBED)
+    assert "Beta two" not in nodes[2].get_content(metadata_mode=MetadataMode.LLM)
+    replaced = MetadataReplacementPostProcessor(target_metadata_key="ctx").postprocess_nodes(
+        [NodeWithScore(node=nodes[2], score=1.0)]
+    )
+    assert replaced[0].node.get_content() == "Beta two. Gamma three. Delta four."

@@ -45,3 +45,25 @@ def test_calibrate_on_a_corpus_sample() -> None:
     assert with_queries.num_queries == 2
     with pytest.raises(ValueError, match="at least 2 distinct"):
         calibrate_thresholds(["same", "same", " "], embed_model=model)
+
+
+def test_calibrated_thresholds_are_the_background_quantiles_by_hand() -> None:
+    # every text is sampled (samples as large as the inputs), so the background is known
+    texts = [n.get_content() for n in sentence_nodes(embed=False)]
+    questions = ["pier storm", "almond cakes", "lighthouse keeper", "granite"]
+    model = HashEmbedding(dim=64)
+    background = background_similarities(
+        [model.get_query_embedding(q) for q in questions], model.get_text_embedding_batch(texts)
+    )
+    for low, high in ((0.5, 0.93), (0.2, 0.8), (0.0, 1.0)):
+        calibration = calibrate_thresholds(
+            texts, embed_model=model, queries=questions, num_sentences=len(texts),
+            num_queries=len(questions), min_quantile=low, prune_quantile=high,
+        )  # fmt: skip
+        expected = (np.quantile(background, low), np.quantile(background, high))
+        assert (calibration.min_sim, calibration.prune_sim) == pytest.approx(expected, abs=1e-4)
+        assert calibration.min_sim < calibration.prune_sim  # the two quantiles differ here
+        assert calibration.quantiles["q90"] == pytest.approx(np.quantile(background, 0.9), abs=1e-4)
+    assert (calibration.min_sim, calibration.prune_sim) == pytest.approx(
+        (background.min(), background.max()), abs=1e-4
+    )

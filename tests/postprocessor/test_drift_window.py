@@ -206,11 +206,14 @@ def test_window_grows_along_the_topic_and_traces_every_decision(docstore, nodes)
     assert trace["round_trips"] == 1
     (record,) = trace["records"]
     assert record["anchor"] == results[0].node.node_id
-    assert record["stop"] in {s.value for s in StopReason}
-    assert {a["id"] for a in record["added"]} | {p["id"] for p in record["pruned"]} == {
-        m["id"] for m in trace["members"] if m["role"] != "hit"
-    } | {p["id"] for p in record["pruned"]}
-    assert record["units"] == len(trace["members"])
+    assert record["stop"] == "below_min_sim"
+    # every neighbour added was either kept (a member) or pruned, never both
+    added = {a["id"] for a in record["added"]}
+    pruned = {p["id"] for p in record["pruned"]}
+    neighbours = {m["id"] for m in trace["members"] if m["role"] != "hit"}
+    assert added == neighbours | pruned and not neighbours & pruned
+    assert neighbours and pruned
+    assert record["units"] == len(trace["members"]) == len(neighbours) + 1
 
 
 def test_overlapping_windows_merge_and_the_anchor_survives_pruning(docstore, nodes) -> None:
@@ -222,7 +225,12 @@ def test_overlapping_windows_merge_and_the_anchor_survives_pruning(docstore, nod
     ]
     trace = get_trace(output[0].node, "drift_window")
     assert len(trace["records"]) == 2 and all(r["pruned"] for r in trace["records"])
-    assert {r["stop"] for r in trace["records"]} <= {s.value for s in StopReason}
+    # nothing stops growth but the section's end (right) and the document's start (left)
+    assert [r["stop"] for r in trace["records"]] == ["document_edge"] * 2
+    assert all(
+        r["sides"] == {"right": "section_boundary", "left": "document_edge"}
+        for r in trace["records"]
+    )
 
 
 def test_query_and_missing_vectors_are_embedded_once(nodes) -> None:
@@ -362,3 +370,133 @@ def test_milvus_vectors_are_used_and_fetched_in_one_query(
         assert texts(asyncio.run(from_milvus.apostprocess_nodes(results, bundle))) == texts(output)
     finally:
         vector_store.client.drop_collection(collection_name)
+
+
+# --- rules that must show at the postprocessor level (issue 20) ---------------------------------
+
+
+def test_max_hole_keeps_short_gaps_between_kept_units() -> None:
+    # anchor 0; 1 is a one-unit hole, 3-4 a two-unit hole before the kept 5
+    window = units(0.6, 0.1, 0.7, 0.1, 0.1, 0.8)
+    growth = grow_window(window, 0, limits(min_sim=0.0), no_cues)
+    assert (growth.left, growth.right, growth.stop) == (0, 5, StopReason.DOCUMENT_EDGE)
+    assert prune_window(window, growth, 0, prune_sim=0.5) == ([0, 2, 5], [1, 3, 4])
+    assert prune_window(window, growth, 0, prune_sim=0.5, max_hole=1) == ([0, 1, 2, 5], [3, 4])
+    assert prune_window(window, growth, 0, prune_sim=0.5, max_hole=2) == (list(range(6)), [])
+    # a gap at the window's edge is no hole: nothing kept beyond it
+    edge = units(0.9, 0.1, 0.1)
+    edge_growth = grow_window(edge, 0, limits(min_sim=0.0), no_cues)
+    assert prune_window(edge, edge_growth, 0, prune_sim=0.5, max_hole=3) == ([0], [1, 2])
+
+
+def controlled_nodes(sentences: list[str], sims: list[float], doc_id: str = "ctl"):
+    """One node per sentence whose stored vector has cosine ``sims[i]`` to ``CONTROL_QUERY``."""
+    from llama_index.core import Document
+
+    from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+
+    parser = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1)
+    built = parser.get_nodes_from_documents([Document(text=" ".join(sentences), id_=doc_id)])
+    assert [n.get_content() for n in built] == sentences
+    for node, sim in zip(built, sims, strict=True):
+        node.embedding = [sim, (1.0 - sim * sim) ** 0.5]
+    return built
+
+
+CONTROL_QUERY = QueryBundle("controlled", embedding=[1.0, 0.0])
+
+
+def controlled_window(nodes, **kwargs) -> DriftAwareWindowPostprocessor:
+    values = {"embed_model": ForbiddenEmbedding(dim=2), "min_sim": 0.05, "drift_patience": 100}
+    return DriftAwareWindowPostprocessor(docstore=docstore_of(nodes), **{**values, **kwargs})
+
+
+def test_postprocessor_fills_a_one_sentence_hole_only_with_max_hole() -> None:
+    sentences = [f"Sentence {word} is here." for word in ("alpha", "beta", "gamma", "delta")]
+    nodes = controlled_nodes(sentences, [0.9, 0.1, 0.8, 0.1])
+    results = hits(nodes, "Sentence alpha")
+    filled = controlled_window(nodes, prune_sim=0.5, max_hole=1).postprocess_nodes(
+        results, CONTROL_QUERY
+    )
+    assert texts(filled) == [" ".join(sentences[:3])]
+    record = get_trace(filled[0].node, "drift_window")["records"][0]
+    assert [p["id"] for p in record["pruned"]] == [nodes[3].node_id]
+    cut = controlled_window(nodes, prune_sim=0.5, max_hole=0).postprocess_nodes(
+        results, CONTROL_QUERY
+    )
+    assert "beta" not in " ".join(texts(cut)) and "gamma" in " ".join(texts(cut))
+    record = get_trace(cut[0].node, "drift_window")["records"][0]
+    assert [p["id"] for p in record["pruned"]] == [nodes[1].node_id, nodes[3].node_id]
+
+
+def test_postprocessor_stops_at_the_token_budget() -> None:
+    from llama_index_ext_advrag.text import count_tokens
+
+    sentences = [f"Sentence number {word} talks about harbours." for word in
+                 ("one", "two", "three", "four", "five", "six", "seven")]  # fmt: skip
+    nodes = controlled_nodes(sentences, [0.5] * 7)
+    sizes = [count_tokens(s) for s in sentences]
+    budget = sizes[3] + sizes[4] + sizes[5]  # the hit and two more (equal similarities: right)
+    post = controlled_window(nodes, prune_sim=-1.0, max_window_tokens=budget)
+    output = post.postprocess_nodes(hits(nodes, "Sentence number four"), CONTROL_QUERY)
+    record = get_trace(output[0].node, "drift_window")["records"][0]
+    assert record["stop"] == "max_window_tokens"
+    assert (record["units"], record["tokens"]) == (3, budget)
+    assert texts(output) == [" ".join(sentences[3:6])]
+    wide = controlled_window(nodes, prune_sim=-1.0, max_window_tokens=budget + sizes[6])
+    wider = wide.postprocess_nodes(hits(nodes, "Sentence number four"), CONTROL_QUERY)
+    record = get_trace(wider[0].node, "drift_window")["records"][0]
+    assert (record["stop"], record["units"]) == ("max_window_tokens", 4)
+    assert texts(wider) == [" ".join(sentences[3:7])]
+    # without a budget in the way the window reaches the document's edges
+    free = controlled_window(nodes, prune_sim=-1.0).postprocess_nodes(
+        hits(nodes, "Sentence number four"), CONTROL_QUERY
+    )
+    assert get_trace(free[0].node, "drift_window")["records"][0]["stop"] == "document_edge"
+    assert texts(free) == [" ".join(sentences)]
+
+
+def test_postprocessor_stops_on_topic_drift_after_patience() -> None:
+    years = ["1801", "1802", "1803", "1901", "1905", "1906", "1907"]
+    drifting = [f"The report concerns the year {year}." for year in years]
+    nodes = controlled_nodes(drifting, [0.5] * 7)
+    # nothing pays (prune_sim above every similarity), so each new year is a drift
+    post = controlled_window(nodes, prune_sim=0.9, drift_patience=2)
+    output = post.postprocess_nodes(hits(nodes, "The report concerns the year 1901"), CONTROL_QUERY)
+    record = get_trace(output[0].node, "drift_window")["records"][0]
+    assert record["stop"] == "topic_drift"
+    # ties go right: 1905 drifts (run 1), then 1906 would be the second drift in a row
+    assert [a["id"] for a in record["added"]] == [nodes[4].node_id]
+    assert [a["cue_overlap"] for a in record["added"]] == [0.0]
+    # the same similarities with one shared topic: no drift, growth runs to the edges
+    shared = [f"The report of {year} concerns the year 1901." for year in years]
+    same_topic = controlled_nodes(shared, [0.5] * 7, doc_id="shared")
+    post = controlled_window(same_topic, prune_sim=0.9, drift_patience=2)
+    output = post.postprocess_nodes(hits(same_topic, "The report of 1901"), CONTROL_QUERY)
+    record = get_trace(output[0].node, "drift_window")["records"][0]
+    assert record["stop"] == "document_edge" and len(record["added"]) == 6
+
+
+def test_async_widens_the_fetch_like_sync() -> None:
+    from llama_index.core import Document
+
+    from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+
+    text = " ".join(f"Sentence {i} talks about harbours." for i in range(30))
+    long_nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+        [Document(text=text, id_="long")]
+    )
+    for node in long_nodes:
+        node.embedding = EMBED.get_text_embedding(node.get_content())
+    post = window(
+        {"docstore": docstore_of(long_nodes)}, min_sim=-1.0, prune_sim=-1.0, drift_patience=100
+    )
+    results = hits(long_nodes, "Sentence 15 ")
+    staged = asyncio.run(post.apostprocess_nodes(results, query("harbours")))
+    trace = get_trace(staged[0].node, "drift_window")
+    assert trace["round_trips"] == 3 and trace["fetched"] == 21
+    assert trace["records"][0]["stop"] == "max_expand_steps"
+    assert len(trace["records"][0]["added"]) == 12
+    sync = post.postprocess_nodes(results, query("harbours"))
+    assert texts(staged) == texts(sync)
+    assert get_trace(sync[0].node, "drift_window") == trace

@@ -68,7 +68,11 @@ def test_merges_into_parents_with_trace(retriever: HierarchicalAutoMergingRetrie
     last = record["merges"][-1]
     assert last["parent_id"] == merged[0].node.node_id
     assert last["ratio"] > 0.5 and len(last["children_retrieved"]) <= last["children_total"]
-    assert set(record["leaf_ids"]) >= set(last["children_retrieved"]) or record["merges"][0]
+    # the node stands for exactly the leaves its last merge replaced; each child that merge took
+    # is a retrieved leaf or the parent an earlier merge of this node produced
+    assert record["leaf_ids"] == last["leaf_ids"] and record["leaf_ids"]
+    earlier = {m["parent_id"] for m in record["merges"][:-1]}
+    assert set(last["children_retrieved"]) <= set(record["leaf_ids"]) | earlier
     # no duplicates, no overlap: every retrieved leaf is represented once
     leaf_sets = [set(n.node.metadata[TRACE_KEY]["auto_merging"]["leaf_ids"]) for n in nodes]
     assert sum(len(s) for s in leaf_sets) == len(set().union(*leaf_sets)) == 8

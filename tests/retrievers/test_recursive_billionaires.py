@@ -85,7 +85,12 @@ async def test_tiny_local_model_runs_nothing_unsafe(
         assert results, question
         pandas = results[0].node.metadata[TRACE_KEY]["pandas"]
         logger.info("%s -> %r (%s)", question, results[0].node.get_content()[:80], pandas)
+        # the model was asked for code (not the no-LLM description) and the outcome is recorded
+        assert pandas["attempts"], question
+        assert pandas["outcome"] in {"answered", "refused", "failed"}, question
         for attempt in pandas["attempts"]:  # whatever it wrote, only accepted code ran
             assert ("run" in attempt) == (refusal_reason(attempt["code"]) is None)
-        answered += pandas["outcome"] == "answered"
+        if pandas["outcome"] == "answered":
+            assert "run" in pandas["attempts"][-1], question
+            answered += 1
     logger.info("local model: %d/%d answered", answered, len(QUESTIONS))

