@@ -27,7 +27,7 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 # native wheel from the cache), rebuild it portable without the cache and prove it again.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,report,dev,local-llm,multilingual]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,report,dev,local-llm,multilingual,judges]'
 	$(BIN)/python tests/llm/check_llama_build.py || { \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
 	    "$$($(BIN)/pip freeze | grep -i '^llama.cpp.python==')" && \

@@ -16,60 +16,53 @@ from llama_index_ext_advrag.trace import TRACE_KEY
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
     from llama_index_ext_advrag.embeddings import CachedEmbedding as CachedEmbedding
-    from llama_index_ext_advrag.embeddings import (
-        MultilingualE5Embedding as MultilingualE5Embedding,
-    )
+    from llama_index_ext_advrag.embeddings import MultilingualE5Embedding as MultilingualE5Embedding
     from llama_index_ext_advrag.embeddings import is_english_only as is_english_only
+    from llama_index_ext_advrag.judges import BaseRelevanceJudge as BaseRelevanceJudge
+    from llama_index_ext_advrag.judges import (
+        CrossEncoderRelevanceJudge as CrossEncoderRelevanceJudge,
+    )
+    from llama_index_ext_advrag.judges import EmbeddingRelevanceJudge as EmbeddingRelevanceJudge
+    from llama_index_ext_advrag.judges import Grade as Grade
+    from llama_index_ext_advrag.judges import GradeLabel as GradeLabel
+    from llama_index_ext_advrag.judges import LanguageRoutedJudge as LanguageRoutedJudge
+    from llama_index_ext_advrag.judges import LLMRelevanceJudge as LLMRelevanceJudge
     from llama_index_ext_advrag.layout import IndexLayoutError as IndexLayoutError
-    from llama_index_ext_advrag.models import (
-        ModelResolutionError as ModelResolutionError,
-    )
+    from llama_index_ext_advrag.models import ModelResolutionError as ModelResolutionError
     from llama_index_ext_advrag.models import decide_embed_model as decide_embed_model
-    from llama_index_ext_advrag.models import (
-        resolve_embed_model as resolve_embed_model,
-    )
-    from llama_index_ext_advrag.models import (
-        resolve_llm as resolve_llm,
-    )
+    from llama_index_ext_advrag.models import resolve_embed_model as resolve_embed_model
+    from llama_index_ext_advrag.models import resolve_llm as resolve_llm
     from llama_index_ext_advrag.node_parser import (
         AdaptiveSlidingWindowNodeParser as AdaptiveSlidingWindowNodeParser,
     )
     from llama_index_ext_advrag.node_parser import (
         HierarchicalSentenceNodeParser as HierarchicalSentenceNodeParser,
     )
-    from llama_index_ext_advrag.node_parser import (
-        UnitAnnotator as UnitAnnotator,
-    )
+    from llama_index_ext_advrag.node_parser import UnitAnnotator as UnitAnnotator
     from llama_index_ext_advrag.postprocessor import (
         ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
     )
+    from llama_index_ext_advrag.postprocessor import CRAGPostprocessor as CRAGPostprocessor
     from llama_index_ext_advrag.postprocessor import (
         DriftAwareWindowPostprocessor as DriftAwareWindowPostprocessor,
     )
     from llama_index_ext_advrag.postprocessor import (
-        PrevNextPostprocessor as PrevNextPostprocessor,
+        JudgeRerankPostprocessor as JudgeRerankPostprocessor,
     )
+    from llama_index_ext_advrag.postprocessor import PrevNextPostprocessor as PrevNextPostprocessor
     from llama_index_ext_advrag.postprocessor import (
         WindowReplacementPostprocessor as WindowReplacementPostprocessor,
     )
-    from llama_index_ext_advrag.query_engine import (
-        SafePandasQueryEngine as SafePandasQueryEngine,
-    )
-    from llama_index_ext_advrag.retrievers import (
-        BM25Retriever as BM25Retriever,
-    )
+    from llama_index_ext_advrag.query_engine import SafePandasQueryEngine as SafePandasQueryEngine
+    from llama_index_ext_advrag.retrievers import BM25Retriever as BM25Retriever
     from llama_index_ext_advrag.retrievers import (
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
     )
-    from llama_index_ext_advrag.retrievers import (
-        HybridFusionRetriever as HybridFusionRetriever,
-    )
+    from llama_index_ext_advrag.retrievers import HybridFusionRetriever as HybridFusionRetriever
     from llama_index_ext_advrag.retrievers import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
-    from llama_index_ext_advrag.retrievers import (
-        TwoLayerMilvusRetriever as TwoLayerMilvusRetriever,
-    )
+    from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever as TwoLayerMilvusRetriever
     from llama_index_ext_advrag.text import split_sentences as split_sentences
 
 __version__ = "0.1.0"
@@ -94,6 +87,15 @@ _EXPORTS = {
     "CachedEmbedding": "llama_index_ext_advrag.embeddings",
     "is_english_only": "llama_index_ext_advrag.embeddings",
     "decide_embed_model": "llama_index_ext_advrag.models",
+    "JudgeRerankPostprocessor": "llama_index_ext_advrag.postprocessor",
+    "CRAGPostprocessor": "llama_index_ext_advrag.postprocessor",
+    "BaseRelevanceJudge": "llama_index_ext_advrag.judges",
+    "Grade": "llama_index_ext_advrag.judges",
+    "GradeLabel": "llama_index_ext_advrag.judges",
+    "CrossEncoderRelevanceJudge": "llama_index_ext_advrag.judges",
+    "EmbeddingRelevanceJudge": "llama_index_ext_advrag.judges",
+    "LLMRelevanceJudge": "llama_index_ext_advrag.judges",
+    "LanguageRoutedJudge": "llama_index_ext_advrag.judges",
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",

@@ -8,9 +8,10 @@ next call fails with ``UNAVAILABLE`` or ``Fail connecting to server on 127.0.0.1
 
 :class:`ReconnectingClient` and :class:`AsyncReconnectingClient` stand in for
 ``MilvusClient`` / ``AsyncMilvusClient``. When a call fails with a connection error
-(:func:`is_connection_error`) they log one warning, reopen a dedicated client on the same
-uri (for Milvus Lite, restarting the file's in-process server first when it no longer
-answers) and finish the call once, as :data:`RECOVERY_BY_OPERATION` says:
+(:func:`~llama_index_ext_advrag.milvus.recovery.is_connection_error`) they log one warning,
+reopen a dedicated client on the same uri (for Milvus Lite, restarting the file's in-process
+server first when it no longer answers) and finish the call once, as
+:data:`~llama_index_ext_advrag.milvus.recovery.RECOVERY_BY_OPERATION` says:
 
 * read-only and idempotent calls (search, query, get, describe, load, flush, list, delete,
   upsert: the same rows again leave the same state) are repeated;
@@ -18,7 +19,12 @@ answers) and finish the call once, as :data:`RECOVERY_BY_OPERATION` says:
   (a repeated insert would duplicate rows);
 * ``create_collection`` / ``drop_collection`` run again only if the collection is still
   missing / present;
-* any other call is not repeated: the reconnect happens, the error says it may have run.
+* any other call is not repeated: the reconnect happens, the error says it may have run;
+* a collection a restarted Lite server reopened released is loaded before the repeat.
+
+Milvus Lite clients also get keepalive settings the Lite server accepts
+(:data:`~llama_index_ext_advrag.milvus.recovery.LITE_GRPC_OPTIONS`), so an idle client is no
+longer sent a GOAWAY.
 
 A second failure raises :class:`MilvusConnectionError` naming the uri. Each client counts
 its reconnects in ``reconnect_count``; :func:`count_reconnects` sums them for stores.
@@ -36,228 +42,29 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-import grpc
 from pymilvus import AsyncMilvusClient, MilvusClient
-from pymilvus.exceptions import MilvusException
 
-from llama_index_ext_advrag.milvus.nodes import plan_fetch
+from llama_index_ext_advrag.milvus.recovery import (
+    MilvusConnectionError,
+    Recovery,
+    Steps,
+    client_options,
+    finish_after_reconnect,
+    is_connection_error,
+    is_lite_uri,
+    recovery_for,
+    redact_uri,
+    reopen_options,
+)
 
 logger = logging.getLogger(__name__)
 
-# Milvus Lite's gRPC server keeps gRPC's defaults: no pings without a call in flight and at
-# most one per 5 minutes, else GOAWAY "too_many_pings" after two strikes. pymilvus 2.6 pings
-# every 10 s even when idle. Ping only during calls, and no more often than the server allows.
-LITE_GRPC_OPTIONS: Mapping[str, Any] = {
-    "grpc.keepalive_time_ms": 330_000,
-    "grpc.keepalive_timeout_ms": 20_000,
-    "grpc.keepalive_permit_without_calls": 0,
-}
-DEFAULT_RECONNECT_TIMEOUT = 30.0
-CHECK_BATCH_SIZE = 1_000
-PROBE_TIMEOUT = 2.0
-LITE_SUFFIX = ".db"
-STRONG = {"consistency_level": "Strong"}
-
-# Text of the connection failures pymilvus and grpc raise (checked case-insensitively).
-CONNECTION_ERROR_MARKERS = (
-    "fail connecting to server",
-    "server unavailable",
-    "too_many_pings",
-    "goaway",
-    "closed channel",
-    "channel is closed",
-    "channel closed",
-    "failed to connect to all addresses",
-    "connection refused",
-    "connection reset",
-    "socket closed",
-    "should create connection first",
-    "event loop is closed",
-    "statuscode.unavailable",
-)
-_CONNECT_FAILED = 2  # pymilvus Status.CONNECT_FAILED
-_NOT_LOADED = 101  # Milvus CollectionNotLoaded
 OpenedT = TypeVar("OpenedT")
-
-
-class MilvusConnectionError(ConnectionError):
-    """A Milvus call failed again after one reconnect (or was not safe to repeat)."""
-
-    def __init__(self, uri: str, operation: str, reason: str) -> None:
-        self.uri = uri
-        self.operation = operation
-        super().__init__(f"Milvus at {uri!r}: {operation} {reason}")
-
-
-class Recovery(str, Enum):
-    """What a client does with a call that failed on a connection it then reopened."""
-
-    REPEAT = "repeat"
-    INSERT_MISSING = "insert_missing"
-    CREATE_IF_MISSING = "create_if_missing"
-    DROP_IF_PRESENT = "drop_if_present"
-    NOT_REPEATED = "not_repeated"
-
-
-_REPEATABLE = (
-    # reads
-    "search", "hybrid_search", "query", "get", "query_iterator", "search_iterator",
-    "describe_collection", "describe_index", "list_indexes", "list_collections",
-    "has_collection", "has_partition", "list_partitions", "get_load_state",
-    "get_server_version", "get_server_type", "get_collection_stats", "get_partition_stats",
-    "list_databases", "describe_database", "list_aliases", "describe_alias",
-    # writes that leave the same state when repeated (upsert: the same rows again)
-    "load_collection", "release_collection", "load_partitions", "release_partitions",
-    "flush", "alter_collection_properties", "create_index", "delete", "upsert",
-    "use_database",
-    # local builders
-    "create_schema", "prepare_index_params",
-)  # fmt: skip
-RECOVERY_BY_OPERATION: Mapping[str, Recovery] = {
-    **dict.fromkeys(_REPEATABLE, Recovery.REPEAT),
-    "insert": Recovery.INSERT_MISSING,
-    "create_collection": Recovery.CREATE_IF_MISSING,
-    "drop_collection": Recovery.DROP_IF_PRESENT,
-}
-
-
-# --- pure helpers ----------------------------------------------------------------------------
-
-
-def is_connection_error(error: BaseException) -> bool:
-    """Whether ``error`` means the connection (not the request) failed.
-
-    ``UNAVAILABLE`` gRPC errors, pymilvus ``CONNECT_FAILED`` and the messages of a closed
-    channel, a GOAWAY, a refused connection or a closed event loop count; a bad argument, a
-    missing collection or a deadline the caller set do not.
-    """
-    if isinstance(error, MilvusConnectionError):
-        return False
-    code = getattr(error, "code", None)
-    if (
-        isinstance(error, grpc.RpcError)
-        and callable(code)
-        and code() == grpc.StatusCode.UNAVAILABLE
-    ):
-        return True
-    if isinstance(error, MilvusException) and error.code == _CONNECT_FAILED:
-        return True
-    text = str(error).lower()
-    return any(marker in text for marker in CONNECTION_ERROR_MARKERS)
-
-
-def is_not_loaded_error(error: BaseException) -> bool:
-    """Whether ``error`` says the collection is not loaded: a restarted Milvus Lite server
-    reopens indexed collections released (code 101, "call load() before search")."""
-    text = str(error).lower()
-    return getattr(error, "code", None) == _NOT_LOADED or "call load()" in text
-
-
-def recovery_for(operation: str) -> Recovery:
-    """The :class:`Recovery` of a client method (unknown methods are not repeated)."""
-    return RECOVERY_BY_OPERATION.get(operation, Recovery.NOT_REPEATED)
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` with any password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(uri)
-    if not parts.password:
-        return uri
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def is_lite_uri(uri: str) -> bool:
-    """Whether pymilvus opens ``uri`` as a Milvus Lite file (its rule: a ``.db`` suffix)."""
-    return uri.endswith(LITE_SUFFIX)
-
-
-def client_options(uri: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The client arguments for ``uri``: on Milvus Lite, :data:`LITE_GRPC_OPTIONS` under the
-    caller's own ``grpc_options``."""
-    merged = dict(options)
-    if is_lite_uri(uri):
-        merged["grpc_options"] = {**LITE_GRPC_OPTIONS, **dict(options.get("grpc_options", {}))}
-    return merged
-
-
-def call_argument(args: Sequence[Any], kwargs: Mapping[str, Any], index: int, name: str) -> Any:
-    """Argument ``name`` of a client call, given by position ``index`` or by keyword."""
-    if name in kwargs:
-        return kwargs[name]
-    if index < len(args):
-        return args[index]
-    raise TypeError(f"client call has no {name!r} argument")
-
-
-def primary_key(description: Mapping[str, Any]) -> tuple[str, bool]:
-    """``(field name, auto_id)`` of the primary key in a ``describe_collection`` result."""
-    for spec in description.get("fields", []):
-        if spec.get("is_primary"):
-            auto_id = bool(spec.get("auto_id", description.get("auto_id", False)))
-            return str(spec["name"]), auto_id
-    raise ValueError(f"collection {description.get('collection_name')!r} has no primary key")
-
-
-@dataclass(frozen=True)
-class InsertCheck:
-    """An ``insert`` to finish after a reconnect: which of its rows are already stored.
-
-    Built by :func:`plan_insert_check`; the client runs ``filters`` (``key in [...]``) with
-    strong consistency, then inserts :meth:`missing` rows with the call's other arguments.
-    """
-
-    collection: str
-    rows: list[Mapping[str, Any]]
-    key: str
-    filters: list[str]
-    fields: list[str]
-    extra_args: tuple[Any, ...]
-    options: dict[str, Any]
-
-    def missing(self, found: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        """The rows whose primary key is not among ``found``, in their order."""
-        present = {row[self.key] for row in found}
-        return [row for row in self.rows if row[self.key] not in present]
-
-    def result(self) -> dict[str, Any]:
-        """What ``insert`` returns for all the rows (written now or before the reconnect)."""
-        return {"insert_count": len(self.rows), "ids": [row[self.key] for row in self.rows]}
-
-
-def plan_insert_check(
-    args: Sequence[Any], kwargs: Mapping[str, Any], description: Mapping[str, Any]
-) -> InsertCheck:
-    """Plan the check of an ``insert(collection_name, data, ...)`` call.
-
-    Raises:
-        ValueError: the collection generates its primary keys (``auto_id``), so rows written
-            before the failure cannot be told apart.
-    """
-    collection = call_argument(args, kwargs, 0, "collection_name")
-    data = call_argument(args, kwargs, 1, "data")
-    rows = [data] if isinstance(data, Mapping) else list(data)
-    key, auto_id = primary_key(description)
-    if auto_id:
-        raise ValueError(
-            f"collection {collection!r} has an auto_id primary key: rows inserted before the "
-            "connection failed cannot be found, so the insert is not repeated"
-        )
-    _, filters, fields = plan_fetch([row[key] for row in rows], [], key, CHECK_BATCH_SIZE)
-    options = {k: v for k, v in kwargs.items() if k not in ("collection_name", "data")}
-    return InsertCheck(collection, rows, key, filters, fields, tuple(args[2:]), options)
-
-
-def skips_after_check(recovery: Recovery, exists: bool) -> bool:
-    """Whether a create/drop is already done: created (exists) or dropped (does not)."""
-    return exists == (recovery is Recovery.CREATE_IF_MISSING)
+PROBE_TIMEOUT = 2.0  # seconds to wait for a Lite server's port to accept a connection
 
 
 def count_reconnects(*targets: Any) -> int:
@@ -312,16 +119,6 @@ def _prepare_reopen(uri: str) -> None:
         restart_lite_server_if_down(uri)
 
 
-def reopen_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Client arguments for reopening: a dedicated connection (pymilvus would hand back its
-    shared, broken one) with a connect timeout of :data:`DEFAULT_RECONNECT_TIMEOUT` unless
-    the caller set one."""
-    reopen = {**options, "dedicated": True}
-    if reopen.get("timeout") is None:
-        reopen["timeout"] = DEFAULT_RECONNECT_TIMEOUT
-    return reopen
-
-
 def open_with_reconnect(
     uri: str, opener: Callable[[bool], OpenedT], what: str = "open"
 ) -> tuple[OpenedT, int]:
@@ -351,6 +148,37 @@ def open_with_reconnect(
 
 
 # --- clients -----------------------------------------------------------------------------------
+
+
+def run_steps(steps: Steps, client: Any) -> Any:
+    """Drive recovery ``steps`` with a sync client; return their result."""
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            call = steps.throw(error) if error is not None else steps.send(result)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            result, error = getattr(client, call.operation)(*call.args, **call.kwargs), None
+        except Exception as raised:
+            result, error = None, raised
+
+
+async def arun_steps(steps: Steps, client: Any) -> Any:
+    """Drive recovery ``steps`` with an async client; return their result."""
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            call = steps.throw(error) if error is not None else steps.send(result)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            result, error = await getattr(client, call.operation)(*call.args, **call.kwargs), None
+        except Exception as raised:
+            result, error = None, raised
+
 
 if TYPE_CHECKING:  # type checkers see the full client API; at run time calls are forwarded
     _SyncBase: TypeAlias = MilvusClient
@@ -410,7 +238,7 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
         An open ``MilvusClient`` on ``uri`` to wrap; opened here when ``None``.
     **options:
         ``MilvusClient`` arguments, reused when reopening (``grpc_options`` merge over
-        :data:`LITE_GRPC_OPTIONS` on Lite).
+        :data:`~llama_index_ext_advrag.milvus.recovery.LITE_GRPC_OPTIONS` on Lite).
 
     Raises
     ------
@@ -466,7 +294,9 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
         if recovery is Recovery.NOT_REPEATED:
             raise self._not_repeated(operation, failure) from failure
         try:
-            return self._recover_loaded(recovery, operation, args, kwargs)
+            return run_steps(
+                finish_after_reconnect(recovery, operation, args, kwargs), self._client
+            )
         except Exception as error:
             if is_connection_error(error):
                 raise self._failed(operation, error) from error
@@ -486,44 +316,6 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
             except Exception as reopen_error:
                 raise self._failed(operation, reopen_error) from reopen_error
             self._generation += 1
-
-    def _recover_loaded(self, recovery: Recovery, operation: str, args: tuple, kwargs: dict) -> Any:
-        try:
-            return self._recover(recovery, operation, args, kwargs)
-        except Exception as error:
-            if not is_not_loaded_error(error):
-                raise
-            self._client.load_collection(call_argument(args, kwargs, 0, "collection_name"))
-        return self._recover(recovery, operation, args, kwargs)
-
-    def _recover(self, recovery: Recovery, operation: str, args: tuple, kwargs: dict) -> Any:
-        client = self._client
-        if recovery is Recovery.INSERT_MISSING:
-            return self._insert_missing(args, kwargs)
-        if recovery is not Recovery.REPEAT:
-            exists = client.has_collection(call_argument(args, kwargs, 0, "collection_name"))
-            if skips_after_check(recovery, exists):
-                return None
-        return getattr(client, operation)(*args, **kwargs)
-
-    def _insert_missing(self, args: tuple, kwargs: dict[str, Any]) -> Any:
-        client = self._client
-        collection = call_argument(args, kwargs, 0, "collection_name")
-        check = plan_insert_check(args, kwargs, client.describe_collection(collection))
-        found = [
-            row
-            for expression in check.filters
-            for row in client.query(
-                collection, filter=expression, output_fields=check.fields, **STRONG
-            )
-        ]
-        missing = check.missing(found)
-        logger.info(
-            "insert after reconnect: %d of %d rows were missing", len(missing), len(check.rows)
-        )
-        if missing:
-            client.insert(collection, missing, *check.extra_args, **check.options)
-        return check.result()
 
 
 class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
@@ -596,7 +388,8 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
         if recovery is Recovery.NOT_REPEATED:
             raise self._not_repeated(operation, failure) from failure
         try:
-            return await self._recover_loaded(recovery, operation, args, kwargs)
+            steps = finish_after_reconnect(recovery, operation, args, kwargs)
+            return await arun_steps(steps, self._client)
         except Exception as error:
             if is_connection_error(error):
                 raise self._failed(operation, error) from error
@@ -620,42 +413,14 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
                 raise self._failed(operation, reopen_error) from reopen_error
             self._generation += 1
 
-    async def _recover_loaded(
-        self, recovery: Recovery, operation: str, args: tuple, kwargs: dict
-    ) -> Any:
-        try:
-            return await self._recover(recovery, operation, args, kwargs)
-        except Exception as error:
-            if not is_not_loaded_error(error):
-                raise
-            await self._client.load_collection(call_argument(args, kwargs, 0, "collection_name"))
-        return await self._recover(recovery, operation, args, kwargs)
 
-    async def _recover(self, recovery: Recovery, operation: str, args: tuple, kwargs: dict) -> Any:
-        client = self._client
-        if recovery is Recovery.INSERT_MISSING:
-            return await self._insert_missing(args, kwargs)
-        if recovery is not Recovery.REPEAT:
-            exists = await client.has_collection(call_argument(args, kwargs, 0, "collection_name"))
-            if skips_after_check(recovery, exists):
-                return None
-        return await getattr(client, operation)(*args, **kwargs)
-
-    async def _insert_missing(self, args: tuple, kwargs: dict[str, Any]) -> Any:
-        client = self._client
-        collection = call_argument(args, kwargs, 0, "collection_name")
-        check = plan_insert_check(args, kwargs, await client.describe_collection(collection))
-        found = [
-            row
-            for expression in check.filters
-            for row in await client.query(
-                collection, filter=expression, output_fields=check.fields, **STRONG
-            )
-        ]
-        missing = check.missing(found)
-        logger.info(
-            "insert after reconnect: %d of %d rows were missing", len(missing), len(check.rows)
-        )
-        if missing:
-            await client.insert(collection, missing, *check.extra_args, **check.options)
-        return check.result()
+__all__ = [
+    "AsyncReconnectingClient",
+    "MilvusConnectionError",
+    "ReconnectingClient",
+    "arun_steps",
+    "count_reconnects",
+    "open_with_reconnect",
+    "restart_lite_server_if_down",
+    "run_steps",
+]

@@ -16,8 +16,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.postprocessor.consecutive_merge import (
         ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
     )
+    from llama_index_ext_advrag.postprocessor.crag import CRAGPostprocessor as CRAGPostprocessor
     from llama_index_ext_advrag.postprocessor.drift_window import (
         DriftAwareWindowPostprocessor as DriftAwareWindowPostprocessor,
+    )
+    from llama_index_ext_advrag.postprocessor.judge_rerank import (
+        JudgeRerankPostprocessor as JudgeRerankPostprocessor,
     )
     from llama_index_ext_advrag.postprocessor.prev_next import (
         PrevNextPostprocessor as PrevNextPostprocessor,
@@ -32,6 +36,8 @@ _EXPORTS = {
     "ConsecutiveMergePostprocessor": ".consecutive_merge",
     "UnitAnnotator": "llama_index_ext_advrag.node_parser.annotations",
     "WindowReplacementPostprocessor": ".window_replacement",
+    "JudgeRerankPostprocessor": ".judge_rerank",
+    "CRAGPostprocessor": ".crag",
 }
 
 __all__ = sorted(_EXPORTS)

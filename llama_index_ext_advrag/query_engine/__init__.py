@@ -10,21 +10,15 @@ from typing import TYPE_CHECKING
 from llama_index_ext_advrag._lazy import lazy_getattr
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
-    from llama_index_ext_advrag.query_engine.pandas_check import (
-        UnsafeCodeError as UnsafeCodeError,
-    )
+    from llama_index_ext_advrag.query_engine.pandas_check import UnsafeCodeError as UnsafeCodeError
     from llama_index_ext_advrag.query_engine.pandas_check import (
         check_pandas_code as check_pandas_code,
     )
     from llama_index_ext_advrag.query_engine.pandas_engine import (
         SafePandasQueryEngine as SafePandasQueryEngine,
     )
-    from llama_index_ext_advrag.query_engine.pandas_sandbox import (
-        SandboxLimits as SandboxLimits,
-    )
-    from llama_index_ext_advrag.query_engine.pandas_sandbox import (
-        SandboxResult as SandboxResult,
-    )
+    from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits as SandboxLimits
+    from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxResult as SandboxResult
     from llama_index_ext_advrag.query_engine.pandas_sandbox import (
         run_pandas_code as run_pandas_code,
     )

@@ -22,10 +22,12 @@ from llama_index_ext_advrag.milvus import (
     resolve_uri,
 )
 from llama_index_ext_advrag.milvus import reconnect as module
-from llama_index_ext_advrag.milvus.reconnect import (
+from llama_index_ext_advrag.milvus.recovery import (
     LITE_GRPC_OPTIONS,
+    Call,
     Recovery,
     client_options,
+    finish_after_reconnect,
     plan_insert_check,
     recovery_for,
     redact_uri,
@@ -107,6 +109,25 @@ def test_insert_check_plans_queries_and_finds_missing_rows() -> None:
     auto = {"fields": [{"name": "pk", "is_primary": True, "auto_id": True}]}
     with pytest.raises(ValueError, match="auto_id"):
         plan_insert_check(("docs", rows), {}, auto)
+
+
+def test_recovery_steps_load_a_released_collection_then_repeat() -> None:
+    released = MilvusException(code=101, message="collection is in state 'released'")
+    steps = finish_after_reconnect(Recovery.REPEAT, "query", ("docs",), {"filter": "id > 0"})
+    assert next(steps) == Call("query", ("docs",), {"filter": "id > 0"})
+    assert steps.throw(released) == Call("load_collection", ("docs",))
+    assert steps.send(None) == Call("query", ("docs",), {"filter": "id > 0"})
+    with pytest.raises(StopIteration) as done:
+        steps.send([{"id": 1}])
+    assert done.value.value == [{"id": 1}]
+
+
+def test_recovery_steps_skip_a_create_that_happened() -> None:
+    steps = finish_after_reconnect(Recovery.CREATE_IF_MISSING, "create_collection", ("c",), {})
+    assert next(steps) == Call("has_collection", ("c",))
+    with pytest.raises(StopIteration) as done:
+        steps.send(True)
+    assert done.value.value is None
 
 
 @pytest.mark.parametrize("uri", ["grpc://localhost:19530", "ftp://x", "s3://bucket/x.db", "grpc:x"])

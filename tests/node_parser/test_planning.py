@@ -275,3 +275,62 @@ def test_paragraph_barrier_names_its_stop():
     ]
     # without the flags the same barrier is reported as a breakpoint
     assert plan_adaptive_windows(units, [0] * 4, 100, 0.5)[0].stop == WindowStop.BREAKPOINT
+
+
+# --- mutation-testing kills (issue 20): edges the examples above leave open ------------------
+
+
+def reference_breakpoints(vectors, buffer=1, threshold=None, percentile=None):
+    """Cosines of the mean of ``buffer`` sentences each side of every cut, written out."""
+    count = len(vectors)
+    sims = []
+    for cut in range(1, count):
+        left = np.sum(vectors[max(0, cut - buffer) : cut], axis=0)
+        right = np.sum(vectors[cut : min(count, cut + buffer)], axis=0)
+        norm = float(np.linalg.norm(left) * np.linalg.norm(right))
+        sims.append(float(left @ right) / norm if norm else 0.0)
+    if threshold is not None:
+        flags = [s < threshold for s in sims]
+    else:
+        distances = [1.0 - s for s in sims]
+        flags = [d > np.percentile(distances, percentile) for d in distances]
+    return [*flags, False]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_breakpoints_match_a_reference_on_unnormalised_vectors(seed):
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(12, 4)) * rng.uniform(0.1, 10.0, size=(12, 1))
+    vectors[5] = 0.0  # a sentence without any vector signal
+    for buffer in (1, 2, 3):
+        for threshold in (-0.2, 0.1, 0.6):
+            expected = reference_breakpoints(vectors, buffer, threshold=threshold)
+            assert find_breakpoints(vectors, threshold=threshold, buffer=buffer) == expected
+        for percentile in (10.0, 50.0, 90.0):
+            expected = reference_breakpoints(vectors, buffer, percentile=percentile)
+            assert find_breakpoints(vectors, percentile=percentile, buffer=buffer) == expected
+    # the default compares the two sentences themselves
+    assert find_breakpoints(vectors, threshold=0.1) == reference_breakpoints(vectors, 1, 0.1)
+
+
+def test_breakpoint_edges_by_hand():
+    a, b, zero = np.array([1.0, 0.0]), np.array([0.0, 1.0]), np.zeros(2)
+    assert find_breakpoints(np.array([a, b]), threshold=0.5) == [True, False]  # two sentences
+    # the threshold is strict: similarity 1.0 at threshold 1.0 and 0.0 at 0.0 are no breaks
+    assert find_breakpoints(np.array([a, a, b]), threshold=1.0) == [False, True, False]
+    assert find_breakpoints(np.array([a, b, b]), threshold=0.0) == [False, False, False]
+    # a zero vector has similarity 0 to anything (not NaN, not an error)
+    assert find_breakpoints(np.array([a, zero, a]), threshold=0.5) == [True, True, False]
+    # the percentile is strict too: nothing lies above the 100th
+    assert find_breakpoints(np.array([a, b, a, a]), percentile=100.0) == [False] * 4
+
+
+def test_adaptive_stride_boundary_and_zero_token_units():
+    # half of a 20-token window is 10: reached exactly after one 10-token unit
+    units = build_units([10, 10, 10, 10], [0] * 4)
+    windows = plan_adaptive_windows(units, [0] * 4, max_tokens=20, stride_ratio=0.5)
+    assert spans(windows) == [(0, 2), (1, 3), (2, 4)]
+    # units without tokens still move the next window on by one unit
+    empty = build_units([0, 0, 0, 0], [0] * 4)
+    windows = plan_adaptive_windows(empty, [0] * 4, 20, 0.5, max_sentences=2)
+    assert spans(windows) == [(0, 2), (1, 3), (2, 4)]

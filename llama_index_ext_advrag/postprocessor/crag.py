@@ -1,0 +1,547 @@
+"""Corrective RAG (CRAG): grade every retrieved node, then keep, refine, or retrieve again.
+
+As in the paper (Yan et al., 2024), a relevance judge grades each node and two thresholds give
+the action: **Correct** when some node scores at least ``upper``, **Incorrect** when every node
+scores below ``lower``, **Ambiguous** otherwise.
+
+- Correct: the confident nodes (>= ``upper``) are kept (also the doubtful ones with
+  ``keep_doubtful_when_correct``) and refined.
+- Incorrect: every node is dropped and the corrective retrieval runs.
+- Ambiguous: the nodes at or above ``lower`` (and those the judge could not grade) are kept and
+  the corrective retrieval runs too; both are merged and de-duplicated.
+
+Corrective retrieval rewrites the query (with the LLM when there is one, otherwise into the
+query's distinctive terms), retrieves with the retriever the user supplies, and grades the new
+nodes against the original query; a round that finds a confident node ends it, ``max_rounds``
+bounds it, and an optional ``web_search`` callable is the last resort. Knowledge refinement
+cuts every kept node into strips, grades them and keeps the relevant strips in reading order
+(:mod:`~llama_index_ext_advrag.postprocessor.crag_refine`).
+
+The decision logic is one generator that yields I/O requests (grade, rewrite, retrieve, search);
+the sync and async methods only execute them. A judge that fails anywhere degrades to the
+nodes as retrieved, with the failure in the trace; a failing retriever, rewrite or web search
+is recorded and skipped. Every returned node carries ``metadata[TRACE_KEY]["crag"]``: its
+grade, source, the action, the rewritten queries, what refinement dropped, and the grades of
+the dropped nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import logging
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.llms import LLM, MockLLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
+from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.postprocessor.crag_refine import (
+    DEFAULT_STRIP_TOKENS,
+    join_strips,
+    select_strips,
+    split_strips,
+)
+from llama_index_ext_advrag.postprocessor.judge_rerank import node_texts, query_text
+from llama_index_ext_advrag.text.words import ChineseMode, WordTokenizer
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+
+logger = logging.getLogger(__name__)
+
+TRACE_COMPONENT = "crag"
+# The thresholds picked for the packaged cross-encoder with its default calibration
+# (judges.cross_encoder.MS_MARCO_MINILM_CRAG_THRESHOLDS); other judges need their own.
+DEFAULT_UPPER = 0.626
+DEFAULT_LOWER = 0.051
+DEFAULT_MAX_ROUNDS = 1
+DEFAULT_REWRITE_PROMPT = PromptTemplate(
+    "Rewrite the question below as a short web-search query made of its key terms, in the "
+    "question's language. Reply with the query only.\n"
+    "{avoid}Question: {query}\nQuery:"
+)
+WebSearch = Callable[[str], Sequence[Any]]
+_KEYWORDS = WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE, chinese_characters=False)
+
+
+class CRAGAction(str, Enum):
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    AMBIGUOUS = "ambiguous"
+
+
+def decide_action(scores: Sequence[float | None], upper: float, lower: float) -> CRAGAction | None:
+    """The paper's rule: Correct if any score >= ``upper``; Incorrect if every score is known
+    and < ``lower``; Ambiguous otherwise; ``None`` when there is no known score.
+
+    >>> decide_action([0.2, 0.7], 0.7, 0.3), decide_action([0.2, 0.29], 0.7, 0.3)
+    (<CRAGAction.CORRECT: 'correct'>, <CRAGAction.INCORRECT: 'incorrect'>)
+    """
+    known = [s for s in scores if s is not None]
+    if not known:
+        return None
+    if any(s >= upper for s in known):
+        return CRAGAction.CORRECT
+    if len(known) == len(scores) and all(s < lower for s in known):
+        return CRAGAction.INCORRECT
+    return CRAGAction.AMBIGUOUS
+
+
+def keep_retrieved(
+    scores: Sequence[float | None],
+    action: CRAGAction,
+    upper: float,
+    lower: float,
+    keep_doubtful_when_correct: bool = False,
+) -> list[bool]:
+    """Which retrieved nodes the action keeps (an unknown score counts as doubtful)."""
+    if action is CRAGAction.INCORRECT:
+        return [False] * len(scores)
+    if action is CRAGAction.CORRECT and not keep_doubtful_when_correct:
+        return [s is not None and s >= upper for s in scores]
+    return [s is None or s >= lower for s in scores]
+
+
+def keep_corrective(scores: Sequence[float | None], lower: float) -> list[bool]:
+    """Corrective and web results are kept at or above ``lower`` (unknown: kept)."""
+    return [s is None or s >= lower for s in scores]
+
+
+def distinctive_terms(query: str) -> str:
+    """The query's content words (stop words dropped, order kept, no repeats): the rewrite
+    used without an LLM.
+
+    >>> distinctive_terms("What is the incubation period of the virus?")
+    'what incubation period virus'
+    """
+    terms = list(dict.fromkeys(_KEYWORDS.tokenize(query)))
+    return " ".join(terms) if terms else query
+
+
+def dedupe_key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+# Requests the decision generator yields; the drivers answer each with a result or _Failed.
+@dataclass(frozen=True)
+class _Judge:
+    query: str
+    texts: list[str]
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    query: str
+    tried: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Retrieve:
+    query: str
+
+
+@dataclass(frozen=True)
+class _WebSearch:
+    query: str
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: str
+
+
+@dataclass
+class _Candidate:
+    node: NodeWithScore
+    source: str
+    grade: Grade
+    text: str
+    refinement: dict[str, Any] | None = None
+
+
+Plan = Generator[Any, Any, list[NodeWithScore]]
+
+
+class CRAGPostprocessor(BaseNodePostprocessor):
+    """Corrective RAG between retrieval and generation (see the module docstring).
+
+    Args:
+        judge: the relevance judge (use a ``LanguageRoutedJudge`` for mixed languages).
+        upper, lower: action thresholds on the judge's score (``lower <= upper``); pick them
+            per judge with :func:`~llama_index_ext_advrag.judges.calibration.calibrate_judge_thresholds`.
+        keep_doubtful_when_correct: in Correct, also keep nodes in ``[lower, upper)``.
+        refine: cut kept nodes into strips and keep the relevant ones.
+        strip_tokens: tokens per strip at most (sentence groups).
+        strip_threshold: score a strip needs (``None``: ``lower``).
+        strip_token_budget: tokens of strips kept over all nodes (``None``: no budget).
+        max_rounds: corrective retrieval rounds at most (0: none).
+        corrective_retriever: the retriever for corrective retrieval (``None``: none).
+        web_search: last resort, ``query -> list of str or NodeWithScore`` (sync or async).
+        llm: rewrites the query; ``None`` resolves it late, none / ``MockLLM`` = keyword rewrite.
+
+    Raises:
+        ValueError: ``lower > upper`` (both named).
+
+    Example:
+        >>> crag = CRAGPostprocessor(  # doctest: +SKIP
+        ...     judge=CrossEncoderRelevanceJudge(), corrective_retriever=bm25, max_rounds=2
+        ... )
+        >>> nodes = crag.postprocess_nodes(dense.retrieve(q), query_str=q)  # doctest: +SKIP
+    """
+
+    judge: SerializeAsAny[BaseRelevanceJudge] = Field(description="The relevance judge.")
+    upper: float = Field(default=DEFAULT_UPPER, ge=0.0, le=1.0)
+    lower: float = Field(default=DEFAULT_LOWER, ge=0.0, le=1.0)
+    keep_doubtful_when_correct: bool = Field(default=False)
+    refine: bool = Field(default=True)
+    strip_tokens: int = Field(default=DEFAULT_STRIP_TOKENS, ge=1)
+    strip_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    strip_token_budget: int | None = Field(default=None, ge=1)
+    max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=0, le=10)
+    rewrite_prompt: PromptTemplate = Field(default=DEFAULT_REWRITE_PROMPT)
+
+    _retriever: BaseRetriever | None = PrivateAttr(default=None)
+    _web_search: WebSearch | None = PrivateAttr(default=None)
+    _llm: LLM | None = PrivateAttr(default=None)
+
+    def __init__(
+        self,
+        corrective_retriever: BaseRetriever | None = None,
+        web_search: WebSearch | None = None,
+        llm: LLM | None = None,
+        **data: Any,
+    ) -> None:
+        super().__init__(**data)
+        if self.lower > self.upper:
+            raise ValueError(f"lower ({self.lower}) must not exceed upper ({self.upper})")
+        self._retriever = corrective_retriever
+        self._web_search = web_search
+        self._llm = llm
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CRAGPostprocessor"
+
+    # ----- the decision logic (shared by sync and async) -----
+
+    def _plan(self, query: str, nodes: list[NodeWithScore]) -> Plan:
+        texts = node_texts(nodes)
+        grades = yield _Judge(query, texts)
+        if isinstance(grades, _Failed):
+            return self._as_retrieved(nodes, grades.error)
+        scores = [g.score for g in grades]
+        action = decide_action(scores, self.upper, self.lower)
+        if action is None:
+            return self._as_retrieved(nodes, "every grade is unknown")
+        keep = keep_retrieved(
+            scores, action, self.upper, self.lower, self.keep_doubtful_when_correct
+        )
+        candidates = [
+            _Candidate(n, "retrieved", g, t) for n, g, t in zip(nodes, grades, texts, strict=True)
+        ]
+        kept = [c for c, k in zip(candidates, keep, strict=True) if k]
+        dropped = [c for c, k in zip(candidates, keep, strict=True) if not k]
+        decision: dict[str, Any] = {"action": action.value, "rounds": []}
+        if action is not CRAGAction.CORRECT:
+            failure = yield from self._correct(query, candidates, kept, dropped, decision["rounds"])
+            if failure is not None:
+                return self._as_retrieved(nodes, failure)
+        refined_away: list[_Candidate] = []
+        if self.refine and kept:
+            failure = yield from self._refine(query, kept, refined_away)
+            if failure is not None:
+                return self._as_retrieved(nodes, failure)
+        decision["dropped"] = [
+            {
+                "node_id": c.node.node.node_id,
+                "source": c.source,
+                "grade": c.grade.to_dict(),
+                "why": why,
+            }
+            for why, group in (("grade", dropped), ("refinement", refined_away))
+            for c in group
+        ]
+        logger.debug("CRAG %s: kept %d, dropped %d", action.value, len(kept), len(dropped))
+        return self._build(kept, decision)
+
+    def _correct(
+        self,
+        query: str,
+        seen_candidates: list[_Candidate],
+        kept: list[_Candidate],
+        dropped: list[_Candidate],
+        rounds: list[dict[str, Any]],
+    ) -> Generator[Any, Any, str | None]:
+        """Corrective rounds, then the web search; appends to ``kept``/``dropped``/``rounds``."""
+        seen = {c.node.node.node_id for c in seen_candidates}
+        seen |= {dedupe_key(c.text) for c in seen_candidates}
+        tried: list[str] = []
+        confident = False
+        for _ in range(self.max_rounds if self._retriever is not None else 0):
+            rewrite = yield _Rewrite(query, tuple(tried))
+            if rewrite is None:
+                break
+            rewritten, method = rewrite
+            tried.append(rewritten)
+            hits = yield _Retrieve(rewritten)
+            record: dict[str, Any] = {"query": rewritten, "rewrite": method}
+            rounds.append(record)
+            if isinstance(hits, _Failed):
+                record["error"] = hits.error
+                continue
+            failure, confident = yield from self._grade_new(
+                query, hits, "corrective", seen, kept, dropped, record
+            )
+            if failure is not None:
+                return failure
+            if confident:
+                break
+        if not confident and self._web_search is not None:
+            search_query = tried[0] if tried else distinctive_terms(query)
+            results = yield _WebSearch(search_query)
+            record = {"query": search_query, "source": "web_search"}
+            rounds.append(record)
+            if isinstance(results, _Failed):
+                record["error"] = results.error
+            else:
+                failure, _ = yield from self._grade_new(
+                    query, results, "web_search", seen, kept, dropped, record
+                )
+                if failure is not None:
+                    return failure
+        return None
+
+    def _grade_new(
+        self,
+        query: str,
+        hits: list[NodeWithScore],
+        source: str,
+        seen: set[str],
+        kept: list[_Candidate],
+        dropped: list[_Candidate],
+        record: dict[str, Any],
+    ) -> Generator[Any, Any, tuple[str | None, bool]]:
+        fresh = []
+        for hit in hits:
+            text = node_texts([hit])[0]
+            keys = {hit.node.node_id, dedupe_key(text)}
+            if not keys & seen:
+                seen |= keys
+                fresh.append((hit, text))
+        record.update(retrieved=len(hits), new=len(fresh), kept=0)
+        if not fresh:
+            return None, False
+        grades = yield _Judge(query, [text for _, text in fresh])
+        if isinstance(grades, _Failed):
+            return grades.error, False
+        scores = [g.score for g in grades]
+        for (hit, text), grade, keep in zip(
+            fresh, grades, keep_corrective(scores, self.lower), strict=True
+        ):
+            (kept if keep else dropped).append(_Candidate(hit, source, grade, text))
+        record["kept"] = sum(keep_corrective(scores, self.lower))
+        return None, any(s is not None and s >= self.upper for s in scores)
+
+    def _refine(
+        self, query: str, kept: list[_Candidate], removed: list[_Candidate]
+    ) -> Generator[Any, Any, str | None]:
+        """Refine ``kept`` in place; nodes left without a strip (budget) move to ``removed``."""
+        strips = [s for i, c in enumerate(kept) for s in split_strips(i, c.text, self.strip_tokens)]
+        if not strips:
+            return None
+        grades = yield _Judge(query, [s.text for s in strips])
+        if isinstance(grades, _Failed):
+            return grades.error
+        threshold = self.lower if self.strip_threshold is None else self.strip_threshold
+        chosen = set(
+            select_strips(strips, [g.score for g in grades], threshold, self.strip_token_budget)
+        )
+        for index, candidate in enumerate(kept):
+            mine = [i for i, s in enumerate(strips) if s.passage == index]
+            keep = [strips[i] for i in mine if i in chosen]
+            candidate.refinement = {
+                "strips": len(mine),
+                "kept": [s.position for s in keep],
+                "dropped": [
+                    {"text": strips[i].text, "score": grades[i].score}
+                    for i in mine
+                    if i not in chosen
+                ],
+            }
+            if len(keep) < len(mine):
+                candidate.text = join_strips(candidate.text, keep)
+        removed.extend(c for c in kept if c.refinement and not c.refinement["kept"])
+        kept[:] = [c for c in kept if not c.refinement or c.refinement["kept"]]
+        return None
+
+    def _as_retrieved(self, nodes: list[NodeWithScore], error: str) -> list[NodeWithScore]:
+        logger.warning("CRAG keeps the nodes as retrieved: %s", error)
+        results = []
+        for node in nodes:
+            result = copy_node_with_score(node)
+            add_trace(result.node, TRACE_COMPONENT, {"action": "keep_as_retrieved", "error": error})
+            results.append(result)
+        return results
+
+    def _build(self, kept: list[_Candidate], decision: dict[str, Any]) -> list[NodeWithScore]:
+        order = sorted(
+            range(len(kept)),
+            key=lambda i: (kept[i].grade.score is None, -(kept[i].grade.score or 0), i),
+        )
+        results = []
+        for index in order:
+            candidate = kept[index]
+            result = copy_node_with_score(candidate.node)
+            if candidate.text != node_texts([candidate.node])[0]:
+                result.node.set_content(candidate.text)
+            if candidate.grade.score is not None:
+                result.score = candidate.grade.score
+            record = {
+                "grade": candidate.grade.to_dict(),
+                "source": candidate.source,
+                "refinement": candidate.refinement,
+                **decision,
+            }
+            add_trace(result.node, TRACE_COMPONENT, record)
+            results.append(result)
+        return results
+
+    # ----- I/O: the only part sync and async do differently -----
+
+    def _resolved_llm(self) -> LLM | None:
+        llm = resolve_llm(self._llm)
+        return None if llm is None or isinstance(llm, MockLLM) else llm
+
+    def _rewrite_prompt(self, request: _Rewrite) -> str:
+        avoid = "".join(f"Not: {q}\n" for q in request.tried)
+        return self.rewrite_prompt.format(query=request.query, avoid=avoid)
+
+    def _fallback_rewrite(self, request: _Rewrite) -> tuple[str, str] | None:
+        for candidate, method in (
+            (distinctive_terms(request.query), "keywords"),
+            (request.query, "original"),
+        ):
+            if candidate not in request.tried:
+                return candidate, method
+        return None
+
+    def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str] | None:
+        text = str(getattr(reply, "text", "") or "").strip().splitlines()
+        rewritten = text[0].strip().strip("\"'") if text else ""
+        if rewritten and rewritten not in request.tried:
+            return rewritten, "llm"
+        return self._fallback_rewrite(request)
+
+    def _run(self, plan: Plan) -> list[NodeWithScore]:
+        result: Any = None
+        try:
+            while True:
+                request = plan.send(result)
+                result = self._execute(request)
+        except StopIteration as stop:
+            return stop.value
+
+    def _execute(self, request: Any) -> Any:
+        try:
+            if isinstance(request, _Judge):
+                return self.judge.judge(request.query, request.texts)
+            if isinstance(request, _Retrieve):
+                assert self._retriever is not None
+                return self._retriever.retrieve(request.query)
+            if isinstance(request, _WebSearch):
+                assert self._web_search is not None
+                return _as_nodes(self._web_search(request.query))
+        except Exception as exc:
+            logger.warning("CRAG %s failed: %r", type(request).__name__.strip("_"), exc)
+            return _Failed(f"{type(request).__name__.strip('_').lower()} failed: {exc!r}")
+        llm = self._resolved_llm()
+        if llm is None:
+            return self._fallback_rewrite(request)
+        try:
+            return self._accept_rewrite(request, llm.complete(self._rewrite_prompt(request)))
+        except Exception as exc:
+            logger.warning("CRAG rewrite failed, using keywords: %r", exc)
+            return self._fallback_rewrite(request)
+
+    async def _arun(self, plan: Plan) -> list[NodeWithScore]:
+        result: Any = None
+        try:
+            while True:
+                request = plan.send(result)
+                result = await self._aexecute(request)
+        except StopIteration as stop:
+            return stop.value
+
+    async def _aexecute(self, request: Any) -> Any:
+        try:
+            if isinstance(request, _Judge):
+                return await self.judge.ajudge(request.query, request.texts)
+            if isinstance(request, _Retrieve):
+                assert self._retriever is not None
+                return await self._retriever.aretrieve(request.query)
+            if isinstance(request, _WebSearch):
+                assert self._web_search is not None
+                if inspect.iscoroutinefunction(self._web_search):
+                    return _as_nodes(await self._web_search(request.query))
+                return _as_nodes(await asyncio.to_thread(self._web_search, request.query))
+        except Exception as exc:
+            logger.warning("CRAG %s failed: %r", type(request).__name__.strip("_"), exc)
+            return _Failed(f"{type(request).__name__.strip('_').lower()} failed: {exc!r}")
+        llm = self._resolved_llm()
+        if llm is None:
+            return self._fallback_rewrite(request)
+        try:
+            return self._accept_rewrite(request, await llm.acomplete(self._rewrite_prompt(request)))
+        except Exception as exc:
+            logger.warning("CRAG rewrite failed, using keywords: %r", exc)
+            return self._fallback_rewrite(request)
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if not nodes:
+            return []
+        return self._run(self._plan(query_text(query_bundle), list(nodes)))
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        """Async :meth:`postprocess_nodes`: the same decisions, native async I/O."""
+        if not nodes:
+            return []
+        return await self._arun(self._plan(query_text(query_bundle), list(nodes)))
+
+
+def _as_nodes(results: Sequence[Any]) -> list[NodeWithScore]:
+    """Web results as nodes: strings become text nodes marked as web results."""
+    nodes = []
+    for item in results or []:
+        if isinstance(item, NodeWithScore):
+            nodes.append(item)
+        elif isinstance(item, str):
+            node_id = "web-" + hashlib.sha1(item.encode("utf-8")).hexdigest()[:16]
+            node = TextNode(text=item, id_=node_id, metadata={"source": "web_search"})
+            nodes.append(NodeWithScore(node=node))
+        else:
+            raise TypeError(
+                f"web_search returned a {type(item).__name__}; allowed: str, NodeWithScore"
+            )
+    return nodes
+
+
+__all__ = [
+    "CRAGAction",
+    "CRAGPostprocessor",
+    "decide_action",
+    "distinctive_terms",
+    "keep_corrective",
+    "keep_retrieved",
+]
