@@ -707,7 +707,7 @@ def main() -> None:
         items, passages = load_covid(
             covidqa_path(args.datasets), args.calibration_questions + args.questions, args.seed
         )
-X
+        held_out = items[args.calibration_questions :]  # a seeded sample; ranking needs no fit
         rerank = rerank_covid(
             held_out, passages, CrossEncoderRelevanceJudge(num_threads=1), 5, args.rerank_only
         )
