@@ -535,9 +535,9 @@ def test_prune_keeps_units_at_prune_sim_and_restores_the_best_ones() -> None:
 
 def test_lazy_units_read_stored_tokens_and_memoise_only_known_similarities() -> None:
     from llama_index.core.schema import TextNode
+    from llama_index_ext_advrag.postprocessor._layout import NodeLayout, locate_all
 
     from llama_index_ext_advrag.postprocessor._growth import LazyUnits
-    from llama_index_ext_advrag.postprocessor._layout import NodeLayout, locate_all
 
     nodes = sentence_nodes(embed=False)[:2]
     nodes[0] = TextNode(id_="annotated", text="Some words here.", metadata={"unit_tokens": 99})
