@@ -535,8 +535,8 @@ def test_prune_keeps_units_at_prune_sim_and_restores_the_best_ones() -> None:
 
 def test_lazy_units_read_stored_tokens_and_memoise_only_known_similarities() -> None:
     from llama_index.core.schema import TextNode
-    from llama_index_ext_advrag.postprocessor._layout import NodeLayout, locate_all
 
+    from llama_index_ext_advrag.layout import NodeLayout, locate_all
     from llama_index_ext_advrag.postprocessor._growth import LazyUnits
 
     nodes = sentence_nodes(embed=False)[:2]
