@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         WindowReplacementPostprocessor as WindowReplacementPostprocessor,
     )
     from llama_index_ext_advrag.query_engine import SafePandasQueryEngine as SafePandasQueryEngine
+    from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine as SelfRAGQueryEngine
     from llama_index_ext_advrag.retrievers import BM25Retriever as BM25Retriever
     from llama_index_ext_advrag.retrievers import (
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
@@ -96,6 +97,7 @@ _EXPORTS = {
     "EmbeddingRelevanceJudge": "llama_index_ext_advrag.judges",
     "LLMRelevanceJudge": "llama_index_ext_advrag.judges",
     "LanguageRoutedJudge": "llama_index_ext_advrag.judges",
+    "SelfRAGQueryEngine": "llama_index_ext_advrag.query_engine",
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",

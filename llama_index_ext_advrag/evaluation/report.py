@@ -287,7 +287,7 @@ def write_charts(run: CompareRun, out_dir: Path) -> list[Path]:
     axes.set_ylabel(run.metric)
     axes.set_title(f"{run.metric} vs context tokens (labels: k)")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="lower right")
     figure.tight_layout()
     paths.append(out_dir / "frontier.png")
     figure.savefig(paths[-1], dpi=110)

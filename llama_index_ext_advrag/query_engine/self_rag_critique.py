@@ -1,0 +1,400 @@
+"""Self-RAG's decisions as pure functions: prompts, reply parsing, critique scores, selection.
+
+Self-RAG (Asai et al., 2023) trains a model to emit reflection tokens; here a general LLM is
+*prompted* for each of them and its reply (or, when the LLM returns them, the log-probabilities
+of its first token) is turned into a number. Each critique term is normalised as in the paper:
+
+- ``ISREL`` in [0, 1]: the relevance judge's calibrated score of the passage (the mean over the
+  passages of a candidate generated from several). A grade the judge could not give (unknown)
+  keeps the passage and counts :data:`UNKNOWN_ISREL` (0.5).
+- ``ISSUP`` in [0, 1]: fully supported = 1, partially = 0.5, no support = 0; with
+  log-probabilities ``P(fully) + 0.5 * P(partially)`` over the three labels' probability mass.
+  An unparsable reply counts as no support (0, :data:`UNPARSABLE_ISSUP`), the cautious default:
+  an answer nobody vouched for is not shown as supported.
+- ``ISUSE`` in [-1, 1]: the 1-5 rating mapped by the paper's weights ``(-1, -0.5, 0, 0.5, 1)``,
+  i.e. ``(rating - 3) / 2``; with log-probabilities the expectation over the five digits. An
+  unparsable reply counts as 3, i.e. 0 (:data:`UNPARSABLE_ISUSE`).
+
+A candidate scores ``w_rel * ISREL + w_sup * ISSUP + w_use * ISUSE`` (paper defaults 1, 1, 0.5).
+
+The retrieve decision is ``P(yes) >= threshold`` (yes = retrieve) when the LLM returns
+log-probabilities (the paper's default threshold 0.2 favours retrieving), the parsed yes/no
+reply otherwise; an unparsable reply retrieves (:data:`UNPARSABLE_RETRIEVE`), the safe side.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from llama_index.core.base.llms.types import CompletionResponse
+from llama_index.core.prompts import PromptTemplate
+
+from llama_index_ext_advrag.judges.llm import first_token_alternatives, parse_yes_no
+from llama_index_ext_advrag.judges.llm import yes_probability as yes_no_probability
+from llama_index_ext_advrag.text.sentences import split_sentences
+
+DEFAULT_RETRIEVE_THRESHOLD = 0.2
+DEFAULT_WEIGHTS = (1.0, 1.0, 0.5)
+UNKNOWN_ISREL = 0.5
+UNPARSABLE_ISSUP = 0.0
+UNPARSABLE_ISUSE = 0.0
+UNPARSABLE_RETRIEVE = True
+SUPPORT_VALUES = {"fully": 1.0, "partially": 0.5, "no": 0.0}
+USEFULNESS_VALUES = {str(rating): (rating - 3) / 2 for rating in range(1, 6)}
+
+DEFAULT_RETRIEVE_PROMPT = PromptTemplate(
+    "Decide whether answering the question needs looking up documents.\n"
+    "Reply yes for questions about specific facts, names, numbers, rules or procedures, for "
+    "anything time-sensitive, and for anything about the document collection{corpus}.\n"
+    "Reply no for arithmetic, common sense or general knowledge, and open-ended creative "
+    "writing.\n"
+    "Question: {query}\n"
+    "Does it need documents? Reply with one word: yes or no.\n"
+    "Answer:"
+)
+DEFAULT_DIRECT_PROMPT = PromptTemplate(
+    "Answer the question concisely, in the question's language.\nQuestion: {query}\nAnswer:"
+)
+DEFAULT_GENERATE_PROMPT = PromptTemplate(
+    "Answer the question using only the passages below, concisely and in the question's "
+    "language. If they do not contain the answer, say so.\n"
+    "{passages}\n"
+    "Question: {query}\n"
+    "Answer:"
+)
+DEFAULT_SUPPORT_PROMPT = PromptTemplate(
+    "Evidence:\n{passages}\n"
+    "Question: {query}\n"
+    "Answer: {answer}\n"
+    "Is the answer supported by the evidence? Reply with one word: fully, partially, or no.\n"
+    "Support:"
+)
+DEFAULT_USEFULNESS_PROMPT = PromptTemplate(
+    "Question: {query}\n"
+    "Answer: {answer}\n"
+    "Rate how useful the answer is to the question, from 1 (useless) to 5 (complete and "
+    "helpful). Reply with one digit.\n"
+    "Rating:"
+)
+DEFAULT_REWRITE_PROMPT = PromptTemplate(
+    "Rewrite the question as a short search query of its key terms, in the question's "
+    "language. Reply with the query only.\n"
+    "{avoid}Question: {query}\nQuery:"
+)
+PROMPT_VARIABLES = {
+    "retrieve_prompt": {"query", "corpus"},
+    "direct_prompt": {"query"},
+    "generate_prompt": {"query", "passages"},
+    "support_prompt": {"query", "passages", "answer"},
+    "usefulness_prompt": {"query", "answer"},
+    "rewrite_prompt": {"query", "avoid"},
+}
+DEFAULT_INSUFFICIENT_ANSWER = "The retrieved evidence is insufficient to answer this question."
+EXTRACTIVE_LABEL = "[extractive] "
+
+# Negatives first: "not fully" is no, "不支持" contains "支持".
+_SUPPORT_WORD = re.compile(
+    r"不支持|没有|无支持|部分|完全|全部|"
+    r"\b(?:not|no|none|unsupported|partial(?:ly)?|part|full(?:y)?|yes|supported)\b",
+    re.IGNORECASE,
+)
+_SUPPORT_LABEL = {
+    "不支持": "no", "没有": "no", "无支持": "no", "not": "no", "no": "no", "none": "no",
+    "unsupported": "no", "部分": "partially", "partial": "partially", "partially": "partially",
+    "part": "partially", "完全": "fully", "全部": "fully", "full": "fully", "fully": "fully",
+    "yes": "fully", "supported": "fully",
+}  # fmt: skip
+_RATING = re.compile(r"(?<![\d.])([1-5])(?![\d.])")
+_TOKEN_PREFIX = {"full": "fully", "part": "partially", "no": "no", "not": "no"}
+
+
+class GenerationMode(str, Enum):
+    """How candidates are generated from the relevant passages of one retrieval."""
+
+    PER_PASSAGE = "per_passage"  # one candidate per passage, as the paper (more LLM calls)
+    JOINT = "joint"  # one candidate over all relevant passages (cheaper)
+
+
+@dataclass(frozen=True)
+class Critique:
+    """One critique (retrieve decision, ISSUP or ISUSE): the value used and how it was read.
+
+    ``method`` is ``logprobs``, ``parsed``, ``default`` (unparsable or failed: ``value`` is the
+    documented default), ``forced`` or ``no_llm``; ``label`` the verdict read (``None`` when
+    defaulted); ``reply`` the first characters of the reply.
+    """
+
+    value: float
+    method: str
+    label: str | None = None
+    reply: str | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        record = {"value": self.value, "method": self.method, "label": self.label}
+        if self.reply is not None:
+            record["reply"] = self.reply
+        if self.reason is not None:
+            record["reason"] = self.reason
+        return record
+
+
+@dataclass
+class Candidate:
+    """One generated answer with the passages it was generated from and its critiques."""
+
+    answer: str
+    passages: list[int]  # indices into the engine's list of relevant passages
+    isrel: float
+    issup: Critique | None = None
+    isuse: Critique | None = None
+    score: float | None = None
+    iteration: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def reply_text(response: Any) -> str:
+    """The text of a completion, ``""`` for anything else (a failure, ``None``)."""
+    if isinstance(response, CompletionResponse):
+        return (response.text or "").strip()
+    return ""
+
+
+def _excerpt(reply: str) -> str:
+    return reply[:120]
+
+
+def label_distribution(
+    alternatives: Sequence[tuple[str, float]], read: Callable[[str], str | None]
+) -> dict[str, float] | None:
+    """Probabilities of the labels ``read`` finds among first-token ``(token, logprob)``
+    alternatives, normalised over the labels found; ``None`` when none is found.
+
+    >>> label_distribution([("4", math.log(0.6)), ("5", math.log(0.2)), ("x", -1.0)],
+    ...                    lambda t: t if t in "12345" else None)
+    {'4': 0.75, '5': 0.25}
+    """
+    mass: dict[str, float] = {}
+    for token, logprob in alternatives:
+        label = read(token.strip().lower())
+        if label is not None and math.isfinite(logprob):
+            mass[label] = mass.get(label, 0.0) + math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0.0:
+        return None
+    return {label: probability / total for label, probability in mass.items()}
+
+
+def _support_token(token: str) -> str | None:
+    for prefix, label in _TOKEN_PREFIX.items():
+        if token.startswith(prefix):
+            return label
+    return parse_support(token)
+
+
+def _rating_token(token: str) -> str | None:
+    return token if token in USEFULNESS_VALUES else None
+
+
+def parse_support(reply: str) -> str | None:
+    """``fully`` / ``partially`` / ``no`` from the first support word of ``reply`` (English or
+    Chinese), ``None`` when there is none.
+
+    >>> parse_support("Partially."), parse_support("It is not fully supported"), parse_support("完全支持")
+    ('partially', 'no', 'fully')
+    """
+    match = _SUPPORT_WORD.search(reply or "")
+    return None if match is None else _SUPPORT_LABEL[match.group().lower()]
+
+
+def parse_rating(reply: str) -> int | None:
+    """The first stand-alone digit 1-5 of ``reply``, ``None`` when there is none.
+
+    >>> parse_rating("Rating: 4/5"), parse_rating("10"), parse_rating("great")
+    (4, None, None)
+    """
+    match = _RATING.search(reply or "")
+    return None if match is None else int(match.group(1))
+
+
+def read_retrieve(response: Any, threshold: float) -> Critique:
+    """The retrieve decision: ``value`` 1.0 = retrieve. Log-probabilities: ``P(yes) >=
+    threshold``; otherwise the parsed yes/no; unparsable: retrieve."""
+    reply = reply_text(response)
+    alternatives = (
+        first_token_alternatives(response) if isinstance(response, CompletionResponse) else None
+    )
+    found = yes_no_probability(alternatives) if alternatives else None
+    if found is not None:
+        retrieve = found[0] >= threshold
+        return Critique(
+            1.0 if retrieve else 0.0,
+            "logprobs",
+            "yes" if retrieve else "no",
+            _excerpt(reply),
+            reason=f"P(yes)={found[0]:.4f}",
+        )
+    verdict = parse_yes_no(reply)
+    if verdict is None:
+        return Critique(
+            1.0 if UNPARSABLE_RETRIEVE else 0.0,
+            "default",
+            reply=_excerpt(reply),
+            reason=_why_unread(response, reply),
+        )
+    return Critique(1.0 if verdict else 0.0, "parsed", "yes" if verdict else "no", _excerpt(reply))
+
+
+def _read_label(
+    response: Any,
+    read_token: Callable[[str], str | None],
+    parse: Callable[[str], str | None],
+    values: dict[str, float],
+    default: float,
+) -> Critique:
+    """A labelled critique: the expectation of ``values`` under the first token's label
+    probabilities when there are log-probabilities, else the parsed label, else ``default``."""
+    reply = reply_text(response)
+    alternatives = (
+        first_token_alternatives(response) if isinstance(response, CompletionResponse) else None
+    )
+    probabilities = label_distribution(alternatives, read_token) if alternatives else None
+    if probabilities is not None:
+        value = sum(values[label] * p for label, p in probabilities.items())
+        label = max(probabilities, key=lambda name: probabilities[name])
+        return Critique(value, "logprobs", label, _excerpt(reply))
+    parsed = parse(reply)
+    if parsed is None:
+        return Critique(
+            default, "default", reply=_excerpt(reply), reason=_why_unread(response, reply)
+        )
+    return Critique(values[parsed], "parsed", parsed, _excerpt(reply))
+
+
+def read_support(response: Any) -> Critique:
+    """ISSUP in [0, 1] (see the module docstring)."""
+    return _read_label(response, _support_token, parse_support, SUPPORT_VALUES, UNPARSABLE_ISSUP)
+
+
+def read_usefulness(response: Any) -> Critique:
+    """ISUSE in [-1, 1] (see the module docstring)."""
+
+    def parse(reply: str) -> str | None:
+        rating = parse_rating(reply)
+        return None if rating is None else str(rating)
+
+    return _read_label(response, _rating_token, parse, USEFULNESS_VALUES, UNPARSABLE_ISUSE)
+
+
+def _why_unread(response: Any, reply: str) -> str:
+    if not isinstance(response, CompletionResponse):
+        return str(getattr(response, "error", None) or f"no completion ({type(response).__name__})")
+    return "empty reply" if not reply else "unparsable reply"
+
+
+def candidate_score(
+    isrel: float, issup: float, isuse: float, weights: Sequence[float] = DEFAULT_WEIGHTS
+) -> float:
+    """``w_rel * ISREL + w_sup * ISSUP + w_use * ISUSE``.
+
+    >>> candidate_score(0.8, 0.5, 0.5)
+    1.55
+    """
+    w_rel, w_sup, w_use = weights
+    return w_rel * isrel + w_sup * issup + w_use * isuse
+
+
+def best_candidate(candidates: Sequence[Candidate], min_support: float) -> int | None:
+    """Index of the highest-scoring candidate whose ISSUP is at least ``min_support``; ties go
+    to the earlier candidate; ``None`` when none qualifies."""
+    best: int | None = None
+    for index, candidate in enumerate(candidates):
+        support = candidate.issup.value if candidate.issup is not None else UNPARSABLE_ISSUP
+        if support < min_support or candidate.score is None:
+            continue
+        if best is None or candidate.score > (candidates[best].score or 0.0):
+            best = index
+    return best
+
+
+def isrel_value(score: float | None) -> float:
+    """A passage's ISREL term: the judge's score, :data:`UNKNOWN_ISREL` when unknown."""
+    return UNKNOWN_ISREL if score is None else score
+
+
+def format_passages(texts: Sequence[str], max_chars: int) -> str:
+    """Passages numbered ``[1] ...`` for a prompt, each cut to ``max_chars`` characters."""
+    return "\n".join(f"[{i}] {text[:max_chars]}" for i, text in enumerate(texts, start=1))
+
+
+def rewrite_avoid(tried: Sequence[str]) -> str:
+    return "".join(f"Not: {query}\n" for query in tried)
+
+
+def first_line(reply: str) -> str:
+    """The first non-empty line of a reply, without surrounding quotes."""
+    for line in reply.splitlines():
+        line = line.strip().strip("\"'`")
+        if line:
+            return line
+    return ""
+
+
+def sentence_pool(texts: Sequence[str]) -> list[tuple[int, int, str]]:
+    """``(passage, position, sentence)`` for every non-heading sentence of ``texts``, cut by
+    the pack's sentence splitter."""
+    pool = []
+    for passage, text in enumerate(texts):
+        for position, sentence in enumerate(split_sentences(text)):
+            if not sentence.is_heading and sentence.text.strip():
+                pool.append((passage, position, sentence.text.strip()))
+    return pool
+
+
+def extractive_answer(
+    pool: Sequence[tuple[int, int, str]], scores: Sequence[float | None], count: int
+) -> tuple[str, list[int]]:
+    """The ``count`` best-scored sentences (unknown scores last), in reading order, joined;
+    and the indices chosen. Sentences are verbatim from the passages, so fully supported.
+
+    >>> extractive_answer([(0, 0, "A."), (0, 1, "B."), (1, 0, "C.")], [0.2, 0.9, 0.5], 2)
+    ('B. C.', [1, 2])
+    """
+    order = sorted(range(len(pool)), key=lambda i: (scores[i] is None, -(scores[i] or 0.0), i))
+    chosen = sorted(order[:count], key=lambda i: (pool[i][0], pool[i][1]))
+    return " ".join(pool[i][2] for i in chosen), chosen
+
+
+__all__ = [
+    "DEFAULT_INSUFFICIENT_ANSWER",
+    "DEFAULT_RETRIEVE_THRESHOLD",
+    "DEFAULT_WEIGHTS",
+    "EXTRACTIVE_LABEL",
+    "PROMPT_VARIABLES",
+    "SUPPORT_VALUES",
+    "UNKNOWN_ISREL",
+    "UNPARSABLE_ISSUP",
+    "UNPARSABLE_ISUSE",
+    "UNPARSABLE_RETRIEVE",
+    "USEFULNESS_VALUES",
+    "Candidate",
+    "Critique",
+    "GenerationMode",
+    "best_candidate",
+    "candidate_score",
+    "extractive_answer",
+    "format_passages",
+    "isrel_value",
+    "label_distribution",
+    "parse_rating",
+    "parse_support",
+    "read_retrieve",
+    "read_support",
+    "read_usefulness",
+    "sentence_pool",
+]
