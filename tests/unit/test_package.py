@@ -32,8 +32,9 @@ def test_trace_key() -> None:
 
 
 def _pyproject() -> dict:
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     return tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
 
