@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> None:
                     parsed = UnitAnnotator()(parsed)
                 texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in parsed]
                 floor = embed_floor(embed_model, texts)
-                store = IndexStore(documents, str(Path(tmp) / f"i{repeat}.db"), embed_model,
+                # a fresh Lite file per parser: reopening a file whose Lite server stopped can
+                # fail in pymilvus' connection recovery (the reconnect work in milvus/)
+                store = IndexStore(documents, str(Path(tmp) / f"p{len(rows)}r{repeat}.db"), embed_model,
                                    state_dir=Path(tmp) / "state", rebuild=True,
                                    show_progress=False)  # fmt: skip
                 store.warm_up()

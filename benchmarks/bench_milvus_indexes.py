@@ -143,6 +143,35 @@ def measure(client: Any, uri: str, index_type: str, rows: int, dim: int, queries
     return row
 
 
+def write_chart(report: dict[str, Any], path: Path) -> None:
+    """recall@k against p50 latency, one marker per index type, one panel per backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    backends = report["backends"]
+    figure, panels = plt.subplots(
+        1, max(len(backends), 1), figsize=(6 * max(len(backends), 1), 4.5)
+    )
+    panels = panels if hasattr(panels, "__len__") else [panels]
+    for axes, (backend, data) in zip(panels, backends.items(), strict=False):
+        for row in data["rows"]:
+            if "error" in row:
+                continue
+            axes.scatter(row["p50_ms"], row["recall"], s=60)
+            axes.annotate(f"{row['index']} (build {row['build_s']:.0f} s)",
+                          (row["p50_ms"], row["recall"]), fontsize=8, xytext=(4, 4),
+                          textcoords="offset points")  # fmt: skip
+        axes.set_title(f"{backend}: {report['args']['vectors']:,} x {report['args']['dim']}-d")
+        axes.set_xlabel("p50 query latency (ms)")
+        axes.set_ylabel(f"recall@{report['args']['k']} vs FLAT")
+        axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vectors", type=int, default=200_000)
@@ -154,7 +183,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--server-uri", default="http://127.0.0.1:19530")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="milvus_indexes", help="results file name")
+    parser.add_argument("--chart", type=Path, default=None, help="also write this PNG chart")
+    parser.add_argument("--chart-from", type=Path, default=None,
+                        help="only draw --chart from a results JSON written earlier")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.chart_from is not None:
+        import json
+
+        write_chart(json.loads(args.chart_from.read_text(encoding="utf-8")), args.chart)
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     vectors, draw = synthetic_vectors(args.vectors, args.dim, args.clusters, args.seed)
@@ -214,6 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     text = "\n".join(lines)
     print(text)  # the benchmark's report is its output
     write_results(args.name, text, report)
+    if args.chart is not None:
+        write_chart(report, args.chart)
 
 
 if __name__ == "__main__":

@@ -71,20 +71,21 @@ def report(statuses: dict[str, str], equivalents: dict[str, str]) -> list[str]:
                 survivors[module].append(name)
     lines = [
         f"{'module':<50} {'checked':>7} {'killed':>6} {'surv.':>5} {'untest':>6} "
-        f"{'equiv':>5} {'rate':>6}"
+        f"{'equiv':>5} {'rate':>6} {'not run':>7}"
     ]
     totals: Counter[str] = Counter()
     for module in sorted(by_module):
         counts = by_module[module]
         checked = sum(n for status, n in counts.items() if status not in {UNCHECKED, "equivalent"})
+        totals.update(counts)
         if not checked:
             continue
-        totals.update(counts)
         lines.append(row(module, counts, checked))
     total_checked = sum(n for s, n in totals.items() if s not in {UNCHECKED, "equivalent"})
     lines.append(row("all", totals, total_checked))
     lines.append("")
-    lines.append("rate = (survived + untested - equivalent) / (checked - equivalent)")
+    lines.append("rate = (survived + untested - equivalent) / (checked - equivalent); 'not run':")
+    lines.append("mutants the run did not reach (an interrupted or narrowed run)")
     for module in sorted(survivors):
         lines.append(f"\nbehaviour-changing survivors in {module}:")
         lines.extend(f"  {name} ({statuses[name]})" for name in sorted(survivors[module]))
@@ -101,7 +102,7 @@ def row(module: str, counts: Counter[str], checked: int) -> str:
     rate = alive / (checked - equivalent) if checked > equivalent else 0.0
     return (
         f"{module:<50} {checked:>7} {killed:>6} {counts[SURVIVED]:>5} {counts[UNTESTED]:>6} "
-        f"{equivalent:>5} {rate:>6.1%}"
+        f"{equivalent:>5} {rate:>6.1%} {counts[UNCHECKED]:>7}"
     )
 
 

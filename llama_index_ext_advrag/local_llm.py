@@ -225,6 +225,10 @@ class LocalLLMServer:
         return command
 
     def _failure(self, what: str) -> LocalLLMServerError:
+        if self._process is not None:
+            # a server that just crashed may not be reaped yet; give its exit status a moment
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=5)
         status = None if self._process is None else self._process.poll()
         if status is not None and status < 0:
             with contextlib.suppress(ValueError):

@@ -35,7 +35,7 @@ class Strip:
 def split_strips(passage: int, text: str, strip_tokens: int = DEFAULT_STRIP_TOKENS) -> list[Strip]:
     """Group the sentences of ``text`` into strips of at most ``strip_tokens`` tokens.
 
-    >>> [s.text for s in split_strips(0, "One two. Three four. Five.", strip_tokens=4)]
+    >>> [s.text for s in split_strips(0, "One two. Three four. Five.", strip_tokens=6)]
     ['One two. Three four.', 'Five.']
     """
     if strip_tokens < 1:

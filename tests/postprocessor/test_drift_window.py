@@ -500,3 +500,52 @@ def test_async_widens_the_fetch_like_sync() -> None:
     sync = post.postprocess_nodes(results, query("harbours"))
     assert texts(staged) == texts(sync)
     assert get_trace(sync[0].node, "drift_window") == trace
+
+
+# --- mutation-testing kills (issue 20) --------------------------------------------------------
+
+
+def test_drift_overlap_at_the_threshold_is_no_drift_and_a_match_resets_the_run() -> None:
+    a, ab, ac, xy, z = (frozenset(s) for s in ({"a"}, {"a", "b"}, {"a", "c"}, {"x", "y"}, {"z"}))
+    # window {a, b}; candidate {a, c} overlaps exactly 0.5: at the threshold, not below it
+    cues = [ab, ac, frozenset()].__getitem__
+    growth = grow_window(units(0.9, 0.8, 0.7), 0, limits(drift_patience=1, drift_overlap=0.5), cues)
+    assert (growth.right, growth.stop) == (2, StopReason.DOCUMENT_EDGE)
+    # drift, match (run back to 0), drift: two drifts, never two in a row
+    cues = [a, xy, a, z, frozenset()].__getitem__
+    growth = grow_window(units(0.9, 0.8, 0.8, 0.8, 0.8), 0, limits(drift_patience=2), cues)
+    assert (growth.right, growth.stop) == (4, StopReason.DOCUMENT_EDGE)
+
+
+def test_a_closed_side_leaves_the_other_side_growing() -> None:
+    growth = grow_window(units(0.9, 0.8, 0.8, 0.8), 0, limits(min_sim=0.0), no_cues)
+    assert (growth.left, growth.right) == (0, 3)
+    assert growth.sides == {"left": "document_edge", "right": "document_edge"}
+
+
+def test_prune_keeps_units_at_prune_sim_and_restores_the_best_ones() -> None:
+    window = units(0.9, 0.5, 0.3, 0.1, 0.4)
+    growth = grow_window(window, 0, limits(min_sim=0.0, prune_sim=0.0), no_cues)  # no decline
+    assert (growth.left, growth.right) == (0, 4)
+    assert prune_window(window, growth, 0, prune_sim=0.5) == ([0, 1], [2, 3, 4])
+    # below min_units the most similar dropped units come back (0.4, then 0.3), not the first
+    assert prune_window(window, growth, 0, prune_sim=0.5, min_units=3) == ([0, 1, 4], [2, 3])
+    assert prune_window(window, growth, 0, prune_sim=0.5, min_units=4) == ([0, 1, 2, 4], [3])
+
+
+def test_lazy_units_read_stored_tokens_and_memoise_only_known_similarities() -> None:
+    from llama_index.core.schema import TextNode
+    from llama_index_ext_advrag.postprocessor._layout import NodeLayout, locate_all
+
+    from llama_index_ext_advrag.postprocessor._growth import LazyUnits
+
+    nodes = sentence_nodes(embed=False)[:2]
+    nodes[0] = TextNode(id_="annotated", text="Some words here.", metadata={"unit_tokens": 99})
+    locations = locate_all(nodes, NodeLayout())
+    memo: dict = {}
+    first = LazyUnits(nodes, {nodes[0].node_id: 0.5}, locations, memo)
+    assert first[0].tokens == 99  # the annotated count, not a recount
+    assert str(first[1].similarity) == "nan" and nodes[1].node_id not in memo
+    # the vector arrived later: a new view sees it, the unknown was not memoised
+    later = LazyUnits(nodes, {nodes[0].node_id: 0.5, nodes[1].node_id: 0.7}, locations, memo)
+    assert later[1].similarity == 0.7 and memo[nodes[1].node_id].similarity == 0.7

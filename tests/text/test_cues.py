@@ -96,3 +96,9 @@ def test_cue_overlap_is_symmetric_and_bounded(a: frozenset[str], b: frozenset[st
 def test_extract_cues_accepts_any_text(text: str) -> None:
     cues = extract_cues(text)
     assert all(cue == cue.lower() and len(cue) >= 2 for cue in cues)
+
+
+def test_a_capital_right_after_a_sentence_break_or_a_word_is_read_correctly() -> None:
+    # after ";" the capital opens a sentence (no cue); after a plain word it is a name (cue)
+    assert extract_cues("x;Beta") == frozenset()
+    assert extract_cues("a Beta") == frozenset({"beta"})
