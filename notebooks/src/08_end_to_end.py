@@ -1,13 +1,14 @@
 # %% [markdown]
 # # 08 · End to end: the pack in an ordinary LlamaIndex app, then `advrag compare`
 #
-# 1. An ordinary app: documents -> `VectorStoreIndex` on Milvus -> `as_query_engine()`.
+# 1. An ordinary app: documents -> `VectorStoreIndex` -> `as_query_engine()`.
 # 2. The same app with the pack dropped in: a node parser in `transformations`, a
 #    postprocessor in `node_postprocessors`. Nothing else changes.
 # 3. Was it worth it? `advrag compare` measures the baseline and the pack's pipelines on the
 #    same documents and questions, at equal context size, and draws the chart.
 #
-# Offline: Milvus Lite in a temp folder, the packaged embedding model, and no LLM (core's
+# Offline: the app's index in memory (`advrag compare` uses Milvus Lite in a temp folder), the
+# packaged embedding model, and no LLM (core's
 # `MockLLM`, which the pack treats as no LLM: the "answer" is the prompt with its context).
 # With `OPENAI_API_KEY` set, `resolve_llm()` returns OpenAI and the answers are real.
 
@@ -17,11 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 from IPython.display import Image, display
-from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
+from llama_index.core import SimpleDirectoryReader, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 
 from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, WindowReplacementPostprocessor, resolve_embed_model, resolve_llm
-from llama_index_ext_advrag.milvus import flush, open_vector_store
 from llama_index_ext_advrag.text import count_tokens
 
 DATA = next(p for p in (Path("../data"), Path("data")) if (p / "qa.jsonl").is_file()).resolve()
@@ -37,9 +37,7 @@ QUESTION = "How long must the RESET pinhole be held for a factory reset, and whe
 # LlamaIndex's defaults: `SentenceSplitter` chunks, dense retrieval, top 2.
 
 # %%
-store = open_vector_store(str(workdir / "app.db"), "plain", dim=384)
-index = VectorStoreIndex.from_documents(documents, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model)
-flush(store)
+index = VectorStoreIndex.from_documents(documents, embed_model=embed_model)
 engine = index.as_query_engine(llm=llm)
 response = engine.query(QUESTION)
 for node in response.source_nodes:
@@ -53,15 +51,13 @@ for node in response.source_nodes:
 # hit for its window, skipping hits whose sentence is already inside a kept window.
 
 # %%
-store = open_vector_store(str(workdir / "app.db"), "with_pack", dim=384)
 index = VectorStoreIndex.from_documents(
     documents,
-    storage_context=StorageContext.from_defaults(vector_store=store),
     embed_model=embed_model,
-    transformations=[AdaptiveSlidingWindowNodeParser(preset="article")],
+    transformations=[AdaptiveSlidingWindowNodeParser(preset="article")],  # added
 )
-flush(store)
-engine = index.as_query_engine(llm=llm, similarity_top_k=8, node_postprocessors=[WindowReplacementPostprocessor(top_n=2)])
+engine = index.as_query_engine(llm=llm, similarity_top_k=8, node_postprocessors=[WindowReplacementPostprocessor(top_n=2)])  # added
+# On Milvus: StorageContext.from_defaults(vector_store=open_vector_store("./rag.db", "docs", dim=384))
 response = engine.query(QUESTION)
 for node in response.source_nodes:
     trace = node.node.metadata["advrag_trace"]["window_replacement"]
