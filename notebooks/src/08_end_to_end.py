@@ -70,7 +70,7 @@ print("\nanswer:", str(response)[:300] if not isinstance(llm, MockLLM) else "(no
 # In a terminal:
 #
 # ```bash
-# advrag compare --docs data --questions data/qa.jsonl --pipelines baseline,article,hybrid --k 3 --ks 1,3,5
+# advrag compare --docs data --questions data/qa.jsonl --pipelines baseline,hybrid --k 3 --ks 1,3,5
 # ```
 #
 # Here the same command runs in this kernel (`cli.main`), with its Milvus Lite file, state and
@@ -84,7 +84,7 @@ from llama_index_ext_advrag.cli import main as advrag
 
 exit_status = advrag([
     "compare", "--docs", str(DATA), "--questions", str(DATA / "qa.jsonl"), "--no-llm", "--quiet",
-    "--pipelines", "baseline,article,hybrid", "--k", "3", "--ks", "1,3,5",
+    "--pipelines", "baseline,hybrid", "--k", "3", "--ks", "1,3,5",
     "--uri", str(workdir / "compare.db"), "--state-dir", str(workdir / "state"), "--out", str(workdir / "report"),
 ])
 print("exit status", exit_status)
