@@ -49,9 +49,9 @@ typecheck: $(VENV)/.test-deps
 # The test session starts a Milvus 2.3 standalone server and the llama.cpp server itself
 # (tests/conftest.py), waits for their ports and stops them at the end. With
 # ADVRAG_REQUIRE_SERVICES=1 a service that cannot start fails the run instead of skipping.
-# Notebooks: `pytest --nbmake notebooks` executes them (not yet part of this target).
+# --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
 pytest: $(VENV)/.test-deps
-	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra
+	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake
 
 test: lint typecheck pytest
 

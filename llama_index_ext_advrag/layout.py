@@ -48,7 +48,16 @@ CHAIN_PREFIX = "chain:"
 
 class IndexLayoutError(ValueError):
     """A retriever index's layout (its collections, recorded in the uri's layout registry) is
-    missing: the named index does not exist at the uri, or is of another kind."""
+    missing: the named index does not exist at the uri, or is of another kind.
+
+    >>> from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
+    >>> try:  # doctest: +SKIP
+    ...     HierarchicalAutoMergingRetriever.from_uri("./rag.db", collection_name="missing")
+    ... except IndexLayoutError as error:
+    ...     print(error)  # names the index and lists those that exist at the uri
+    >>> issubclass(IndexLayoutError, ValueError)
+    True
+    """
 
 
 def deterministic_node_id(document_id: str, *parts: object) -> str:

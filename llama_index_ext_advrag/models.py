@@ -44,7 +44,11 @@ SAMPLE_CHARS = 2000
 
 
 class ModelResolutionError(RuntimeError):
-    """Raised when no model can be resolved; the message says how to provide one."""
+    """Raised when no model can be resolved; the message says how to provide one.
+
+    >>> issubclass(ModelResolutionError, RuntimeError)
+    True
+    """
 
 
 def packaged_embed_model_path() -> Path:
@@ -172,6 +176,13 @@ def decide_embed_model(
     Raises:
         ValueError: an unknown ``language`` or a ``cjk_threshold`` outside [0, 1].
         ModelResolutionError: the needed default model is not installed (names the extra).
+
+    Example:
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> mine = MockEmbedding(embed_dim=4)
+        >>> decision = decide_embed_model(mine, sample_texts=["潜伏期一般为三到七天。"])
+        >>> decision.model is mine, decision.as_dict()["source"]
+        (True, 'explicit')
     """
     try:
         wanted = EmbedLanguage(language)
@@ -255,6 +266,12 @@ def resolve_embed_model(
 
     Raises:
         ModelResolutionError: nothing could be resolved; the message names the extra to install.
+
+    Example:
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> mine = MockEmbedding(embed_dim=4)
+        >>> resolve_embed_model(mine) is mine  # without one: Settings, else the packaged model
+        True
     """
     if isinstance(explicit, BaseEmbedding) and sample_texts is None:
         return explicit  # the common hot path: nothing to decide or warn about
@@ -279,6 +296,11 @@ def resolve_llm(explicit: LLM | None = None) -> LLM | None:
     > ``None``. Core's ``MockLLM`` (explicit, or installed by ``Settings.llm = None``) counts as no
     LLM and gives ``None``. Components document their behaviour without an LLM (usually a non-LLM
     default).
+
+    Example:
+        >>> from llama_index.core.llms import MockLLM
+        >>> resolve_llm(MockLLM()) is None  # MockLLM (Settings.llm = None) counts as no LLM
+        True
     """
     if explicit is not None:
         if not isinstance(explicit, LLM):

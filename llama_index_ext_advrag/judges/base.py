@@ -37,7 +37,11 @@ DEFAULT_DECISION_THRESHOLD = 0.5
 
 
 class GradeLabel(str, Enum):
-    """A grade's verdict: the score against the judge's decision threshold, or unknown."""
+    """A grade's verdict: the score against the judge's decision threshold, or unknown.
+
+    >>> GradeLabel("relevant") is GradeLabel.RELEVANT
+    True
+    """
 
     RELEVANT = "relevant"
     IRRELEVANT = "irrelevant"
@@ -55,6 +59,12 @@ class Grade:
         judge: the name of the judge that gave the grade.
         raw: the model's own value before calibration (logit, cosine, yes/no log-odds), if any.
         reason: why a grade is unknown, or a note (e.g. which judge a router chose).
+
+    Example:
+        >>> Grade.from_score(0.8, "my-judge")
+        Grade(score=0.8, label=<GradeLabel.RELEVANT: 'relevant'>, judge='my-judge', raw=None, reason=None)
+        >>> Grade.unknown("my-judge", "timeout").label
+        <GradeLabel.UNKNOWN: 'unknown'>
     """
 
     score: float | None
@@ -143,6 +153,15 @@ class BaseRelevanceJudge(BaseComponent):
     loop). A judge may raise when its model fails; callers such as ``CRAGPostprocessor`` catch
     that and keep the nodes as retrieved. Judges that talk to an LLM turn failures into unknown
     grades instead.
+
+    Example:
+        >>> class KeywordJudge(BaseRelevanceJudge):
+        ...     def _judge(self, query, texts):
+        ...         words = set(query.lower().split())
+        ...         return [self.grade(float(bool(words & set(t.lower().split())))) for t in texts]
+        >>> grades = KeywordJudge(name="keywords").judge("paris weather", ["Paris is sunny.", "Cats."])
+        >>> [(g.label.value, g.judge) for g in grades]
+        [('relevant', 'keywords'), ('irrelevant', 'keywords')]
     """
 
     name: str = Field(default="judge", min_length=1, description="Recorded in every grade.")

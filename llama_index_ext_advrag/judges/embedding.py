@@ -39,8 +39,10 @@ class EmbeddingRelevanceJudge(BaseRelevanceJudge):
         calibration: ``sigmoid(slope * cosine + offset)``; ``None`` = cosine clipped to [0, 1].
 
     Example:
-        >>> judge = EmbeddingRelevanceJudge(embed_model=model, calibration=fitted)  # doctest: +SKIP
-        >>> judge.judge("首都是哪里", ["北京是中国的首都。"])  # doctest: +SKIP
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> judge = EmbeddingRelevanceJudge(embed_model=MockEmbedding(embed_dim=8))  # e.g. e5 for Chinese
+        >>> [(round(g.score, 2), g.label.value) for g in judge.judge("首都是哪里", ["北京是中国的首都。"])]
+        [(1.0, 'relevant')]
     """
 
     name: str = Field(default="embedding", min_length=1)

@@ -43,9 +43,14 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
         ValueError: an unknown language key or no judge at all.
 
     Example:
-        >>> judge = LanguageRoutedJudge(  # doctest: +SKIP
-        ...     {"en": CrossEncoderRelevanceJudge(), "zh": EmbeddingRelevanceJudge(e5, fitted)}
-        ... )
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> from llama_index.core.llms import MockLLM
+        >>> from llama_index_ext_advrag.judges import EmbeddingRelevanceJudge, LLMRelevanceJudge
+        >>> judge = LanguageRoutedJudge(  # e.g. {"en": CrossEncoderRelevanceJudge(), "zh": e5 judge}
+        ...     {"en": EmbeddingRelevanceJudge(embed_model=MockEmbedding(embed_dim=8)),
+        ...      "zh": LLMRelevanceJudge(llm=MockLLM())})
+        >>> [g.label.value for g in judge.judge("首都是哪里", ["北京是中国的首都。"])]  # routed to "zh"
+        ['unknown']
     """
 
     name: str = Field(default="language-routed", min_length=1)

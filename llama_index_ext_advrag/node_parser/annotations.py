@@ -53,8 +53,13 @@ class UnitAnnotator(TransformComponent):
 
     Examples
     --------
-    >>> pipeline = IngestionPipeline(transformations=[  # doctest: +SKIP
-    ...     AdaptiveSlidingWindowNodeParser(window_size=1, stride=1), UnitAnnotator(), embed])
+    >>> from llama_index.core import Document
+    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+    >>> sentences = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+    ...     [Document(text="The WHO named COVID-19 in 2020. It spread fast.", id_="d")])
+    >>> annotated = UnitAnnotator()(sentences)  # or in IngestionPipeline(transformations=[...])
+    >>> annotated[0].metadata["unit_tokens"], sorted(annotated[0].metadata["unit_cues"])
+    (11, ['2020', 'covid-19', 'who'])
     """
 
     @classmethod

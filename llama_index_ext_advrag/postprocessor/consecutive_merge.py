@@ -97,8 +97,14 @@ class ConsecutiveMergePostprocessor(BaseNodePostprocessor):
 
     Examples
     --------
-    >>> merge = ConsecutiveMergePostprocessor(docstore=docstore, fill_gaps=True)  # doctest: +SKIP
-    >>> merged = merge.postprocess_nodes(retriever.retrieve("query"))  # doctest: +SKIP
+    >>> from llama_index.core import Document
+    >>> from llama_index.core.schema import NodeWithScore
+    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+    >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+    ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
+    >>> hits = [NodeWithScore(node=nodes[2], score=0.8), NodeWithScore(node=nodes[1], score=0.9)]
+    >>> [(n.node.text, n.score) for n in ConsecutiveMergePostprocessor().postprocess_nodes(hits)]
+    [('B b. C c.', 0.9)]
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

@@ -191,10 +191,17 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         ValueError: ``lower > upper`` (both named).
 
     Example:
-        >>> crag = CRAGPostprocessor(  # doctest: +SKIP
-        ...     judge=CrossEncoderRelevanceJudge(), corrective_retriever=bm25, max_rounds=2
-        ... )
-        >>> nodes = crag.postprocess_nodes(dense.retrieve(q), query_str=q)  # doctest: +SKIP
+        >>> from llama_index.core.schema import NodeWithScore, TextNode
+        >>> from llama_index_ext_advrag.judges import BaseRelevanceJudge
+        >>> class KeywordJudge(BaseRelevanceJudge):  # a toy judge; use CrossEncoderRelevanceJudge()
+        ...     def _judge(self, query, texts):
+        ...         words = set(query.lower().split())
+        ...         return [self.grade(float(bool(words & set(t.lower().split())))) for t in texts]
+        >>> hits = [NodeWithScore(node=TextNode(text=t), score=0.5) for t in ["Cats sleep.", "Paris is sunny."]]
+        >>> crag = CRAGPostprocessor(judge=KeywordJudge(), upper=0.6, lower=0.3, refine=False)
+        >>> kept = crag.postprocess_nodes(hits, query_str="paris weather")
+        >>> [n.node.text for n in kept], kept[0].node.metadata["advrag_trace"]["crag"]["action"]
+        (['Paris is sunny.'], 'correct')
     """
 
     judge: SerializeAsAny[BaseRelevanceJudge] = Field(description="The relevance judge.")

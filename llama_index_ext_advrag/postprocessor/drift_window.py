@@ -90,8 +90,20 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
 
     Examples
     --------
-    >>> window = DriftAwareWindowPostprocessor(vector_store=vector_store)  # doctest: +SKIP
-    >>> nodes = window.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+    >>> from llama_index.core import Document
+    >>> from llama_index.core.embeddings import MockEmbedding
+    >>> from llama_index.core.schema import NodeWithScore
+    >>> from llama_index.core.storage.docstore import SimpleDocumentStore
+    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+    >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+    ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
+    >>> docstore = SimpleDocumentStore()
+    >>> docstore.add_documents(nodes)
+    >>> window = DriftAwareWindowPostprocessor(  # or vector_store=milvus_store
+    ...     docstore=docstore, embed_model=MockEmbedding(embed_dim=8), max_expand_steps=1)
+    >>> out = window.postprocess_nodes([NodeWithScore(node=nodes[1], score=0.8)], query_str="B?")
+    >>> out[0].node.metadata["advrag_trace"]["drift_window"]["records"][0]["stop"]
+    'max_expand_steps'
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

@@ -56,8 +56,16 @@ class JudgeRerankPostprocessor(BaseNodePostprocessor):
         top_n: nodes returned at most.
 
     Example:
-        >>> rerank = JudgeRerankPostprocessor(judge=CrossEncoderRelevanceJudge(), top_n=5)  # doctest: +SKIP
-        >>> nodes = rerank.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+        >>> from llama_index.core.schema import NodeWithScore, TextNode
+        >>> from llama_index_ext_advrag.judges import BaseRelevanceJudge
+        >>> class KeywordJudge(BaseRelevanceJudge):  # a toy judge; use CrossEncoderRelevanceJudge()
+        ...     def _judge(self, query, texts):
+        ...         words = set(query.lower().split())
+        ...         return [self.grade(float(bool(words & set(t.lower().split())))) for t in texts]
+        >>> hits = [NodeWithScore(node=TextNode(text=t), score=0.5) for t in ["Cats sleep.", "Paris is sunny."]]
+        >>> top = JudgeRerankPostprocessor(judge=KeywordJudge(), top_n=1).postprocess_nodes(hits, query_str="paris")
+        >>> [(n.node.text, n.score) for n in top]
+        [('Paris is sunny.', 1.0)]
     """
 
     judge: SerializeAsAny[BaseRelevanceJudge] = Field(description="The relevance judge.")

@@ -183,8 +183,17 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
 
     Examples
     --------
-    >>> expand = PrevNextPostprocessor(vector_store=vector_store, num_nodes=2)  # doctest: +SKIP
-    >>> nodes = expand.postprocess_nodes(retriever.retrieve(q), query_str=q)  # doctest: +SKIP
+    >>> from llama_index.core import Document
+    >>> from llama_index.core.schema import NodeWithScore
+    >>> from llama_index.core.storage.docstore import SimpleDocumentStore
+    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+    >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+    ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
+    >>> docstore = SimpleDocumentStore()
+    >>> docstore.add_documents(nodes)
+    >>> expand = PrevNextPostprocessor(docstore=docstore, num_nodes=1)  # or vector_store=milvus_store
+    >>> [n.node.text for n in expand.postprocess_nodes([NodeWithScore(node=nodes[2], score=0.8)])]
+    ['B b. C c. D d.']
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

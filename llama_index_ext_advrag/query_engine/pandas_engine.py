@@ -169,10 +169,13 @@ class SafePandasQueryEngine(BaseQueryEngine):
             given (code runs only through the sandbox).
 
     Example:
-        >>> engine = SafePandasQueryEngine(df, llm=llm)  # doctest: +SKIP
-        >>> response = engine.query("How many people are older than 60?")  # doctest: +SKIP
-        >>> response.metadata["advrag_trace"]["pandas"]["outcome"]  # doctest: +SKIP
-        'answered'
+        >>> import pandas as pd
+        >>> from llama_index.core.llms import MockLLM
+        >>> frame = pd.DataFrame({"city": ["Oslo", "Lima"], "staff": [4, 7]})
+        >>> engine = SafePandasQueryEngine(frame, llm=MockLLM(), name="sites")  # MockLLM = no LLM
+        >>> response = engine.query("Which city has the most staff?")
+        >>> response.metadata["advrag_trace"]["pandas"]["outcome"]  # with a real LLM: 'answered'
+        'no_llm'
     """
 
     def __init__(

@@ -106,12 +106,17 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         TypeError: ``retriever`` is not a retriever, a postprocessor or judge of the wrong type.
 
     Example:
-        >>> engine = SelfRAGQueryEngine(  # doctest: +SKIP
-        ...     retriever=BM25Retriever(nodes), llm=llm, generation_mode="joint",
-        ...     corpus_description="the Ferrobox FX-40 manual")
-        >>> response = engine.query("What is the FX-40's default sync interval?")  # doctest: +SKIP
-        >>> response.metadata["advrag_trace"]["self_rag"]["answer_kind"]  # doctest: +SKIP
-        'supported'
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> from llama_index.core.schema import TextNode
+        >>> from llama_index_ext_advrag.judges import EmbeddingRelevanceJudge
+        >>> from llama_index_ext_advrag.retrievers import BM25Retriever
+        >>> nodes = [TextNode(text="The FX-40 syncs every 15 minutes."), TextNode(text="Receipts from 25 euros.")]
+        >>> engine = SelfRAGQueryEngine(  # llm=None: the extractive path; pass an LLM for Self-RAG proper
+        ...     retriever=BM25Retriever(nodes, similarity_top_k=1), llm=None,
+        ...     judge=EmbeddingRelevanceJudge(embed_model=MockEmbedding(embed_dim=8)))
+        >>> response = engine.query("How often does the FX-40 sync?")
+        >>> str(response), response.metadata["advrag_trace"]["self_rag"]["answer_kind"]
+        ('[extractive] The FX-40 syncs every 15 minutes.', 'extractive')
     """
 
     generation_mode: GenerationMode = Field(default=GenerationMode.PER_PASSAGE)

@@ -116,11 +116,17 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         ValueError: an argument is out of bounds (the message names it and its value).
 
     Example:
-        >>> retriever = HierarchicalAutoMergingRetriever.from_documents(  # doctest: +SKIP
-        ...     documents, uri="./rag.db", chunk_sizes=[1024, 256, 64], similarity_top_k=12
-        ... )
-        >>> same = HierarchicalAutoMergingRetriever.from_uri("./rag.db")  # doctest: +SKIP
-        >>> nodes = same.retrieve("What is the incubation period?")  # doctest: +SKIP
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> text = "## Setup\\n\\nPlug in the cable. Press the power button. Wait for the green light. Log in."
+        >>> built = HierarchicalAutoMergingRetriever.from_documents(  # e.g. chunk_sizes=[1024, 256, 64]
+        ...     [Document(text=text, id_="manual")], uri="./rag.db", chunk_sizes=[64, 8],
+        ...     similarity_top_k=4, embed_model=MockEmbedding(embed_dim=8))
+        >>> # ... and in any later process, from the uri alone:
+        >>> same = HierarchicalAutoMergingRetriever.from_uri("./rag.db", embed_model=MockEmbedding(embed_dim=8))
+        >>> trace = same.retrieve("When is the light green?")[0].node.metadata["advrag_trace"]["auto_merging"]
+        >>> trace["merged"], len(trace["leaf_ids"])
+        (True, 4)
     """
 
     def __init__(

@@ -199,10 +199,20 @@ class HybridFusionRetriever(BaseRetriever):
 
     Examples
     --------
-    >>> hybrid = HybridFusionRetriever(  # doctest: +SKIP
-    ...     retrievers=[index.as_retriever(), BM25Retriever(nodes)],
-    ...     weights=[0.4, 0.6], mode="rrf", similarity_top_k=5)
-    >>> nodes = hybrid.retrieve("潜伏期有多长？")  # doctest: +SKIP
+    >>> from llama_index.core import VectorStoreIndex
+    >>> from llama_index.core.embeddings import MockEmbedding
+    >>> from llama_index.core.schema import TextNode
+    >>> nodes = [TextNode(text=t, id_=str(i)) for i, t in enumerate(
+    ...     ["The FX-40 syncs every 15 minutes.", "潜伏期一般为三到七天。", "Receipts from 25 euros."])]
+    >>> index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))
+    >>> hybrid = HybridFusionRetriever.from_defaults(  # dense leg from the index + BM25 over nodes
+    ...     index, nodes=nodes, mode="rrf", similarity_top_k=1, english_only_legs=["dense"])
+    >>> best = hybrid.retrieve("潜伏期有多长？")[0]
+    >>> best.node.text
+    '潜伏期一般为三到七天。'
+    >>> trace = best.node.metadata["advrag_trace"]["hybrid_fusion"]
+    >>> trace["mode"], trace["language"]["cjk_share"], [leg["leg"] for leg in trace["legs"]]
+    ('rrf', 1.0, ['dense', 'bm25'])
     """
 
     def __init__(

@@ -129,9 +129,15 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
             of range; at query time, a pointer whose ``index_id`` is known nowhere.
 
     Example:
-        >>> retriever = RecursiveIndexNodeRetriever.from_excel(  # doctest: +SKIP
-        ...     "world_top10_billionaires.xlsx", llm=llm)
-        >>> nodes = retriever.retrieve("How many of the 2023 top ten are from the US?")  # doctest: +SKIP
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> router = RecursiveIndexNodeRetriever.from_topics(
+        ...     {"firmware": ["Firmware updates take about 12 minutes."],
+        ...      "expenses": ["Receipts are needed from 25 euros."]},
+        ...     embed_model=MockEmbedding(embed_dim=8), similarity_top_k=1)
+        >>> hit = router.retrieve("How long does a firmware update take?")[0]
+        >>> hit.node.text, hit.node.metadata["advrag_trace"]["recursive"]["route"]
+        ('Firmware updates take about 12 minutes.', ['root', 'topic::firmware'])
+        >>> tables = RecursiveIndexNodeRetriever.from_excel("tables.xlsx", llm=llm)  # doctest: +SKIP
     """
 
     def __init__(

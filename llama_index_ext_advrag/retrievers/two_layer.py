@@ -118,13 +118,15 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         ValueError: an argument is out of bounds (the message names it and its value).
 
     Example:
-        >>> retriever = TwoLayerMilvusRetriever.from_excel(  # doctest: +SKIP
-        ...     "world_top10_billionaires.xlsx", uri="./tables.db"
-        ... )
-        >>> nodes = retriever.retrieve("Who was the richest person in 2021?")  # doctest: +SKIP
-        >>> route = nodes[0].node.metadata["advrag_trace"]["two_layer"]["route"]  # doctest: +SKIP
-        >>> route[0]["unit_name"]  # doctest: +SKIP
-        '2021年10大首富'
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> docs = [Document(text="Sales in 2022 were 10 units.", metadata={"title": "Sales 2022"}, id_="a"),
+        ...         Document(text="Sales in 2023 were 12 units.", metadata={"title": "Sales 2023"}, id_="b")]
+        >>> retriever = TwoLayerMilvusRetriever.from_documents(  # or .from_excel("tables.xlsx", uri=...)
+        ...     docs, uri="./units.db", embed_model=MockEmbedding(embed_dim=8), route_top_k=1)
+        >>> hit = retriever.retrieve("How many units were sold in 2023?")[0]
+        >>> hit.node.text, hit.node.metadata["advrag_trace"]["two_layer"]["route"][0]["unit_name"]
+        ('Sales in 2023 were 12 units.', 'Sales 2023')
     """
 
     def __init__(

@@ -29,3 +29,36 @@ def test_unknown_name_raises() -> None:
 
 def test_trace_key() -> None:
     assert pkg.TRACE_KEY == "advrag_trace"
+
+
+def _pyproject() -> dict:
+    from pathlib import Path
+
+    import tomllib
+
+    return tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+
+
+def test_llamahub_class_authors_name_every_public_component() -> None:
+    from llama_index.core.schema import BaseComponent
+
+    components = {
+        name
+        for name in pkg._EXPORTS
+        if isinstance(getattr(pkg, name), type) and issubclass(getattr(pkg, name), BaseComponent)
+    }
+    retrievers_and_engines = {
+        name
+        for name in pkg._EXPORTS
+        if name.endswith(("Retriever", "QueryEngine", "Postprocessor", "NodeParser"))
+    }
+    authors = _pyproject()["tool"]["llamahub"]["class_authors"]
+    assert components | retrievers_and_engines <= set(authors)
+    assert set(authors) <= set(pkg._EXPORTS), "class_authors names a class the root does not export"
+
+
+def test_version_and_licence_metadata() -> None:
+    project = _pyproject()["project"]
+    assert project["version"] == pkg.__version__
+    assert "License :: OSI Approved :: MIT License" in project["classifiers"]
+    assert project["license-files"] == ["LICENSE"]
