@@ -37,6 +37,7 @@ from llama_index_ext_advrag.milvus.indexes import (
     build_search_params,
     resolve_index,
 )
+from llama_index_ext_advrag.milvus.limits import MAX_TEXT_BYTES, check_storable_nodes
 from llama_index_ext_advrag.milvus.nodes import (
     afetch_nodes,
     afetch_rows,
@@ -57,6 +58,7 @@ __all__ = [
     "AUTO_FLAT_MAX_ROWS",
     "AsyncReconnectingClient",
     "LITE_INDEX_TYPES",
+    "MAX_TEXT_BYTES",
     "IndexPlan",
     "IndexPreset",
     "MilvusConnectionError",
@@ -65,6 +67,7 @@ __all__ = [
     "afetch_rows",
     "build_index_params",
     "build_search_params",
+    "check_storable_nodes",
     "count_reconnects",
     "count_rows",
     "ensure_loaded",

@@ -46,6 +46,7 @@ import grpc
 from pymilvus import AsyncMilvusClient, MilvusClient
 from pymilvus.exceptions import MilvusException
 
+from llama_index_ext_advrag.milvus.lite_files import diagnose_lite_path, is_lite_open_failure
 from llama_index_ext_advrag.milvus.nodes import plan_fetch
 
 logger = logging.getLogger(__name__)
@@ -331,11 +332,17 @@ def open_with_reconnect(
     Returns ``(what opener returned, reconnects)`` with ``reconnects`` 0 or 1.
 
     Raises:
-        MilvusConnectionError: the second attempt failed on the connection too.
+        MilvusConnectionError: the second attempt failed on the connection too, or Milvus
+            Lite could not open the file (the message names the path and the likely cause:
+            a folder that cannot be written, another process holding the file).
     """
     try:
         return opener(False), 0
     except Exception as error:
+        if is_lite_uri(uri) and is_lite_open_failure(error):
+            raise MilvusConnectionError(
+                uri, what, f"failed: Milvus Lite cannot open {uri}: {diagnose_lite_path(uri)}"
+            ) from error
         if not is_connection_error(error):
             raise
         logger.warning("Milvus %s of %s failed (%s); reconnecting", what, redact_uri(uri), error)

@@ -22,6 +22,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 
+from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.text.words import WordTokenizer
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
@@ -212,6 +213,7 @@ class BM25Retriever(BaseRetriever):
         return np.asarray(self._index.get_scores(tokens))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         scores = self._scores(query_bundle.query_str)
         results = []
         for rank, index in enumerate(top_k_indices(scores, self.similarity_top_k), start=1):
