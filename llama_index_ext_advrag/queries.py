@@ -46,4 +46,22 @@ def clean_query_bundle(query_bundle: QueryBundle, component: str) -> QueryBundle
     )
 
 
-__all__ = ["clean_query_bundle"]
+def embedding_strings(query_bundle: QueryBundle, component: str) -> list[str]:
+    """The strings to embed for ``query_bundle``.
+
+    Raises
+    ------
+    ValueError
+        the query is empty and has no embedding strings: there is nothing to embed (core's
+        embedding aggregation would fail with "No embeddings to aggregate").
+    """
+    strings = query_bundle.embedding_strs
+    if not strings:
+        raise ValueError(
+            f"{component}: the query is empty ({query_bundle.query_str!r}) and has no "
+            "embedding: nothing to search for"
+        )
+    return strings
+
+
+__all__ = ["clean_query_bundle", "embedding_strings"]

@@ -47,6 +47,7 @@ from llama_index_ext_advrag.milvus.nodes import (
 )
 from llama_index_ext_advrag.milvus.reconnect import (
     AsyncReconnectingClient,
+    MilvusAuthenticationError,
     MilvusConnectionError,
     ReconnectingClient,
     count_reconnects,
@@ -61,6 +62,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "IndexPlan",
     "IndexPreset",
+    "MilvusAuthenticationError",
     "MilvusConnectionError",
     "ReconnectingClient",
     "afetch_nodes",

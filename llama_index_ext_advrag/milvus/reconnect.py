@@ -96,6 +96,20 @@ class MilvusConnectionError(ConnectionError):
         super().__init__(f"Milvus at {uri!r}: {operation} {reason}")
 
 
+class MilvusAuthenticationError(MilvusConnectionError):
+    """The Milvus server refused the credentials (a wrong or missing token): never retried,
+    never answered from another store."""
+
+    def __init__(self, uri: str, operation: str, detail: str) -> None:
+        super().__init__(
+            uri,
+            operation,
+            f"failed: authentication refused ({detail}); pass the right token "
+            '("user:password" or an API key) with token=..., or --token / '
+            "ADVRAG_MILVUS_TOKEN for the advrag command",
+        )
+
+
 class Recovery(str, Enum):
     """What a client does with a call that failed on a connection it then reopened."""
 
@@ -131,6 +145,25 @@ RECOVERY_BY_OPERATION: Mapping[str, Recovery] = {
 # --- pure helpers ----------------------------------------------------------------------------
 
 
+def authentication_detail(error: BaseException) -> str | None:
+    """What the server said when ``error`` (or an error it was raised from) is a refused
+    authentication (gRPC ``UNAUTHENTICATED``), else ``None``. pymilvus reports it as a
+    connection failure ("Fail connecting to server ... illegal connection params")."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "code", None)
+        status = code() if isinstance(current, grpc.RpcError) and callable(code) else None
+        if status == grpc.StatusCode.UNAUTHENTICATED:
+            details = getattr(current, "details", None)
+            return str(details() if callable(details) else current)
+        if "auth check failure" in str(current).lower():
+            return str(current).splitlines()[0][:200]
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def is_connection_error(error: BaseException) -> bool:
     """Whether ``error`` means the connection (not the request) failed.
 
@@ -138,7 +171,7 @@ def is_connection_error(error: BaseException) -> bool:
     channel, a GOAWAY, a refused connection or a closed event loop count; a bad argument, a
     missing collection or a deadline the caller set do not.
     """
-    if isinstance(error, MilvusConnectionError):
+    if isinstance(error, MilvusConnectionError) or authentication_detail(error) is not None:
         return False
     code = getattr(error, "code", None)
     if (
@@ -339,6 +372,9 @@ def open_with_reconnect(
     try:
         return opener(False), 0
     except Exception as error:
+        detail = authentication_detail(error)
+        if detail is not None:
+            raise MilvusAuthenticationError(redact_uri(uri), what, detail) from error
         if is_lite_uri(uri) and is_lite_open_failure(error):
             raise MilvusConnectionError(
                 uri, what, f"failed: Milvus Lite cannot open {uri}: {diagnose_lite_path(uri)}"
@@ -387,6 +423,11 @@ class _Reconnecting:
             str(error).splitlines()[0][:300] if str(error) else "",
             self.reconnect_count,
         )
+
+    def _raise_if_refused(self, operation: str, error: BaseException) -> None:
+        detail = authentication_detail(error)
+        if detail is not None:
+            raise MilvusAuthenticationError(redact_uri(self.uri), operation, detail) from error
 
     def _failed(self, operation: str, error: BaseException) -> MilvusConnectionError:
         return MilvusConnectionError(
@@ -465,6 +506,7 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
         try:
             return getattr(self._client, operation)(*args, **kwargs)
         except Exception as error:
+            self._raise_if_refused(operation, error)
             if not is_connection_error(error):
                 raise
             self._reconnect(operation, error, generation)
@@ -595,6 +637,7 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
         try:
             return await getattr(self._client, operation)(*args, **kwargs)
         except Exception as error:
+            self._raise_if_refused(operation, error)
             if not is_connection_error(error):
                 raise
             await self._reconnect(lock, operation, error, generation)
