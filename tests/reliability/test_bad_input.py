@@ -229,18 +229,23 @@ def _results_ok(results: Any) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("query_name", sorted(QUERIES))
-def test_retrievers_take_bad_queries(corpus_nodes, query_name: str) -> None:
+def _query_each(suite: str, retrievers: dict[str, Any], query_name: str) -> None:
+    """Every retriever, sync and async, with one bad query: a result or a clear error."""
     query = QUERIES[query_name]
-    for name, retriever in _retrievers(corpus_nodes).items():
+    for name, retriever in retrievers.items():
         for mode, run in (
             ("sync", lambda r=retriever: r.retrieve(query)),
             ("async", lambda r=retriever: asyncio.run(r.aretrieve(query))),
         ):
             outcome, value = record(
-                "retrievers", f"{name}/{mode}/{query_name}", run, QUERY_NAMES, _results_ok
+                suite, f"{name}/{mode}/{query_name}", run, QUERY_NAMES, _results_ok
             )
             assert outcome != "other", value
+
+
+@pytest.mark.parametrize("query_name", sorted(QUERIES))
+def test_retrievers_take_bad_queries(corpus_nodes, query_name: str) -> None:
+    _query_each("retrievers", _retrievers(corpus_nodes), query_name)
 
 
 @pytest.mark.parametrize("top_k_name", sorted(TOP_KS))
@@ -365,16 +370,7 @@ def milvus_retrievers(tmp_path_factory) -> dict[str, Any]:
 @pytest.mark.milvus_lite
 @pytest.mark.parametrize("query_name", sorted(QUERIES))
 def test_milvus_retrievers_take_bad_queries(milvus_retrievers, query_name: str) -> None:
-    query = QUERIES[query_name]
-    for name, retriever in milvus_retrievers.items():
-        for mode, run in (
-            ("sync", lambda r=retriever: r.retrieve(query)),
-            ("async", lambda r=retriever: asyncio.run(r.aretrieve(query))),
-        ):
-            outcome, value = record(
-                "milvus_retrievers", f"{name}/{mode}/{query_name}", run, QUERY_NAMES, _results_ok
-            )
-            assert outcome != "other", value
+    _query_each("milvus_retrievers", milvus_retrievers, query_name)
 
 
 @pytest.mark.milvus_lite

@@ -177,6 +177,12 @@ def _crash_on(monkeypatch, module, suffix: str) -> None:
     monkeypatch.setattr(module, "open_vector_store", open_or_crash)
 
 
+def _drop_collections(client, prefix: str) -> None:
+    for name in client.list_collections():
+        if name.startswith(prefix):
+            client.drop_collection(name)
+
+
 def test_rerunning_an_interrupted_auto_merging_build_repairs_it(
     milvus_uri, collection_name, monkeypatch
 ) -> None:
@@ -202,9 +208,7 @@ def test_rerunning_an_interrupted_auto_merging_build_repairs_it(
         with pytest.raises(ValueError, match="already exist"):  # a complete index is kept
             HierarchicalAutoMergingRetriever.from_documents(DOCUMENTS, **build)
     finally:
-        for name in client.list_collections():
-            if name.startswith(collection_name):
-                client.drop_collection(name)
+        _drop_collections(client, collection_name)
 
 
 def test_rerunning_an_interrupted_two_layer_build_repairs_it(
@@ -224,6 +228,4 @@ def test_rerunning_an_interrupted_two_layer_build_repairs_it(
         results = retriever.retrieve("Do cats purr?")
         assert results and results[0].node.metadata["unit_key"] == "cats"
     finally:
-        for name in client.list_collections():
-            if name.startswith(collection_name):
-                client.drop_collection(name)
+        _drop_collections(client, collection_name)
