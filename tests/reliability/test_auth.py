@@ -79,49 +79,75 @@ def _serving(uri: str, deadline: float) -> bool:
     return False
 
 
+class OwnedServer:
+    """A Milvus server this module started (and so may stop and restart)."""
+
+    def __init__(self, executable: str) -> None:
+        self.data = Path(tempfile.mkdtemp(prefix="advrag-milvus-auth-"))
+        self.executable = executable
+        self.process: subprocess.Popen | None = None
+        self.log = open(self.data / "server.log", "ab")  # noqa: SIM115 - closed in close()
+
+    def start(self) -> None:
+        etcd = self.data / "etcd.yaml"
+        peer = PORTS["--etcd-port"] + 1
+        etcd.write_text(ETCD_CONFIG.format(data=self.data, peer=peer, client=PORTS["--etcd-port"]))
+        options = " ".join(f"{name} {port}" for name, port in PORTS.items())
+        script = (
+            "mount -t tmpfs tmpfs /run/milvus && exec "
+            f"{self.executable} --data {self.data} --authorization-enabled true {options}"
+        )
+        self.process = subprocess.Popen(
+            ["unshare", "-m", "sh", "-c", script],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "ETCD_CONFIG_PATH": str(etcd)},
+            start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        from llama_index_ext_advrag.local_llm import stop_process_group
+
+        if self.process is not None:
+            stop_process_group(self.process)
+            self.process = None
+
+    def close(self) -> None:
+        self.stop()
+        self.log.close()
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def auth_server() -> Iterator[str]:
-    """The uri of a Milvus 2.3 server with authorization on (root token ``root:Milvus``)."""
+def auth_server_process() -> Iterator[tuple[str, OwnedServer | None]]:
+    """``(uri, server)``: a Milvus 2.3 server with authorization on (root token
+    ``root:Milvus``); ``server`` is ``None`` when it is not this module's to restart."""
     given = os.environ.get("ADVRAG_MILVUS_AUTH_URI")
     if given:
-        yield given
+        yield given, None
         return
     uri = f"http://127.0.0.1:{PORTS['--proxy-port']}"
     if _port_open(PORTS["--proxy-port"]):  # one started earlier on this machine
         if not _serving(uri, time.monotonic() + 120):
             pytest.skip(f"something listens on {uri} but does not serve Milvus with auth")
-        yield uri
+        yield uri, None
         return
     executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
     if os.geteuid() != 0 or shutil.which("unshare") is None or not Path(executable).exists():
         pytest.skip("a second Milvus server needs root, unshare and milvus-server")
-    data = Path(tempfile.mkdtemp(prefix="advrag-milvus-auth-"))
-    etcd = data / "etcd.yaml"
-    peer = PORTS["--etcd-port"] + 1
-    etcd.write_text(ETCD_CONFIG.format(data=data, peer=peer, client=PORTS["--etcd-port"]))
-    options = " ".join(f"{name} {port}" for name, port in PORTS.items())
-    script = (
-        "mount -t tmpfs tmpfs /run/milvus && exec "
-        f"{executable} --data {data} --authorization-enabled true {options}"
-    )
-    log = open(data / "server.log", "wb")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(
-        ["unshare", "-m", "sh", "-c", script],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "ETCD_CONFIG_PATH": str(etcd)},
-        start_new_session=True,
-    )
+    server = OwnedServer(executable)
     try:
+        server.start()
         if not _serving(uri, time.monotonic() + 600):
             pytest.skip(f"the authenticated Milvus server did not serve at {uri} in 600 s")
-        yield uri
+        yield uri, server
     finally:
-        from llama_index_ext_advrag.local_llm import stop_process_group
+        server.close()
 
-        stop_process_group(process)
-        log.close()
-        shutil.rmtree(data, ignore_errors=True)
+
+@pytest.fixture(scope="module")
+def auth_server(auth_server_process) -> str:
+    return auth_server_process[0]
 
 
 @pytest.fixture
@@ -216,3 +242,33 @@ def test_the_cli_takes_the_uri_and_token_from_flags_and_environment(
     monkeypatch.setenv("ADVRAG_MILVUS_TOKEN", ROOT_TOKEN)
     assert cli_main(["run", "--data", str(data), "--quiet"]) == 0
     assert not list(tmp_path.glob("**/*.db"))  # never a Lite file
+
+
+def test_a_server_stopped_mid_query_is_a_clear_error_and_the_next_query_after_restart_works(
+    auth_server_process, name: str
+) -> None:
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+
+    from llama_index_ext_advrag.milvus import MilvusConnectionError, flush
+
+    uri, server = auth_server_process
+    if server is None:
+        pytest.skip("the authenticated server was not started by this module: not ours to stop")
+    nodes = [TextNode(text=f"cats purr {i}", id_=f"n{i}") for i in range(20)]
+    store = open_vector_store(uri, name, dim=64, token=ROOT_TOKEN, overwrite=True)
+    index = VectorStoreIndex(
+        nodes,
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=HashEmbedding(),
+    )
+    flush(store)
+    retriever = index.as_retriever(similarity_top_k=3)
+    expected = [r.node.node_id for r in retriever.retrieve("cats purr")]
+    server.stop()
+    with pytest.raises(MilvusConnectionError, match="127.0.0.1") as raised:
+        retriever.retrieve("cats purr")
+    assert "after reconnecting" in str(raised.value)
+    server.start()
+    assert _serving(uri, time.monotonic() + 600), "the server did not come back"
+    assert [r.node.node_id for r in retriever.retrieve("cats purr")] == expected
