@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -106,11 +107,17 @@ class OwnedServer:
         )
 
     def stop(self) -> None:
-        from llama_index_ext_advrag.local_llm import stop_process_group
-
-        if self.process is not None:
-            stop_process_group(self.process)
-            self.process = None
+        """Kill the server's whole process group at once (a crash: Milvus' own shutdown on
+        SIGTERM outlives its wrapper for minutes) and wait until its port is closed."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.process = None
+        deadline = time.monotonic() + 60
+        while _port_open(PORTS["--proxy-port"]) and time.monotonic() < deadline:
+            time.sleep(1)
 
     def close(self) -> None:
         self.stop()
