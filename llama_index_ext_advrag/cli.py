@@ -7,12 +7,18 @@ charts. ``advrag ask "question" --pipeline NAME`` shows one pipeline's context a
 trace. ``advrag run --data data`` is the older single-baseline measurement.
 
 Errors are reported on one line; ``-v`` shows the traceback.
+
+The index goes to ``--uri`` (a Milvus Lite file or a server URL; default: the environment
+variable ``ADVRAG_MILVUS_URI``, else ``.advrag/advrag.db``). A server with authentication needs
+``--token user:password`` (default: ``ADVRAG_MILVUS_TOKEN``); a wrong or missing token is an
+authentication error, never a fall back to Milvus Lite.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,15 +34,17 @@ logger = logging.getLogger("llama_index_ext_advrag.cli")
 
 DEFAULT_URI = ".advrag/advrag.db"
 DEFAULT_TOP_K = 5
+URI_ENV = "ADVRAG_MILVUS_URI"
+TOKEN_ENV = "ADVRAG_MILVUS_TOKEN"
 
 
-def build_baseline(documents, embed_model, uri: str, top_k: int) -> Pipeline:
+def build_baseline(documents, embed_model, uri: str, top_k: int, token: str = "") -> Pipeline:
     """LlamaIndex core's SentenceSplitter(256) + dense retrieval over Milvus: the baseline."""
     from llama_index_ext_advrag.milvus import flush, open_vector_store
     from llama_index_ext_advrag.models import DEFAULT_EMBED_DIM
 
     dim = len(embed_model.get_text_embedding("dimension probe")) or DEFAULT_EMBED_DIM
-    store = open_vector_store(uri, "baseline_splitter256", dim=dim, overwrite=True)
+    store = open_vector_store(uri, "baseline_splitter256", dim=dim, token=token, overwrite=True)
     nodes = SentenceSplitter(chunk_size=256, chunk_overlap=20).get_nodes_from_documents(documents)
     index = VectorStoreIndex(
         nodes,
@@ -57,10 +65,9 @@ def command_run(args: argparse.Namespace) -> int:
     qa_path = Path(args.qa) if args.qa else data / "qa.jsonl"
     documents = load_documents(data)
     questions = load_qa(qa_path)
-    Path(args.uri).parent.mkdir(parents=True, exist_ok=True)
     embed_model = resolve_embed_model()
     print(f"{len(documents)} documents, {len(questions)} questions, index at {args.uri}")
-    pipelines = [build_baseline(documents, embed_model, args.uri, args.top_k)]
+    pipelines = [build_baseline(documents, embed_model, args.uri, args.top_k, args.token)]
     runs = []
     for pipeline in pipelines:
         runs.extend(run_pipeline(pipeline, questions, show_progress=not args.quiet))
@@ -86,7 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="index a folder and measure the baseline pipeline")
     run.add_argument("--data", default="data", help="folder of .md/.txt/.xlsx documents")
     run.add_argument("--qa", default=None, help="questions in JSONL (default: DATA/qa.jsonl)")
-    run.add_argument("--uri", default=DEFAULT_URI, help="Milvus Lite file or http:// server URI")
+    run.add_argument(
+        "--uri",
+        default=os.environ.get(URI_ENV) or DEFAULT_URI,
+        help=f"Milvus Lite file or http:// server URI (default: ${URI_ENV} or {DEFAULT_URI})",
+    )
+    run.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV, ""),
+        help=f"server credentials 'user:password' or an API key (default: ${TOKEN_ENV})",
+    )
     run.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(handler=command_run)

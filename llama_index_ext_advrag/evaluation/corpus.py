@@ -43,11 +43,28 @@ def sheet_to_text(sheet_name: str, frame) -> str:  # frame: pandas.DataFrame
     return "\n".join(lines)
 
 
+def read_text_file(path: Path, name: str) -> str:
+    """The UTF-8 text of ``path``; bytes that are not UTF-8 are replaced with U+FFFD and
+    logged as a warning naming the file (``name``) and the first bad byte's offset."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        logger.warning(
+            "%s is not valid UTF-8 (byte %d: %r): undecodable bytes replaced with U+FFFD",
+            name,
+            error.start,
+            raw[error.start : error.start + 1],
+        )
+        return raw.decode("utf-8", errors="replace")
+
+
 def load_documents(folder: str | Path) -> list[Document]:
     """Load every Markdown/text file and every sheet of every workbook under ``folder``.
 
     Document ids are stable (the relative path, ``#sheet`` for a sheet), so re-ingesting the same
-    folder updates rather than duplicates.
+    folder updates rather than duplicates. Text files are read as UTF-8 (see
+    :func:`read_text_file` for files that are not).
 
     Raises
     ------
@@ -63,7 +80,7 @@ def load_documents(folder: str | Path) -> list[Document]:
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
         if path.suffix.lower() in TEXT_SUFFIXES and path.name.lower() != "readme.md":
-            text = path.read_text(encoding="utf-8")
+            text = read_text_file(path, relative)
             documents.append(Document(text=text, id_=relative, metadata={"file_name": relative}))
         elif path.suffix.lower() in TABLE_SUFFIXES:
             import pandas as pd

@@ -37,6 +37,7 @@ from llama_index_ext_advrag.milvus.indexes import (
     build_search_params,
     resolve_index,
 )
+from llama_index_ext_advrag.milvus.limits import MAX_TEXT_BYTES, check_storable_nodes
 from llama_index_ext_advrag.milvus.nodes import (
     afetch_nodes,
     afetch_rows,
@@ -46,6 +47,7 @@ from llama_index_ext_advrag.milvus.nodes import (
 )
 from llama_index_ext_advrag.milvus.reconnect import (
     AsyncReconnectingClient,
+    MilvusAuthenticationError,
     MilvusConnectionError,
     ReconnectingClient,
     count_reconnects,
@@ -57,14 +59,17 @@ __all__ = [
     "AUTO_FLAT_MAX_ROWS",
     "AsyncReconnectingClient",
     "LITE_INDEX_TYPES",
+    "MAX_TEXT_BYTES",
     "IndexPlan",
     "IndexPreset",
+    "MilvusAuthenticationError",
     "MilvusConnectionError",
     "ReconnectingClient",
     "afetch_nodes",
     "afetch_rows",
     "build_index_params",
     "build_search_params",
+    "check_storable_nodes",
     "count_reconnects",
     "count_rows",
     "ensure_loaded",

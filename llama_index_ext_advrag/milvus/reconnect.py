@@ -48,10 +48,13 @@ from urllib.parse import urlsplit
 
 from pymilvus import AsyncMilvusClient, MilvusClient
 
+from llama_index_ext_advrag.milvus.lite_files import diagnose_lite_path, is_lite_open_failure
 from llama_index_ext_advrag.milvus.recovery import (
+    MilvusAuthenticationError,
     MilvusConnectionError,
     Recovery,
     Steps,
+    authentication_detail,
     client_options,
     finish_after_reconnect,
     is_connection_error,
@@ -128,11 +131,20 @@ def open_with_reconnect(
     Returns ``(what opener returned, reconnects)`` with ``reconnects`` 0 or 1.
 
     Raises:
-        MilvusConnectionError: the second attempt failed on the connection too.
+        MilvusConnectionError: the second attempt failed on the connection too, or Milvus
+            Lite could not open the file (the message names the path and the likely cause:
+            a folder that cannot be written, another process holding the file).
     """
     try:
         return opener(False), 0
     except Exception as error:
+        detail = authentication_detail(error)
+        if detail is not None:
+            raise MilvusAuthenticationError(redact_uri(uri), what, detail) from error
+        if is_lite_uri(uri) and is_lite_open_failure(error):
+            raise MilvusConnectionError(
+                uri, what, f"failed: Milvus Lite cannot open {uri}: {diagnose_lite_path(uri)}"
+            ) from error
         if not is_connection_error(error):
             raise
         logger.warning("Milvus %s of %s failed (%s); reconnecting", what, redact_uri(uri), error)
@@ -208,6 +220,11 @@ class _Reconnecting:
             str(error).splitlines()[0][:300] if str(error) else "",
             self.reconnect_count,
         )
+
+    def _raise_if_refused(self, operation: str, error: BaseException) -> None:
+        detail = authentication_detail(error)
+        if detail is not None:
+            raise MilvusAuthenticationError(redact_uri(self.uri), operation, detail) from error
 
     def _failed(self, operation: str, error: BaseException) -> MilvusConnectionError:
         return MilvusConnectionError(
@@ -286,6 +303,7 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
         try:
             return getattr(self._client, operation)(*args, **kwargs)
         except Exception as error:
+            self._raise_if_refused(operation, error)
             if not is_connection_error(error):
                 raise
             self._reconnect(operation, error, generation)
@@ -380,6 +398,7 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
         try:
             return await getattr(self._client, operation)(*args, **kwargs)
         except Exception as error:
+            self._raise_if_refused(operation, error)
             if not is_connection_error(error):
                 raise
             await self._reconnect(lock, operation, error, generation)
@@ -416,6 +435,7 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
 
 __all__ = [
     "AsyncReconnectingClient",
+    "MilvusAuthenticationError",
     "MilvusConnectionError",
     "ReconnectingClient",
     "arun_steps",

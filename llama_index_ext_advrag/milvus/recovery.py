@@ -66,6 +66,20 @@ class MilvusConnectionError(ConnectionError):
         super().__init__(f"Milvus at {uri!r}: {operation} {reason}")
 
 
+class MilvusAuthenticationError(MilvusConnectionError):
+    """The Milvus server refused the credentials (a wrong or missing token): never retried,
+    never answered from another store."""
+
+    def __init__(self, uri: str, operation: str, detail: str) -> None:
+        super().__init__(
+            uri,
+            operation,
+            f"failed: authentication refused ({detail}); pass the right token "
+            '("user:password" or an API key) with token=..., or --token / '
+            "ADVRAG_MILVUS_TOKEN for the advrag command",
+        )
+
+
 class Recovery(str, Enum):
     """What a client does with a call that failed on a connection it then reopened."""
 
@@ -101,6 +115,25 @@ RECOVERY_BY_OPERATION: Mapping[str, Recovery] = {
 # --- pure helpers ----------------------------------------------------------------------------
 
 
+def authentication_detail(error: BaseException) -> str | None:
+    """What the server said when ``error`` (or an error it was raised from) is a refused
+    authentication (gRPC ``UNAUTHENTICATED``), else ``None``. pymilvus reports it as a
+    connection failure ("Fail connecting to server ... illegal connection params")."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "code", None)
+        status = code() if isinstance(current, grpc.RpcError) and callable(code) else None
+        if status == grpc.StatusCode.UNAUTHENTICATED:
+            details = getattr(current, "details", None)
+            return str(details() if callable(details) else current)
+        if "auth check failure" in str(current).lower():
+            return str(current).splitlines()[0][:200]
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def is_connection_error(error: BaseException) -> bool:
     """Whether ``error`` means the connection (not the request) failed.
 
@@ -108,7 +141,7 @@ def is_connection_error(error: BaseException) -> bool:
     channel, a GOAWAY, a refused connection or a closed event loop count; a bad argument, a
     missing collection or a deadline the caller set do not.
     """
-    if isinstance(error, MilvusConnectionError):
+    if isinstance(error, MilvusConnectionError) or authentication_detail(error) is not None:
         return False
     code = getattr(error, "code", None)
     if (
@@ -300,8 +333,10 @@ __all__ = [
     "RECOVERY_BY_OPERATION",
     "Call",
     "InsertCheck",
+    "MilvusAuthenticationError",
     "MilvusConnectionError",
     "Recovery",
+    "authentication_detail",
     "call_argument",
     "client_options",
     "finish_after_reconnect",

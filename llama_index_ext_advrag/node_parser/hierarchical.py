@@ -19,7 +19,6 @@ from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import (
     BaseNode,
     Document,
-    MetadataMode,
     NodeRelationship,
     RelatedNodeInfo,
 )
@@ -33,14 +32,14 @@ from llama_index_ext_advrag.layout import (
     SENTENCE_SPAN_KEY,
     DocumentNodeIds,
 )
+from llama_index_ext_advrag.node_parser._documents import DocumentPlan, plan_documents
 from llama_index_ext_advrag.node_parser._nodes import (
     NodeFactory,
     ParseStats,
     link_prev_next,
     restore_id_func,
-    source_info,
 )
-from llama_index_ext_advrag.text import Sentence, count_tokens, split_sentences
+from llama_index_ext_advrag.text import DEFAULT_MAX_SENTENCE_CHARS, Sentence
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +120,12 @@ class HierarchicalSentenceNodeParser(NodeParser):
         sentence longer than a level's budget is a chunk of its own at that level.
     split_at_headings
         close chunks before every heading, at every level.
+    max_sentence_chars
+        a longer sentence is cut into pieces of at most this many characters, at
+        whitespace where there is some (logged as a warning naming the document).
+
+    Two documents of one parse with the same id keep distinct nodes (the later one's ids
+    derive from ``"<id>#1"``, warned); lone surrogates are replaced with U+FFFD (warned).
 
     Raises
     ------
@@ -143,6 +148,12 @@ class HierarchicalSentenceNodeParser(NodeParser):
     )
     split_at_headings: bool = Field(
         default=True, description="Close the chunk of every level before a heading."
+    )
+    max_sentence_chars: int = Field(
+        default=DEFAULT_MAX_SENTENCE_CHARS,
+        ge=100,
+        le=60_000,
+        description="A longer sentence is cut into pieces of at most this many characters.",
     )
 
     _last_stats: ParseStats | None = PrivateAttr(default=None)
@@ -168,16 +179,15 @@ class HierarchicalSentenceNodeParser(NodeParser):
         """Counts of the latest parse; ``storage_expansion`` is about the number of levels."""
         return self._last_stats
 
-    def _document_nodes(self, document: BaseNode) -> tuple[list[BaseNode], int, int]:
+    def _document_nodes(self, plan: DocumentPlan) -> tuple[list[BaseNode], int, int]:
         """The hierarchy of one document, its sentence count and the characters stored."""
-        text = document.get_content(metadata_mode=MetadataMode.NONE)
-        sentences = split_sentences(text)
+        text, sentences, document = plan.text, plan.sentences, plan.document
         if not sentences:
             return [], 0, 0
-        tokens = [count_tokens(s.text) for s in sentences]
+        tokens = plan.tokens
         breaks = [s.is_heading and self.split_at_headings for s in sentences]
-        factory = NodeFactory(document, source_info(document), self.include_metadata)
-        node_id = DocumentNodeIds(document.node_id)
+        factory = NodeFactory(document, plan.source, self.include_metadata)
+        node_id = DocumentNodeIds(plan.document_id)
         excluded = (*BOOKKEEPING_KEYS, LEVEL_KEY)
         levels: list[list[BaseNode]] = []
         parent_infos: list[RelatedNodeInfo] = []
@@ -188,7 +198,7 @@ class HierarchicalSentenceNodeParser(NodeParser):
                 start, end = chunk_char_span(sentences, first, last)
                 stored += end - start
                 metadata: dict[str, object] = {
-                    DOCUMENT_ID_KEY: document.node_id,
+                    DOCUMENT_ID_KEY: plan.document_id,
                     SENTENCE_SPAN_KEY: [first, last],
                     CHAR_SPAN_KEY: [start, end],
                     SECTION_TITLE_KEY: sentences[first].section_title,
@@ -231,12 +241,13 @@ class HierarchicalSentenceNodeParser(NodeParser):
     ) -> list[BaseNode]:
         all_nodes: list[BaseNode] = []
         sentences = stored = source_chars = 0
-        for document in get_tqdm_iterable(nodes, show_progress, "Building hierarchy"):
-            doc_nodes, doc_sentences, doc_stored = self._document_nodes(document)
+        plans = plan_documents(nodes, self.max_sentence_chars)
+        for plan in get_tqdm_iterable(plans, show_progress, "Building hierarchy"):
+            doc_nodes, doc_sentences, doc_stored = self._document_nodes(plan)
             all_nodes += doc_nodes
             sentences += doc_sentences
             stored += doc_stored
-            source_chars += len(document.get_content(metadata_mode=MetadataMode.NONE).strip())
+            source_chars += len(plan.text.strip())
         self._last_stats = ParseStats(len(nodes), sentences, len(all_nodes), source_chars, stored)
         return all_nodes
 

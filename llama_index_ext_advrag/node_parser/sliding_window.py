@@ -39,7 +39,7 @@ from llama_index_ext_advrag.layout import (
     DocumentNodeIds,
 )
 from llama_index_ext_advrag.models import resolve_embed_model
-from llama_index_ext_advrag.node_parser._documents import DocumentPlan
+from llama_index_ext_advrag.node_parser._documents import DocumentPlan, plan_documents
 from llama_index_ext_advrag.node_parser._nodes import (
     NodeFactory,
     ParseStats,
@@ -59,6 +59,7 @@ from llama_index_ext_advrag.node_parser.planning import (
     plan_fixed_windows,
 )
 from llama_index_ext_advrag.node_parser.presets import DocumentPreset, preset_values
+from llama_index_ext_advrag.text import DEFAULT_MAX_SENTENCE_CHARS
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,10 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         the sentences after it, inside its window, until the text reaches this many tokens
         (a bare "What was the main finding?" or "Table 3." matches too many queries); 0
         embeds every sentence alone, as core's ``SentenceWindowNodeParser``.
+    max_sentence_chars
+        a longer sentence (5 MB without punctuation, a 200 KB token) is cut into pieces of
+        at most this many characters, at whitespace where there is some; logged as a warning
+        and recorded in the trace as ``cut_sentences``.
     embed_model
         model for semantic breakpoints, resolved with ``resolve_embed_model`` only
         when adaptive mode needs breakpoints; not serialised.
@@ -132,7 +137,10 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
     ['A a. B b. C c.', 'B b. C c. D d.', 'C c. D d. E e.']
 
     Node ids are derived from the document id and the sentence span, so re-ingesting a document
-    whose id is stable (e.g. ``filename_as_id=True``) upserts instead of duplicating.
+    whose id is stable (e.g. ``filename_as_id=True``) upserts instead of duplicating. Two
+    documents of one parse with the same id keep distinct nodes: the later one's ids derive
+    from ``"<id>#1"`` (warned, and in the trace as ``duplicate_document_id``). Lone surrogates
+    in a document are replaced with U+FFFD (warned, naming the document).
     """
 
     window_size: int = Field(
@@ -209,6 +217,12 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         default=DEFAULT_ORIGINAL_TEXT_METADATA_KEY,
         min_length=1,
         description="Metadata key of the sentence text (sentence unit).",
+    )
+    max_sentence_chars: int = Field(
+        default=DEFAULT_MAX_SENTENCE_CHARS,
+        ge=100,
+        le=60_000,
+        description="A longer sentence is cut into pieces of at most this many characters.",
     )
     embed_model: BaseEmbedding | None = Field(
         default=None, exclude=True, description="Embedding model for semantic breakpoints."
@@ -318,7 +332,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         if self.id_func is not default_id_func:  # the user asked for their own ids
             id_func, document = self.id_func, plan.document
             return lambda index, span: str(id_func(index, document))
-        ids = DocumentNodeIds(plan.document.node_id)
+        ids = DocumentNodeIds(plan.document_id)
         return lambda index, span: ids(
             DEFAULT_ID_UNIT if span.centre is None else f"sentence{span.centre}",
             span.first,
@@ -334,7 +348,8 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
 
     def _build_nodes(self, plan: DocumentPlan) -> tuple[list[BaseNode], int]:
         """The document's nodes and the characters of their windows."""
-        sentences, text, document_id = plan.sentences, plan.text, plan.document.node_id
+        sentences, text, document_id = plan.sentences, plan.text, plan.document_id
+        duplicate_of = plan.document.node_id if document_id != plan.document.node_id else None
         factory = NodeFactory(plan.document, plan.source, self.include_metadata, TRACE_COMPONENT)
         node_id = self._node_ids(plan)
         window_key, original_key = self.window_metadata_key, self.original_text_metadata_key
@@ -356,6 +371,12 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             excluded: tuple[str, ...] = BOOKKEEPING_KEYS
             node_text, node_start, node_end = window, start, end
             trace: dict[str, object] = {"mode": mode, "stop": span.stop.value}
+            if duplicate_of is not None:
+                trace["duplicate_document_id"] = duplicate_of
+            if plan.cut_sentences:
+                cut = sum(sentences[i].cut for i in range(span.first, span.last))
+                if cut:
+                    trace["cut_sentences"] = cut
             if span.centre is not None:
                 centre = sentences[span.centre]
                 embedded_end = self._embedded_end(plan, span)
@@ -409,7 +430,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
     def _parse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
-        plans = [DocumentPlan(node) for node in nodes]
+        plans = plan_documents(nodes, self.max_sentence_chars)
         pending = self._needs_embeddings(plans)
         if pending:
             embed_model = resolve_embed_model(self.embed_model)
@@ -422,7 +443,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
-        plans = [DocumentPlan(node) for node in nodes]
+        plans = plan_documents(nodes, self.max_sentence_chars)
         pending = self._needs_embeddings(plans)
         if pending:
             embed_model = resolve_embed_model(self.embed_model)

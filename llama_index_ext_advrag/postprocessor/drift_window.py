@@ -39,6 +39,7 @@ from llama_index_ext_advrag.postprocessor._neighbours import NeighbourStore, bui
 from llama_index_ext_advrag.postprocessor._window_session import WindowSession
 from llama_index_ext_advrag.postprocessor.calibration import MINILM_MIN_SIM, MINILM_PRUNE_SIM
 from llama_index_ext_advrag.postprocessor.pieces import dedupe_hits, merge_pieces, piece_to_node
+from llama_index_ext_advrag.queries import clean_query_bundle
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +195,12 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     ) -> tuple[list[NodeWithScore], QueryBundle]:
         if query_bundle is None:
             raise ValueError("DriftAwareWindowPostprocessor needs the query (query_bundle=None)")
-        return dedupe_hits(nodes), query_bundle
+        if query_bundle.embedding is None and not query_bundle.embedding_strs:
+            raise ValueError(
+                "DriftAwareWindowPostprocessor grows windows towards the query, got an empty "
+                f"query {query_bundle.query_str!r} without an embedding"
+            )
+        return dedupe_hits(nodes), clean_query_bundle(query_bundle, self.class_name())
 
     # --- sync / async: only the I/O differs ----------------------------------------------------
 

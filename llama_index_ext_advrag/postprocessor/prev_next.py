@@ -256,6 +256,21 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
         context = hits[0].node.get_content(metadata_mode=MetadataMode.LLM)[:MAX_CONTEXT_CHARS]
         return llm, {"context_str": context, "query_str": query_bundle.query_str}, None
 
+    def _llm_failed(self, error: Exception) -> dict[str, Any]:
+        """The decision when the LLM call raised (a timeout, a connection error): the fallback
+        direction, with the error in the trace. A failing LLM must not lose the retrieval."""
+        logger.warning(
+            "direction LLM failed (%s: %s); using %s",
+            type(error).__name__,
+            error,
+            self.fallback_direction.value,
+        )
+        return {
+            "direction": self.fallback_direction.value,
+            "source": "llm_error",
+            "error": f"{type(error).__name__}: {error}"[:200],
+        }
+
     def _decide(self, answer: str) -> dict[str, Any]:
         parsed = parse_direction(answer)
         if parsed is None:
@@ -298,7 +313,12 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
             return []
         llm, prompt_args, decision = self._direction_inputs(hits, query_bundle)
         if decision is None:
-            decision = self._decide(llm.predict(self.direction_prompt, **prompt_args))  # type: ignore[union-attr]
+            try:
+                answer = llm.predict(self.direction_prompt, **prompt_args)  # type: ignore[union-attr]
+            except Exception as error:  # an LLM failing is normal: fall back, record it
+                decision = self._llm_failed(error)
+            else:
+                decision = self._decide(answer)
         fetched = self._store.fetch(self._requests(hits, decision))
         return self._assemble(hits, fetched, decision)
 
@@ -310,8 +330,12 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
             return []
         llm, prompt_args, decision = self._direction_inputs(hits, query_bundle)
         if decision is None:
-            answer = await llm.apredict(self.direction_prompt, **prompt_args)  # type: ignore[union-attr]
-            decision = self._decide(answer)
+            try:
+                answer = await llm.apredict(self.direction_prompt, **prompt_args)  # type: ignore[union-attr]
+            except Exception as error:  # an LLM failing is normal: fall back, record it
+                decision = self._llm_failed(error)
+            else:
+                decision = self._decide(answer)
         fetched = await self._store.afetch(self._requests(hits, decision))
         return self._assemble(hits, fetched, decision)
 

@@ -25,6 +25,7 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import QueryBundle
 
 from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.query_engine.pandas_check import refusal_reason
 from llama_index_ext_advrag.query_engine.pandas_sandbox import (
     SandboxLimits,
@@ -347,6 +348,7 @@ class SafePandasQueryEngine(BaseQueryEngine):
     # --- I/O -----------------------------------------------------------------------------------
 
     def _query(self, query_bundle: QueryBundle) -> Response:
+        query_bundle = clean_query_bundle(query_bundle, type(self).__name__)
         llm = resolve_code_llm(self._llm)
         if llm is None:
             return self._no_llm()
@@ -366,6 +368,7 @@ class SafePandasQueryEngine(BaseQueryEngine):
         return self._respond(attempts, synthesized)
 
     async def _aquery(self, query_bundle: QueryBundle) -> Response:
+        query_bundle = clean_query_bundle(query_bundle, type(self).__name__)
         llm = resolve_code_llm(self._llm)
         if llm is None:
             return self._no_llm()

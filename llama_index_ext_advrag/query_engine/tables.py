@@ -55,8 +55,15 @@ def describe_frame(name: str, frame: Any, rows: int = 3) -> str:
 
 
 def summarize_frame(llm: LLM, description: str) -> str | None:
-    """A short LLM-written summary of the table, ``None`` when the answer has no words."""
-    text = llm.complete(DEFAULT_TABLE_SUMMARY_PROMPT.format(description=description)).text
+    """A short LLM-written summary of the table, ``None`` when the answer has no words or the
+    LLM call fails (logged: the pointer then uses the description)."""
+    try:
+        text = llm.complete(DEFAULT_TABLE_SUMMARY_PROMPT.format(description=description)).text
+    except Exception as error:  # an LLM failing is normal: the description is a summary too
+        logger.warning(
+            "table summary LLM failed (%s: %s); using the description", type(error).__name__, error
+        )
+        return None
     text = " ".join(text.split())[:400]
     return text if any(ch.isalpha() for ch in text) else None
 

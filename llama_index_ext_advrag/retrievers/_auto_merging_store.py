@@ -11,7 +11,7 @@ from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.node_parser import NodeParser, get_leaf_nodes
 from llama_index.core.schema import BaseNode
 
-from llama_index_ext_advrag.milvus import flush, open_vector_store
+from llama_index_ext_advrag.milvus import check_storable_nodes, flush, open_vector_store
 from llama_index_ext_advrag.retrievers._hierarchy import (
     assign_positions,
     with_hierarchy_metadata,
@@ -76,6 +76,7 @@ def build_hierarchy_index(
     prepare_build(
         uri, token, collection_name, [collection_name, parent_collection], overwrite, COMPONENT
     )
+    check_storable_nodes([*leaves, *parents])  # before minutes of embedding, not after
     embeddings = embed_nodes(leaves, embed_model, show_progress=show_progress)
     for leaf in leaves:
         leaf.embedding = embeddings[leaf.node_id]

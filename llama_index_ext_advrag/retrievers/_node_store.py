@@ -80,13 +80,26 @@ def prepare_build(
     the build spends minutes embedding or asking an LLM gets dropped by Milvus Lite ("too many
     pings"), and pymilvus' recovery of it on the next open failed in our tests.
 
+    Collections left by an interrupted build (they exist, but no layout was recorded for
+    ``name``: the layout is written last) are rebuilt without ``overwrite``, with a warning:
+    re-running the ingest repairs it and duplicates nothing (the builders recreate them).
+
     Raises:
-        ValueError: collections exist and ``overwrite`` is false (names them and ``opener``).
+        ValueError: collections of a complete index exist and ``overwrite`` is false (names
+            them and ``opener``).
     """
     client = open_client(uri, token=token, dedicated=True)
     try:
         existing = [c for c in collections if client.has_collection(c)]
-        if existing and not overwrite:
+        if existing and not overwrite and name not in _recorded(client, name):
+            logger.warning(
+                "collections %s at %s have no recorded layout for %r (an interrupted build); "
+                "rebuilding them",
+                existing,
+                uri,
+                name,
+            )
+        elif existing and not overwrite:
             raise ValueError(
                 f"collections {existing} already exist at {uri!r}; pass overwrite=True to "
                 f"rebuild or open them with {opener}.from_uri"
@@ -94,6 +107,14 @@ def prepare_build(
         delete_layout(client, name)
     finally:
         client.close()
+
+
+def _recorded(client: Any, name: str) -> dict[Any, dict[str, Any]]:
+    """The layout row of ``name`` (an empty dict when there is none)."""
+    if not client.has_collection(LAYOUT_COLLECTION):
+        return {}
+    ensure_loaded(client, LAYOUT_COLLECTION)
+    return fetch_rows(client, LAYOUT_COLLECTION, [name], ["id"])
 
 
 def record_layout(uri: str, token: str, name: str, layout: dict[str, Any]) -> None:

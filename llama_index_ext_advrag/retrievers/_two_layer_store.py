@@ -13,7 +13,7 @@ from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, TextNode
 
-from llama_index_ext_advrag.milvus import flush, open_vector_store
+from llama_index_ext_advrag.milvus import check_storable_nodes, flush, open_vector_store
 from llama_index_ext_advrag.retrievers._node_store import load_layout, prepare_build, record_layout
 from llama_index_ext_advrag.retrievers._routing import KEY_FIELD, KIND_FIELD, NAME_FIELD, PART_FIELD
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
@@ -133,6 +133,7 @@ def build_two_layer_index(
     summaries, details = unit_nodes(
         [u for u, _ in summarised], [s for _, s in summarised], collection_name
     )
+    check_storable_nodes([*summaries, *details])  # before embedding, not after
     stores = {}
     dim = 0
     for role, nodes in (("summary", summaries), ("details", details)):

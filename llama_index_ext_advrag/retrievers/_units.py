@@ -18,6 +18,7 @@ from typing import Any
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_ext_advrag.node_parser.hierarchical import pack_sentences
+from llama_index_ext_advrag.node_parser.inputs import clean_document
 from llama_index_ext_advrag.text import count_tokens, find_sections, split_sentences
 
 logger = logging.getLogger(__name__)
@@ -194,14 +195,22 @@ def document_units(
     leading_sentences: int = DEFAULT_LEADING_SENTENCES,
 ) -> list[Unit]:
     """Units from documents: one per document, or one per section with body text. The
-    heuristic summary is the (document and section) title plus the leading sentences."""
+    heuristic summary is the (document and section) title plus the leading sentences.
+
+    Each unit keeps its document's own metadata (``source_url``, ``author``, ...), under the
+    keys the units write (``document_id``, ``title``, section keys). A document without text
+    or without a sentence that is not a heading is skipped with a warning naming it; lone
+    surrogates are replaced with U+FFFD (warned)."""
     units: list[Unit] = []
-    for document in documents:
+    for original in documents:
+        document = clean_document(original)
         text = document.get_content(metadata_mode=MetadataMode.NONE)
         if not text.strip():
+            logger.warning("document %r has no text: it is not indexed", document.node_id)
             continue
         title = document_title(document, text)
-        base = {"document_id": document.node_id, "title": title}
+        base = {**document.metadata, "document_id": document.node_id, "title": title}
+        before = len(units)
         pieces: list[tuple[str, str, str, UnitKind, dict[str, Any]]]
         if granularity is UnitGranularity.DOCUMENT:
             pieces = [(document.node_id, title, text, UnitKind.DOCUMENT, {})]
@@ -232,5 +241,10 @@ def document_units(
                     details=tuple(details),
                     metadata={**base, **extra},
                 )
+            )
+        if len(units) == before:
+            logger.warning(
+                "document %r has no sentence outside headings: it is not indexed",
+                document.node_id,
             )
     return units

@@ -32,6 +32,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQu
 
 from llama_index_ext_advrag.milvus import afetch_nodes, count_reconnects, fetch_nodes
 from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
 from llama_index_ext_advrag.retrievers._auto_merging_store import (
     build_hierarchy_index,
     default_node_parser,
@@ -340,8 +341,9 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         return results
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         embedding = query_bundle.embedding or self._embedder().get_agg_embedding_from_queries(
-            query_bundle.embedding_strs
+            embedding_strings(query_bundle, self.class_name())
         )
         result = self._vector_store.query(self._vector_query(embedding))
         session = self._start_session(result)
@@ -350,9 +352,12 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         return self._finish(session)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         self._loop_binding.bind(self._vector_store, self._parent_store)
         embedding = query_bundle.embedding or (
-            await self._embedder().aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+            await self._embedder().aget_agg_embedding_from_queries(
+                embedding_strings(query_bundle, self.class_name())
+            )
         )
         result = await self._vector_store.aquery(self._vector_query(embedding))
         session = self._start_session(result)

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 
+from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.text.words import WordTokenizer
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
@@ -56,6 +60,20 @@ def bm25_persist_dir(uri: str, collection_name: str, persist_dir: str | Path | N
             f"uri {uri!r} is a Milvus server, which keeps no local folder: pass persist_dir"
         )
     return Path(f"{uri}.bm25") / collection_name
+
+
+def replace_folder(new: Path, target: Path) -> None:
+    """Put the folder ``new`` at ``target`` by renames; an old ``target`` is removed after.
+
+    Between the two renames ``target`` is briefly absent (a reader gets "no index", never a
+    mix of old and new files)."""
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(target, old)
+    os.replace(new, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def top_k_indices(scores: np.ndarray, k: int) -> list[int]:
@@ -150,14 +168,38 @@ class BM25Retriever(BaseRetriever):
     # --- persistence ---------------------------------------------------------------------------
 
     def persist(self, persist_dir: str | Path) -> Path:
-        """Save the bm25s index, the nodes and the settings under ``persist_dir``."""
+        """Save the bm25s index, the nodes and the settings under ``persist_dir``.
+
+        Everything is written to a temporary sibling folder first and swapped in by renames,
+        so a failure part way (a full disk, a crash) leaves the previous index whole: no
+        half-written index is ever at ``persist_dir``.
+
+        Raises
+        ------
+        OSError
+            writing failed (the previous index, if any, is kept).
+        """
         folder = Path(persist_dir)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = folder.with_name(f".{folder.name}.writing-{uuid.uuid4().hex[:8]}")
+        try:
+            staging.mkdir()
+            self._write(staging)
+            replace_folder(staging, folder)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        logger.info("Persisted BM25 index of %d nodes to %s", len(self._nodes), folder)
+        return folder
+
+    def _write(self, folder: Path) -> None:
         if self._index is not None:
             self._index.save(str(folder), show_progress=False)
         with open(folder / NODES_FILE, "w", encoding="utf-8") as out:
             for node in self._nodes:
                 out.write(json.dumps(doc_to_json(node), ensure_ascii=False) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
         config = {
             "format_version": FORMAT_VERSION,
             "similarity_top_k": self.similarity_top_k,
@@ -167,9 +209,8 @@ class BM25Retriever(BaseRetriever):
             "method": self.method,
             "num_nodes": len(self._nodes),
         }
+        # the config last: a folder without it is never loaded
         (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2), encoding="utf-8")
-        logger.info("Persisted BM25 index of %d nodes to %s", len(self._nodes), folder)
-        return folder
 
     @classmethod
     def from_persist_dir(cls, persist_dir: str | Path, **overrides: Any) -> BM25Retriever:
@@ -188,6 +229,12 @@ class BM25Retriever(BaseRetriever):
         config = json.loads(config_path.read_text(encoding="utf-8"))
         with open(folder / NODES_FILE, encoding="utf-8") as lines:
             nodes = [json_to_doc(json.loads(line)) for line in lines if line.strip()]
+        expected = config.get("num_nodes")
+        if expected is not None and expected != len(nodes):
+            raise ValueError(
+                f"BM25 index in {str(folder)!r} is incomplete: {CONFIG_FILE} records {expected} "
+                f"nodes, {NODES_FILE} holds {len(nodes)}; persist it again"
+            )
         index = None
         if nodes:
             import bm25s
@@ -212,6 +259,7 @@ class BM25Retriever(BaseRetriever):
         return np.asarray(self._index.get_scores(tokens))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         scores = self._scores(query_bundle.query_str)
         results = []
         for rank, index in enumerate(top_k_indices(scores, self.similarity_top_k), start=1):

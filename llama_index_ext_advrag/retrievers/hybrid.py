@@ -30,6 +30,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers.fusion import (
     DEFAULT_CJK_WEIGHT_FLOOR,
     DEFAULT_RRF_K,
@@ -384,6 +385,7 @@ class HybridFusionRetriever(BaseRetriever):
         return legs, degraded
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         outcomes: list[list[NodeWithScore] | BaseException] = []
         for leg in self._legs:
             try:
@@ -393,6 +395,7 @@ class HybridFusionRetriever(BaseRetriever):
         return self._fuse(query_bundle.query_str, outcomes)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         gathered = await asyncio.gather(
             *(leg.aretrieve(query_bundle) for leg in self._legs), return_exceptions=True
         )

@@ -35,6 +35,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
+from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.query_engine.pandas_check import UnsafeCodeError, check_pandas_code
 from llama_index_ext_advrag.query_engine.pandas_engine import SafePandasQueryEngine
 from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
@@ -371,6 +372,7 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
             return [NodeWithScore(node=hop.obj, score=hop.pointer.score)]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         root = self.retriever_dict[self.root_id].retrieve(query_bundle)
         steps = self._plan(root, (self.root_id,))
         while any(isinstance(step, Hop) for step in steps):
@@ -385,6 +387,7 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
         return self._finish([step for step in steps if isinstance(step, Leaf)])
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         limit = asyncio.Semaphore(self.max_concurrency)
         root = await self.retriever_dict[self.root_id].aretrieve(query_bundle)
         steps = self._plan(root, (self.root_id,))

@@ -32,6 +32,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQu
 
 from llama_index_ext_advrag.milvus import count_reconnects, in_filter
 from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
 from llama_index_ext_advrag.retrievers._milvus_base import (
     MilvusLayoutRetriever,
 )
@@ -328,8 +329,9 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         return results
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         embedding = query_bundle.embedding or self._embedder().get_agg_embedding_from_queries(
-            query_bundle.embedding_strs
+            embedding_strings(query_bundle, self.class_name())
         )
         summary = self._summary_store.query(self._summary_query(embedding))
         route = self._route(query_bundle.query_str, summary)
@@ -343,9 +345,12 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         return self._finish(route, nodes, [])
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query_bundle = clean_query_bundle(query_bundle, self.class_name())
         self._loop_binding.bind(self._summary_store, self._details_store)
         embedding = query_bundle.embedding or (
-            await self._embedder().aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+            await self._embedder().aget_agg_embedding_from_queries(
+                embedding_strings(query_bundle, self.class_name())
+            )
         )
         summary = await self._summary_store.aquery(self._summary_query(embedding))
         route = self._route(query_bundle.query_str, summary)

@@ -105,6 +105,9 @@ class Sentence:
         first heading.
     section_index
         0 before the first heading, incremented at every heading.
+    cut
+        Whether this is a piece of a longer sentence cut by length
+        (:func:`~llama_index_ext_advrag.text.cleaning.cut_long_sentences`).
     """
 
     text: str
@@ -113,6 +116,7 @@ class Sentence:
     is_heading: bool = False
     section_title: str | None = None
     section_index: int = 0
+    cut: bool = False
 
 
 def _newline_ends_sentence(text: str, previous: Line, next_start: int) -> bool:
