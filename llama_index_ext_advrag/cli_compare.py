@@ -112,7 +112,7 @@ def command_compare(args: argparse.Namespace) -> int:
         docs=args.docs, questions=args.questions, questions_format=args.questions_format,
         qrels=args.qrels, pipelines=args.pipelines, spec=args.spec, uri=args.uri,
         token=args.token, out=args.out, state_dir=args.state_dir, k=args.k, ks=args.ks,
-        probes=args.probes or DEFAULT_PROBES, max_questions=args.max_questions,
+        probes=DEFAULT_PROBES if args.probes is None else args.probes, max_questions=args.max_questions,
         doc_type=args.doc_type, embed_model=args.embed_model, use_llm=not args.no_llm,
         rebuild=args.rebuild, show_progress=not args.quiet, seed=args.seed,
     )  # fmt: skip
@@ -152,6 +152,8 @@ def command_ask(args: argparse.Namespace) -> int:
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    if not args.question.strip():
+        raise ValueError(f"the question is empty ({args.question!r}): nothing to ask")
     options = CompareOptions(
         docs=args.docs, uri=args.uri, token=args.token, state_dir=args.state_dir,
         doc_type=args.doc_type, embed_model=args.embed_model, use_llm=not args.no_llm,

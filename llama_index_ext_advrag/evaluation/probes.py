@@ -103,12 +103,17 @@ def make_probe_questions(
         query = keyword_query(sentence, frequency, total, tokenizer)
         extra: dict[str, Any] = {"probe_kind": "keywords"}
         if llm is not None:
-            written = str(llm.complete(QUESTION_PROMPT.format(sentence=sentence)).text).strip()
+            try:
+                reply = llm.complete(QUESTION_PROMPT.format(sentence=sentence))
+                written, failure = str(reply.text or "").strip(), None
+            except Exception as exc:  # a failed call falls back to keywords, recorded
+                logger.warning("probe question %d: the LLM call failed: %r", index, exc)
+                written, failure = "", f"LLM error: {exc!r}"
             written = written.splitlines()[0].strip() if written else ""
             if len(written) >= 5 and written.casefold() != sentence.casefold():
                 query, extra = written, {"probe_kind": "llm"}
             else:
-                extra = {"probe_kind": "keywords", "llm_fallback": written[:200]}
+                extra = {"probe_kind": "keywords", "llm_fallback": (failure or written)[:200]}
         if not query.strip():
             continue
         probes.append(

@@ -277,6 +277,15 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             for c in group
         ]
         logger.debug("CRAG %s: kept %d, dropped %d", action.value, len(kept), len(dropped))
+        if not kept:
+            # No node is left to carry the trace: say so where the caller can see it.
+            logger.warning(
+                "CRAG (%s) returns no nodes: all %d retrieved nodes graded below the thresholds "
+                "and corrective retrieval kept none (rounds: %s)",
+                action.value,
+                len(nodes),
+                decision["rounds"],
+            )
         return self._build(kept, decision)
 
     def _correct(
@@ -296,10 +305,12 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             rewrite = yield _Rewrite(query, tuple(tried))
             if rewrite is None:
                 break
-            rewritten, method = rewrite
+            rewritten, method, note = rewrite
             tried.append(rewritten)
             hits = yield _Retrieve(rewritten)
             record: dict[str, Any] = {"query": rewritten, "rewrite": method}
+            if note is not None:
+                record["rewrite_fallback"] = note
             rounds.append(record)
             if isinstance(hits, _Failed):
                 record["error"] = hits.error
@@ -431,21 +442,25 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         avoid = "".join(f"Not: {q}\n" for q in request.tried)
         return self.rewrite_prompt.format(query=request.query, avoid=avoid)
 
-    def _fallback_rewrite(self, request: _Rewrite) -> tuple[str, str] | None:
+    def _fallback_rewrite(
+        self, request: _Rewrite, note: str | None = None
+    ) -> tuple[str, str, str | None] | None:
+        """The keyword (or original) query; ``note`` says why the LLM's was not used."""
         for candidate, method in (
             (distinctive_terms(request.query), "keywords"),
             (request.query, "original"),
         ):
             if candidate not in request.tried:
-                return candidate, method
+                return candidate, method, note
         return None
 
-    def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str] | None:
+    def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str, str | None] | None:
         text = str(getattr(reply, "text", "") or "").strip().splitlines()
         rewritten = text[0].strip().strip("\"'") if text else ""
         if rewritten and rewritten not in request.tried:
-            return rewritten, "llm"
-        return self._fallback_rewrite(request)
+            return rewritten, "llm", None
+        why = "empty LLM reply" if not rewritten else f"LLM repeated a tried query {rewritten!r}"
+        return self._fallback_rewrite(request, why[:200])
 
     def _run(self, plan: Plan) -> list[NodeWithScore]:
         result: Any = None
@@ -476,7 +491,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             return self._accept_rewrite(request, llm.complete(self._rewrite_prompt(request)))
         except Exception as exc:
             logger.warning("CRAG rewrite failed, using keywords: %r", exc)
-            return self._fallback_rewrite(request)
+            return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
 
     async def _arun(self, plan: Plan) -> list[NodeWithScore]:
         result: Any = None
@@ -509,7 +524,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             return self._accept_rewrite(request, await llm.acomplete(self._rewrite_prompt(request)))
         except Exception as exc:
             logger.warning("CRAG rewrite failed, using keywords: %r", exc)
-            return self._fallback_rewrite(request)
+            return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

@@ -268,8 +268,11 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         nodes = yield from state.trace.step("retrieve", Retrieve(search_query))
         record["retrieved"] = len(nodes)
         fresh: list[tuple[NodeWithScore, str]] = []
+        blank = 0
         for node, text in zip(nodes, node_texts(nodes), strict=True):
-            if node.node.node_id not in state.judged and text.strip():
+            if not text.strip():
+                blank += 1  # nothing to grade or answer from
+            elif node.node.node_id not in state.judged:
                 fresh.append((node, text))
         texts = [text for _, text in fresh]
         grades = yield from state.trace.step("isrel", Judge(state.query, texts), calls=len(texts))
@@ -285,7 +288,9 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             if keep:
                 relevant.append(Passage(node, text, grade, iteration))
         record["isrel"] = isrel
-        record["already_judged"] = len(nodes) - len(fresh)
+        record["already_judged"] = len(nodes) - len(fresh) - blank
+        if blank:
+            record["without_text"] = blank
         relevant.sort(key=lambda p: -critique.isrel_value(p.grade.score))
         relevant = relevant[: self.max_passages]
         state.passages.extend(relevant)
@@ -314,15 +319,23 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         ]
         answers = yield from state.trace.step("generate", Completions(prompts))
         candidates = []
+        unanswered = []
         for group, reply in zip(groups, answers, strict=True):
             answer = critique.reply_text(reply)
             isrel = sum(critique.isrel_value(state.passages[i].grade.score) for i in group)
             candidate = Candidate(answer, group, isrel / len(group), iteration=iteration)
             if not answer:
-                candidate.extra["error"] = critique._why_unread(reply, answer)
+                unanswered.append(
+                    {
+                        "passages": [state.passages[i].node.node.node_id for i in group],
+                        "error": critique._why_unread(reply, answer),
+                    }
+                )
             else:
                 candidates.append(candidate)
         record["candidates"] = []
+        if unanswered:
+            record["failed_generations"] = unanswered
         if candidates:
             yield from self._critique(state, candidates)
         for candidate in candidates:
