@@ -177,7 +177,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         verdict = parse_yes_no(reply)
         if verdict is None:
             return Grade.unknown(self.name, f"unparsable reply: {reply[:80]!r}")
-        return self.grade(1.0 if verdict else 0.0, reason="parsed reply")
+        return self.grade(1.0 if verdict else 0.0, reason=f"parsed reply: {reply[:80]!r}")
 
     def _judge(self, query: str, texts: list[str]) -> list[Grade]:
         llm = self._resolved_llm()
