@@ -44,6 +44,7 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
+from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.postprocessor.crag_refine import (
     DEFAULT_STRIP_TOKENS,
@@ -63,6 +64,7 @@ TRACE_COMPONENT = "crag"
 DEFAULT_UPPER = 0.626
 DEFAULT_LOWER = 0.051
 DEFAULT_MAX_ROUNDS = 1
+DEFAULT_REWRITE_TIMEOUT = 120.0
 DEFAULT_REWRITE_PROMPT = PromptTemplate(
     "Rewrite the question below as a short web-search query made of its key terms, in the "
     "question's language. Reply with the query only.\n"
@@ -186,6 +188,8 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         corrective_retriever: the retriever for corrective retrieval (``None``: none).
         web_search: last resort, ``query -> list of str or NodeWithScore`` (sync or async).
         llm: rewrites the query; ``None`` resolves it late, none / ``MockLLM`` = keyword rewrite.
+        rewrite_timeout: seconds the LLM rewrite may take (``None``: wait); a slower, failing
+            or unusable rewrite falls back to keywords, recorded as ``rewrite_fallback``.
 
     Raises:
         ValueError: ``lower > upper`` (both named).
@@ -214,6 +218,11 @@ class CRAGPostprocessor(BaseNodePostprocessor):
     strip_token_budget: int | None = Field(default=None, ge=1)
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=0, le=10)
     rewrite_prompt: PromptTemplate = Field(default=DEFAULT_REWRITE_PROMPT)
+    rewrite_timeout: float | None = Field(
+        default=DEFAULT_REWRITE_TIMEOUT,
+        gt=0,
+        description="Seconds the LLM rewrite may take; a slower one falls back to keywords.",
+    )
 
     _retriever: BaseRetriever | None = PrivateAttr(default=None)
     _web_search: WebSearch | None = PrivateAttr(default=None)
@@ -488,7 +497,8 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         if llm is None:
             return self._fallback_rewrite(request)
         try:
-            return self._accept_rewrite(request, llm.complete(self._rewrite_prompt(request)))
+            reply = complete_within(llm, self._rewrite_prompt(request), self.rewrite_timeout)
+            return self._accept_rewrite(request, reply)
         except Exception as exc:
             logger.warning("CRAG rewrite failed, using keywords: %r", exc)
             return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
@@ -521,7 +531,9 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         if llm is None:
             return self._fallback_rewrite(request)
         try:
-            return self._accept_rewrite(request, await llm.acomplete(self._rewrite_prompt(request)))
+            prompt = self._rewrite_prompt(request)
+            reply = await acomplete_within(llm, prompt, self.rewrite_timeout)
+            return self._accept_rewrite(request, reply)
         except Exception as exc:
             logger.warning("CRAG rewrite failed, using keywords: %r", exc)
             return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
