@@ -44,11 +44,22 @@ def complete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
 
 
 async def acomplete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
-    """``await llm.acomplete(prompt)``, or ``TimeoutError`` after ``timeout`` seconds."""
+    """``await llm.acomplete(prompt)``, or ``TimeoutError`` after ``timeout`` seconds (the
+    LLM's own errors, a ``TimeoutError`` of its client included, are raised unchanged)."""
+
+    async def guarded() -> tuple[Any, BaseException | None]:
+        try:
+            return await llm.acomplete(prompt), None
+        except Exception as exc:
+            return None, exc
+
     try:
-        return await asyncio.wait_for(llm.acomplete(prompt), timeout)
+        response, error = await asyncio.wait_for(guarded(), timeout)
     except asyncio.TimeoutError:
         raise TimeoutError(f"the LLM gave no answer within {timeout:g} s") from None
+    if error is not None:
+        raise error
+    return response
 
 
 __all__ = ["acomplete_within", "complete_within"]

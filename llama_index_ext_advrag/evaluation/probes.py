@@ -23,9 +23,12 @@ from typing import Any
 from llama_index.core.schema import Document
 
 from llama_index_ext_advrag.evaluation.questions import Question
+from llama_index_ext_advrag.llm_calls import complete_within
 from llama_index_ext_advrag.text import count_tokens, split_sentences
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_PROBE_LLM_TIMEOUT = 120.0
 
 DEFAULT_PROBES = 40
 MIN_SENTENCE_TOKENS = 12
@@ -87,9 +90,14 @@ def sample_sentences(
 
 
 def make_probe_questions(
-    documents: Sequence[Document], count: int = DEFAULT_PROBES, llm: Any = None, seed: int = 0
+    documents: Sequence[Document],
+    count: int = DEFAULT_PROBES,
+    llm: Any = None,
+    seed: int = 0,
+    llm_timeout: float | None = DEFAULT_PROBE_LLM_TIMEOUT,
 ) -> list[Question]:
-    """Probe questions for ``documents`` (see the module docstring)."""
+    """Probe questions for ``documents`` (see the module docstring). An LLM call that fails
+    or takes over ``llm_timeout`` seconds gives the keyword question (``llm_fallback``)."""
     sampled = sample_sentences(documents, count, seed)
     tokenizer = surface_tokenizer()
     frequency: Counter[str] = Counter()
@@ -104,7 +112,8 @@ def make_probe_questions(
         extra: dict[str, Any] = {"probe_kind": "keywords"}
         if llm is not None:
             try:
-                reply = llm.complete(QUESTION_PROMPT.format(sentence=sentence))
+                prompt = QUESTION_PROMPT.format(sentence=sentence)
+                reply = complete_within(llm, prompt, llm_timeout)
                 written, failure = str(reply.text or "").strip(), None
             except Exception as exc:  # a failed call falls back to keywords, recorded
                 logger.warning("probe question %d: the LLM call failed: %r", index, exc)
