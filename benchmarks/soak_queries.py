@@ -226,6 +226,8 @@ def soak(uri: str, backend: str, args: argparse.Namespace) -> dict[str, Any]:
         # The same-run baseline: pack's drift over core's drift. Machine load moves both
         # pipelines (interleaved query by query); a growth of the pack's own moves only this.
         report["pack_drift_over_core_drift"] = round(pack["p95_drift"] / core["p95_drift"], 3)
+        windows = zip(pack["p95_by_window_ms"], core["p95_by_window_ms"], strict=True)
+        report["pack_over_core_p95_by_window"] = [round(a / b, 2) for a, b in windows]
     return report
 
 
@@ -247,6 +249,8 @@ def render(reports: list[dict[str, Any]]) -> str:
             series = " ".join(f"{value:.0f}" for value in figures["p95_by_window_ms"])
             lines.append(f"{report['backend']:8s} {name:9s} p95 per window (ms): {series}")
         if "pack_drift_over_core_drift" in report:
+            ratios = " ".join(f"{r:.2f}" for r in report["pack_over_core_p95_by_window"])
+            lines.append(f"{report['backend']:8s} pack p95 / core p95 per window: {ratios}")
             lines.append(
                 f"{report['backend']:8s} pack drift / core drift (same run): "
                 f"{report['pack_drift_over_core_drift']:.3f}"
