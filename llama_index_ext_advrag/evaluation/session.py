@@ -185,6 +185,9 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
         raise ValueError(
             f"--doc-type must be one of {', '.join(DOC_TYPES)}, got {options.doc_type!r}"
         )
+    from llama_index_ext_advrag.milvus import process_reconnects
+
+    reconnects_before = process_reconnects()
     documents = load_corpus(options.docs)
     embed_model, llm, decision = prepare_models(options, documents)
     chosen = select_pipelines(options.pipelines, options.spec, llm)
@@ -193,14 +196,18 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
     context.store.warm_up()
     context.store.start_heartbeat()
     try:
-        return _evaluate(options, chosen, questions, source, documents, context, decision, llm)
+        return _evaluate(options, chosen, questions, source, documents, context, decision, llm,
+                         reconnects_before)  # fmt: skip
     finally:
         context.store.close()
 
 
 def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questions: list[Question],
               source: str, documents: Sequence[Any], context: BuildContext,
-              decision: EmbedModelDecision, llm: Any) -> tuple[CompareRun, dict[str, Path]]:  # fmt: skip
+              decision: EmbedModelDecision, llm: Any,
+              reconnects_before: int = 0) -> tuple[CompareRun, dict[str, Path]]:  # fmt: skip
+    from llama_index_ext_advrag.milvus import process_reconnects
+
     counter = attach_counter(llm)
     bundles = embed_questions(questions, context.embed_model, options.show_progress)
     results: list[QuestionResult] = []
@@ -233,6 +240,7 @@ def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questio
         "k (table)": options.k,
         "k (frontier)": sorted(set(options.ks) | {options.k}),
         "adaptive-window preset": context.doc_type,
+        "Milvus reconnects": process_reconnects() - reconnects_before,
         **options.extra_settings,
         "pipeline_indexes": indexes,
     }

@@ -65,3 +65,4 @@ def test_the_report_records_the_choice_and_its_reason(tmp_path: Path) -> None:
     )  # fmt: skip
     assert run.settings["embedding choice"].startswith("explicit model kept")
     assert "explicit model kept" in files["report"].read_text(encoding="utf-8")
+    assert run.settings["Milvus reconnects"] == 0  # counted for long jobs; none here
