@@ -43,8 +43,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--doc-type", default="auto", choices=DOC_TYPES,
                         help="preset of the adaptive-window pipeline (auto: guessed from the text)")  # fmt: skip
     parser.add_argument("--embed-model", default=None,
-                        help="a LlamaIndex embed-model string (e.g. local:/path); default: the "
-                        "packaged all-MiniLM-L6-v2")  # fmt: skip
+                        help="a LlamaIndex embed-model string (e.g. local:/path); default: "
+                        "chosen by --language")  # fmt: skip
+    parser.add_argument("--language", default="auto", choices=("auto", "en", "multi"),
+                        help="default embedding model: en = packaged all-MiniLM-L6-v2 (English "
+                        "only), multi = multilingual-e5-small (multilingual extra), auto = "
+                        "multi when the documents are mostly Chinese and it is installed")  # fmt: skip
     parser.add_argument("--no-llm", action="store_true",
                         help="ignore any configured LLM (OPENAI_API_KEY, Settings.llm)")  # fmt: skip
     parser.add_argument("--rebuild", action="store_true", help="rebuild every index")
@@ -113,7 +117,7 @@ def command_compare(args: argparse.Namespace) -> int:
         qrels=args.qrels, pipelines=args.pipelines, spec=args.spec, uri=args.uri,
         token=args.token, out=args.out, state_dir=args.state_dir, k=args.k, ks=args.ks,
         probes=DEFAULT_PROBES if args.probes is None else args.probes, max_questions=args.max_questions,
-        doc_type=args.doc_type, embed_model=args.embed_model, use_llm=not args.no_llm,
+        doc_type=args.doc_type, embed_model=args.embed_model, language=args.language, use_llm=not args.no_llm,
         rebuild=args.rebuild, show_progress=not args.quiet, seed=args.seed,
     )  # fmt: skip
     run, files = run_compare(options)
@@ -145,6 +149,7 @@ def command_ask(args: argparse.Namespace) -> int:
     from llama_index_ext_advrag.evaluation.session import (
         CompareOptions,
         build_context,
+        embed_model_label,
         prepare_models,
     )
     from llama_index_ext_advrag.evaluation.sources import load_corpus
@@ -161,12 +166,13 @@ def command_ask(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
     options = CompareOptions(
         docs=args.docs, uri=args.uri, token=args.token, state_dir=args.state_dir,
-        doc_type=args.doc_type, embed_model=args.embed_model, use_llm=not args.no_llm,
+        doc_type=args.doc_type, embed_model=args.embed_model, language=args.language, use_llm=not args.no_llm,
         rebuild=args.rebuild, show_progress=not args.quiet,
     )  # fmt: skip
     entry = load_spec(args.spec)[0] if args.spec else get_pipeline(args.pipeline)
     documents = load_corpus(options.docs)
-    embed_model, llm = prepare_models(options)
+    embed_model, llm, decision = prepare_models(options, documents)
+    print(f"embedding model: {embed_model_label(embed_model)} ({decision.reason})")
     if entry.needs_llm and llm is None:
         raise ValueError(f"pipeline {entry.name!r} needs an LLM and none is set")
     context = build_context(options, documents, embed_model, llm)

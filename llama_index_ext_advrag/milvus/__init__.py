@@ -52,6 +52,7 @@ from llama_index_ext_advrag.milvus.reconnect import (
     ReconnectingClient,
     count_reconnects,
     is_connection_error,
+    process_reconnects,
 )
 from llama_index_ext_advrag.milvus.vector_store import open_vector_store
 
@@ -71,6 +72,7 @@ __all__ = [
     "build_search_params",
     "check_storable_nodes",
     "count_reconnects",
+    "process_reconnects",
     "count_rows",
     "ensure_loaded",
     "eq_filter",
