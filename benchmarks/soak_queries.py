@@ -12,7 +12,9 @@ load:
 Reported per backend and pipeline: errors, resident memory (RSS) growth from the end of the
 first ``--window`` queries (warm-up) to the end, and the p95 latency of the last ``--window``
 queries over the first ``--window`` (the targets: 0 errors, growth < 10 %, drift <= 1.2x). RSS is
-the process' (both pipelines share it), read from /proc.
+the process' (both pipelines share it), read from /proc. The p95 of every window is printed
+too, and the pack's drift over the core's drift in the same run: machine load moves both
+pipelines (they are interleaved), growth inside the pack moves only the pack's.
 
 Usage::
 
@@ -214,7 +216,18 @@ def soak(uri: str, backend: str, args: argparse.Namespace) -> dict[str, Any]:
             "p95_first_ms": round(p95(first) * 1000, 2),
             "p95_last_ms": round(p95(last) * 1000, 2),
             "p95_drift": round(p95(last) / p95(first), 3),
+            "p95_by_window_ms": [
+                round(p95(latencies[name][start : start + w]) * 1000, 2)
+                for start in range(0, len(latencies[name]) - w + 1, w)
+            ],
         }
+    pack, core = report["pipelines"].get("pack"), report["pipelines"].get("core")
+    if pack and core:
+        # The same-run baseline: pack's drift over core's drift. Machine load moves both
+        # pipelines (interleaved query by query); a growth of the pack's own moves only this.
+        report["pack_drift_over_core_drift"] = round(pack["p95_drift"] / core["p95_drift"], 3)
+        windows = zip(pack["p95_by_window_ms"], core["p95_by_window_ms"], strict=True)
+        report["pack_over_core_p95_by_window"] = [round(a / b, 2) for a, b in windows]
     return report
 
 
@@ -230,6 +243,17 @@ def render(reports: list[dict[str, Any]]) -> str:
                 f"{figures['p50_ms']:7.2f} {figures['p95_first_ms']:10.2f} "
                 f"{figures['p95_last_ms']:9.2f} {figures['p95_drift']:6.3f}  "
                 f"{report['rss_growth_after_warmup']:+.1%} / {report['rss_growth_from_start']:+.1%}"
+            )
+    for report in reports:
+        for name, figures in report["pipelines"].items():
+            series = " ".join(f"{value:.0f}" for value in figures["p95_by_window_ms"])
+            lines.append(f"{report['backend']:8s} {name:9s} p95 per window (ms): {series}")
+        if "pack_drift_over_core_drift" in report:
+            ratios = " ".join(f"{r:.2f}" for r in report["pack_over_core_p95_by_window"])
+            lines.append(f"{report['backend']:8s} pack p95 / core p95 per window: {ratios}")
+            lines.append(
+                f"{report['backend']:8s} pack drift / core drift (same run): "
+                f"{report['pack_drift_over_core_drift']:.3f}"
             )
     lines.append(
         "targets: 0 errors, p95 drift <= 1.2 (last window / first window), RSS growth < 10%"

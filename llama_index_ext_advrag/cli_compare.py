@@ -116,7 +116,7 @@ def command_compare(args: argparse.Namespace) -> int:
         docs=args.docs, questions=args.questions, questions_format=args.questions_format,
         qrels=args.qrels, pipelines=args.pipelines, spec=args.spec, uri=args.uri,
         token=args.token, out=args.out, state_dir=args.state_dir, k=args.k, ks=args.ks,
-        probes=args.probes or DEFAULT_PROBES, max_questions=args.max_questions,
+        probes=DEFAULT_PROBES if args.probes is None else args.probes, max_questions=args.max_questions,
         doc_type=args.doc_type, embed_model=args.embed_model, language=args.language, use_llm=not args.no_llm,
         rebuild=args.rebuild, show_progress=not args.quiet, seed=args.seed,
     )  # fmt: skip
@@ -153,10 +153,17 @@ def command_ask(args: argparse.Namespace) -> int:
         prepare_models,
     )
     from llama_index_ext_advrag.evaluation.sources import load_corpus
+    from llama_index_ext_advrag.text import replace_lone_surrogates
     from llama_index_ext_advrag.trace import TRACE_KEY
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    if not args.question.strip():
+        raise ValueError(f"the question is empty ({args.question!r}): nothing to ask")
+    question, surrogates = replace_lone_surrogates(args.question)
+    if surrogates:  # they reach no model, store or terminal: U+FFFD, said once
+        print(f"advrag: {surrogates} lone surrogate(s) in the question replaced with U+FFFD",
+              file=sys.stderr)  # fmt: skip
     options = CompareOptions(
         docs=args.docs, uri=args.uri, token=args.token, state_dir=args.state_dir,
         doc_type=args.doc_type, embed_model=args.embed_model, language=args.language, use_llm=not args.no_llm,
@@ -173,7 +180,7 @@ def command_ask(args: argparse.Namespace) -> int:
     try:
         pipeline = entry.build(context)
         started = time.perf_counter()
-        nodes = pipeline.retrieve(QueryBundle(args.question), args.k)
+        nodes = pipeline.retrieve(QueryBundle(question), args.k)
         latency = (time.perf_counter() - started) * 1000
     finally:
         context.store.close()
@@ -181,10 +188,10 @@ def command_ask(args: argparse.Namespace) -> int:
     if llm is not None:
         from llama_index.core import get_response_synthesizer
 
-        answer = str(get_response_synthesizer(llm=llm).synthesize(args.question, nodes))
+        answer = str(get_response_synthesizer(llm=llm).synthesize(question, nodes))
     result = {
         "pipeline": entry.name,
-        "question": args.question,
+        "question": question,
         "k": args.k,
         "latency_ms": round(latency, 1),
         "answer": answer,

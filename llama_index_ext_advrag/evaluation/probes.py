@@ -23,9 +23,12 @@ from typing import Any
 from llama_index.core.schema import Document
 
 from llama_index_ext_advrag.evaluation.questions import Question
+from llama_index_ext_advrag.llm_calls import complete_within
 from llama_index_ext_advrag.text import count_tokens, split_sentences
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_PROBE_LLM_TIMEOUT = 120.0
 
 DEFAULT_PROBES = 40
 MIN_SENTENCE_TOKENS = 12
@@ -87,9 +90,14 @@ def sample_sentences(
 
 
 def make_probe_questions(
-    documents: Sequence[Document], count: int = DEFAULT_PROBES, llm: Any = None, seed: int = 0
+    documents: Sequence[Document],
+    count: int = DEFAULT_PROBES,
+    llm: Any = None,
+    seed: int = 0,
+    llm_timeout: float | None = DEFAULT_PROBE_LLM_TIMEOUT,
 ) -> list[Question]:
-    """Probe questions for ``documents`` (see the module docstring)."""
+    """Probe questions for ``documents`` (see the module docstring). An LLM call that fails
+    or takes over ``llm_timeout`` seconds gives the keyword question (``llm_fallback``)."""
     sampled = sample_sentences(documents, count, seed)
     tokenizer = surface_tokenizer()
     frequency: Counter[str] = Counter()
@@ -103,12 +111,18 @@ def make_probe_questions(
         query = keyword_query(sentence, frequency, total, tokenizer)
         extra: dict[str, Any] = {"probe_kind": "keywords"}
         if llm is not None:
-            written = str(llm.complete(QUESTION_PROMPT.format(sentence=sentence)).text).strip()
+            try:
+                prompt = QUESTION_PROMPT.format(sentence=sentence)
+                reply = complete_within(llm, prompt, llm_timeout)
+                written, failure = str(reply.text or "").strip(), None
+            except Exception as exc:  # a failed call falls back to keywords, recorded
+                logger.warning("probe question %d: the LLM call failed: %r", index, exc)
+                written, failure = "", f"LLM error: {exc!r}"
             written = written.splitlines()[0].strip() if written else ""
             if len(written) >= 5 and written.casefold() != sentence.casefold():
                 query, extra = written, {"probe_kind": "llm"}
             else:
-                extra = {"probe_kind": "keywords", "llm_fallback": written[:200]}
+                extra = {"probe_kind": "keywords", "llm_fallback": (failure or written)[:200]}
         if not query.strip():
             continue
         probes.append(

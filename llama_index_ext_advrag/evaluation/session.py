@@ -172,7 +172,7 @@ def load_evaluation_questions(options: CompareOptions, documents: Sequence[Any],
             raise ValueError("no sentence in the documents is long enough to make probe questions")
         kind = "LLM-written" if llm is not None else "offline keyword"
         source = f"{len(questions)} {kind} probe questions from the documents (seed {options.seed})"
-    if options.max_questions:
+    if options.max_questions is not None:
         questions = questions[: options.max_questions]
     return questions, source
 
@@ -181,6 +181,12 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
     """Run the comparison and write its report; returns the run and the files written."""
     if options.k < 1 or any(k < 1 for k in options.ks):
         raise ValueError(f"k must be >= 1, got k={options.k}, ks={list(options.ks)}")
+    if options.max_questions is not None and options.max_questions < 1:
+        raise ValueError(
+            f"--max-questions must be >= 1 (or left out for all), got {options.max_questions}"
+        )
+    if options.probes < 1:
+        raise ValueError(f"--probes must be >= 1, got {options.probes}")
     if options.doc_type not in DOC_TYPES:
         raise ValueError(
             f"--doc-type must be one of {', '.join(DOC_TYPES)}, got {options.doc_type!r}"

@@ -31,6 +31,8 @@ from typing import Any
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import BaseComponent
 
+from llama_index_ext_advrag.text import clean_value
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_DECISION_THRESHOLD = 0.5
@@ -177,18 +179,43 @@ class BaseRelevanceJudge(BaseComponent):
         return "BaseRelevanceJudge"
 
     def judge(self, query: str, texts: Sequence[str]) -> list[Grade]:
-        """Grade every text of ``texts`` against ``query`` (``[]`` for no texts)."""
-        texts = _check_input(query, texts)
-        if not texts:
-            return []
-        return self._check_output(self._judge(query, texts), texts)
+        """Grade every text of ``texts`` against ``query`` (``[]`` for no texts).
+
+        Lone surrogates (which no model can encode) become U+FFFD, with a warning; a blank
+        query or text gets an unknown grade without asking the model (nothing to judge).
+        """
+        query, texts = _check_input(query, texts, self.name)
+        readable = self._readable(query, texts)
+        if not readable:
+            return self._merge(query, texts, readable, [])
+        grades = self._judge(query, [texts[i] for i in readable])
+        return self._merge(query, texts, readable, self._check_output(grades, readable))
 
     async def ajudge(self, query: str, texts: Sequence[str]) -> list[Grade]:
         """Async :meth:`judge`."""
-        texts = _check_input(query, texts)
-        if not texts:
+        query, texts = _check_input(query, texts, self.name)
+        readable = self._readable(query, texts)
+        if not readable:
+            return self._merge(query, texts, readable, [])
+        grades = await self._ajudge(query, [texts[i] for i in readable])
+        return self._merge(query, texts, readable, self._check_output(grades, readable))
+
+    @staticmethod
+    def _readable(query: str, texts: list[str]) -> list[int]:
+        """Indices of the texts worth a model call: non-blank, against a non-blank query."""
+        if not query.strip():
             return []
-        return self._check_output(await self._ajudge(query, texts), texts)
+        return [i for i, text in enumerate(texts) if text.strip()]
+
+    def _merge(
+        self, query: str, texts: list[str], readable: list[int], grades: list[Grade]
+    ) -> list[Grade]:
+        """One grade per text: the model's for the readable ones, unknown for blank ones."""
+        reason = "empty query" if not query.strip() else "empty text"
+        merged = [Grade.unknown(self.name, reason) for _ in texts]
+        for index, grade in zip(readable, grades, strict=True):
+            merged[index] = grade
+        return merged
 
     def _judge(self, query: str, texts: list[str]) -> list[Grade]:
         raise NotImplementedError
@@ -200,7 +227,7 @@ class BaseRelevanceJudge(BaseComponent):
         """A known grade from this judge (label against ``decision_threshold``)."""
         return Grade.from_score(score, self.name, raw, self.decision_threshold, reason)
 
-    def _check_output(self, grades: list[Grade], texts: list[str]) -> list[Grade]:
+    def _check_output(self, grades: list[Grade], texts: Sequence[Any]) -> list[Grade]:
         if len(grades) != len(texts):
             raise RuntimeError(
                 f"judge {self.name!r} returned {len(grades)} grades for {len(texts)} texts"
@@ -208,7 +235,8 @@ class BaseRelevanceJudge(BaseComponent):
         return grades
 
 
-def _check_input(query: str, texts: Sequence[str]) -> list[str]:
+def _check_input(query: str, texts: Sequence[str], judge: str) -> tuple[str, list[str]]:
+    """The query and texts checked, with lone surrogates replaced (see :meth:`judge`)."""
     if not isinstance(query, str):
         raise TypeError(f"query must be a str, got {type(query).__name__}")
     if isinstance(texts, str):
@@ -217,7 +245,15 @@ def _check_input(query: str, texts: Sequence[str]) -> list[str]:
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{index}] must be a str, got {type(text).__name__}")
-    return texts
+    (query, texts), count = clean_value((query, texts))
+    if count:
+        logger.warning(
+            "judge %r: the query or texts hold %d lone surrogate code points, which no model "
+            "can encode; replaced with U+FFFD",
+            judge,
+            count,
+        )
+    return query, list(texts)
 
 
 __all__ = [

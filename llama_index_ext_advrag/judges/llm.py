@@ -177,7 +177,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         verdict = parse_yes_no(reply)
         if verdict is None:
             return Grade.unknown(self.name, f"unparsable reply: {reply[:80]!r}")
-        return self.grade(1.0 if verdict else 0.0, reason="parsed reply")
+        return self.grade(1.0 if verdict else 0.0, reason=f"parsed reply: {reply[:80]!r}")
 
     def _judge(self, query: str, texts: list[str]) -> list[Grade]:
         llm = self._resolved_llm()
@@ -193,13 +193,19 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
 
     def _collect(self, future: concurrent.futures.Future[Any]) -> Grade:
         try:
-            return self._grade_response(future.result(timeout=self.timeout))
-        except concurrent.futures.TimeoutError:
+            response = future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError as exc:
+            if future.done():  # the LLM raised a TimeoutError of its own: its error
+                return self._failed(exc)
             future.cancel()
             return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
         except Exception as exc:  # an LLM failure is an unknown grade, never a crash
-            logger.warning("LLM judge call failed: %r", exc)
-            return Grade.unknown(self.name, f"LLM error: {exc!r}"[:200])
+            return self._failed(exc)
+        return self._grade_response(response)
+
+    def _failed(self, exc: BaseException) -> Grade:
+        logger.warning("LLM judge call failed: %r", exc)
+        return Grade.unknown(self.name, f"LLM error: {exc!r}"[:200])
 
     async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
         llm = self._resolved_llm()
@@ -207,17 +213,22 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
             return [Grade.unknown(self.name, "no LLM") for _ in texts]
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
+        async def guarded(text: str) -> tuple[Any, BaseException | None]:
+            # The LLM's own errors (a TimeoutError included) are returned, so that a
+            # TimeoutError out of wait_for is this judge's timeout and nothing else.
+            try:
+                return await self._acall(llm, self._format(query, text)), None
+            except Exception as exc:
+                return None, exc
+
         async def one(text: str) -> Grade:
             async with semaphore:
                 try:
-                    response = await asyncio.wait_for(
-                        self._acall(llm, self._format(query, text)), self.timeout
-                    )
+                    response, error = await asyncio.wait_for(guarded(text), self.timeout)
                 except asyncio.TimeoutError:
                     return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
-                except Exception as exc:
-                    logger.warning("LLM judge call failed: %r", exc)
-                    return Grade.unknown(self.name, f"LLM error: {exc!r}"[:200])
+            if error is not None:
+                return self._failed(error)
             return self._grade_response(response)
 
         return list(await asyncio.gather(*(one(text) for text in texts)))

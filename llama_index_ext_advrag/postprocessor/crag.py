@@ -44,6 +44,7 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
+from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.postprocessor.crag_refine import (
     DEFAULT_STRIP_TOKENS,
@@ -63,6 +64,7 @@ TRACE_COMPONENT = "crag"
 DEFAULT_UPPER = 0.626
 DEFAULT_LOWER = 0.051
 DEFAULT_MAX_ROUNDS = 1
+DEFAULT_REWRITE_TIMEOUT = 120.0
 DEFAULT_REWRITE_PROMPT = PromptTemplate(
     "Rewrite the question below as a short web-search query made of its key terms, in the "
     "question's language. Reply with the query only.\n"
@@ -186,6 +188,8 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         corrective_retriever: the retriever for corrective retrieval (``None``: none).
         web_search: last resort, ``query -> list of str or NodeWithScore`` (sync or async).
         llm: rewrites the query; ``None`` resolves it late, none / ``MockLLM`` = keyword rewrite.
+        rewrite_timeout: seconds the LLM rewrite may take (``None``: wait); a slower, failing
+            or unusable rewrite falls back to keywords, recorded as ``rewrite_fallback``.
 
     Raises:
         ValueError: ``lower > upper`` (both named).
@@ -214,6 +218,11 @@ class CRAGPostprocessor(BaseNodePostprocessor):
     strip_token_budget: int | None = Field(default=None, ge=1)
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=0, le=10)
     rewrite_prompt: PromptTemplate = Field(default=DEFAULT_REWRITE_PROMPT)
+    rewrite_timeout: float | None = Field(
+        default=DEFAULT_REWRITE_TIMEOUT,
+        gt=0,
+        description="Seconds the LLM rewrite may take; a slower one falls back to keywords.",
+    )
 
     _retriever: BaseRetriever | None = PrivateAttr(default=None)
     _web_search: WebSearch | None = PrivateAttr(default=None)
@@ -277,6 +286,15 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             for c in group
         ]
         logger.debug("CRAG %s: kept %d, dropped %d", action.value, len(kept), len(dropped))
+        if not kept:
+            # No node is left to carry the trace: say so where the caller can see it.
+            logger.warning(
+                "CRAG (%s) returns no nodes: all %d retrieved nodes graded below the thresholds "
+                "and corrective retrieval kept none (rounds: %s)",
+                action.value,
+                len(nodes),
+                decision["rounds"],
+            )
         return self._build(kept, decision)
 
     def _correct(
@@ -296,10 +314,12 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             rewrite = yield _Rewrite(query, tuple(tried))
             if rewrite is None:
                 break
-            rewritten, method = rewrite
+            rewritten, method, note = rewrite
             tried.append(rewritten)
             hits = yield _Retrieve(rewritten)
             record: dict[str, Any] = {"query": rewritten, "rewrite": method}
+            if note is not None:
+                record["rewrite_fallback"] = note
             rounds.append(record)
             if isinstance(hits, _Failed):
                 record["error"] = hits.error
@@ -431,21 +451,25 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         avoid = "".join(f"Not: {q}\n" for q in request.tried)
         return self.rewrite_prompt.format(query=request.query, avoid=avoid)
 
-    def _fallback_rewrite(self, request: _Rewrite) -> tuple[str, str] | None:
+    def _fallback_rewrite(
+        self, request: _Rewrite, note: str | None = None
+    ) -> tuple[str, str, str | None] | None:
+        """The keyword (or original) query; ``note`` says why the LLM's was not used."""
         for candidate, method in (
             (distinctive_terms(request.query), "keywords"),
             (request.query, "original"),
         ):
             if candidate not in request.tried:
-                return candidate, method
+                return candidate, method, note
         return None
 
-    def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str] | None:
+    def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str, str | None] | None:
         text = str(getattr(reply, "text", "") or "").strip().splitlines()
         rewritten = text[0].strip().strip("\"'") if text else ""
         if rewritten and rewritten not in request.tried:
-            return rewritten, "llm"
-        return self._fallback_rewrite(request)
+            return rewritten, "llm", None
+        why = "empty LLM reply" if not rewritten else f"LLM repeated a tried query {rewritten!r}"
+        return self._fallback_rewrite(request, why[:200])
 
     def _run(self, plan: Plan) -> list[NodeWithScore]:
         result: Any = None
@@ -473,10 +497,11 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         if llm is None:
             return self._fallback_rewrite(request)
         try:
-            return self._accept_rewrite(request, llm.complete(self._rewrite_prompt(request)))
+            reply = complete_within(llm, self._rewrite_prompt(request), self.rewrite_timeout)
+            return self._accept_rewrite(request, reply)
         except Exception as exc:
             logger.warning("CRAG rewrite failed, using keywords: %r", exc)
-            return self._fallback_rewrite(request)
+            return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
 
     async def _arun(self, plan: Plan) -> list[NodeWithScore]:
         result: Any = None
@@ -506,10 +531,12 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         if llm is None:
             return self._fallback_rewrite(request)
         try:
-            return self._accept_rewrite(request, await llm.acomplete(self._rewrite_prompt(request)))
+            prompt = self._rewrite_prompt(request)
+            reply = await acomplete_within(llm, prompt, self.rewrite_timeout)
+            return self._accept_rewrite(request, reply)
         except Exception as exc:
             logger.warning("CRAG rewrite failed, using keywords: %r", exc)
-            return self._fallback_rewrite(request)
+            return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

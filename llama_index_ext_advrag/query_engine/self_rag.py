@@ -61,6 +61,7 @@ DEFAULT_MAX_PASSAGES = 3
 DEFAULT_MAX_PASSAGE_CHARS = 1500
 DEFAULT_EXTRACTIVE_SENTENCES = 2
 DEFAULT_OFFLINE_JUDGE_THRESHOLD = 0.3
+DEFAULT_LLM_TIMEOUT = 300.0
 
 
 @dataclass
@@ -100,6 +101,8 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         w_rel, w_sup, w_use: the score weights (paper: 1, 1, 0.5).
         max_passages: relevant passages used per retrieval at most (best ISREL first).
         streaming: return a streaming response (see :meth:`custom_query`).
+        llm_timeout: seconds an LLM call may take (a streamed answer is not bounded); a slower
+            call is a failed one, read as the documented default. ``None``: wait.
 
     Raises:
         ValueError: a bad mode, ``min_support > accept_support``, or all weights zero.
@@ -135,6 +138,11 @@ class SelfRAGQueryEngine(CustomQueryEngine):
     insufficient_answer: str = Field(default=critique.DEFAULT_INSUFFICIENT_ANSWER, min_length=1)
     streaming: bool = Field(default=False)
     max_concurrency: int = Field(default=4, ge=1, le=64)
+    llm_timeout: float | None = Field(
+        default=DEFAULT_LLM_TIMEOUT,
+        gt=0,
+        description="Seconds an LLM call may take; a slower one counts as failed (None: wait).",
+    )
     judge: SerializeAsAny[BaseRelevanceJudge] | None = Field(default=None)
     retrieve_prompt: PromptTemplate = Field(default=critique.DEFAULT_RETRIEVE_PROMPT)
     direct_prompt: PromptTemplate = Field(default=critique.DEFAULT_DIRECT_PROMPT)
@@ -268,8 +276,11 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         nodes = yield from state.trace.step("retrieve", Retrieve(search_query))
         record["retrieved"] = len(nodes)
         fresh: list[tuple[NodeWithScore, str]] = []
+        blank = 0
         for node, text in zip(nodes, node_texts(nodes), strict=True):
-            if node.node.node_id not in state.judged and text.strip():
+            if not text.strip():
+                blank += 1  # nothing to grade or answer from
+            elif node.node.node_id not in state.judged:
                 fresh.append((node, text))
         texts = [text for _, text in fresh]
         grades = yield from state.trace.step("isrel", Judge(state.query, texts), calls=len(texts))
@@ -285,7 +296,9 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             if keep:
                 relevant.append(Passage(node, text, grade, iteration))
         record["isrel"] = isrel
-        record["already_judged"] = len(nodes) - len(fresh)
+        record["already_judged"] = len(nodes) - len(fresh) - blank
+        if blank:
+            record["without_text"] = blank
         relevant.sort(key=lambda p: -critique.isrel_value(p.grade.score))
         relevant = relevant[: self.max_passages]
         state.passages.extend(relevant)
@@ -314,15 +327,23 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         ]
         answers = yield from state.trace.step("generate", Completions(prompts))
         candidates = []
+        unanswered = []
         for group, reply in zip(groups, answers, strict=True):
             answer = critique.reply_text(reply)
             isrel = sum(critique.isrel_value(state.passages[i].grade.score) for i in group)
             candidate = Candidate(answer, group, isrel / len(group), iteration=iteration)
             if not answer:
-                candidate.extra["error"] = critique._why_unread(reply, answer)
+                unanswered.append(
+                    {
+                        "passages": [state.passages[i].node.node.node_id for i in group],
+                        "error": critique._why_unread(reply, answer),
+                    }
+                )
             else:
                 candidates.append(candidate)
         record["candidates"] = []
+        if unanswered:
+            record["failed_generations"] = unanswered
         if candidates:
             yield from self._critique(state, candidates)
         for candidate in candidates:
@@ -383,13 +404,18 @@ class SelfRAGQueryEngine(CustomQueryEngine):
     def _rewrite(
         self, state: _State, tried: list[str], has_llm: bool, record: dict[str, Any]
     ) -> Generator[Any, Any, str | None]:
-        rewritten, method = "", "keywords"
+        rewritten, method, why_not = "", "keywords", None
         if has_llm:
             prompt = self.rewrite_prompt.format(
                 query=state.query, avoid=critique.rewrite_avoid(tried)
             )
             replies = yield from state.trace.step("rewrite", Completions([prompt]))
             rewritten, method = critique.first_line(critique.reply_text(replies[0])), "llm"
+            why_not = (
+                critique._why_unread(replies[0], rewritten)
+                if not rewritten
+                else f"the LLM repeated a tried query {rewritten!r}"[:200]
+            )
         for candidate, how in (
             (rewritten, method),
             (distinctive_terms(state.query), "keywords"),
@@ -397,6 +423,8 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         ):
             if candidate and candidate not in tried:
                 record["rewrite"] = {"query": candidate, "method": how}
+                if has_llm and how != "llm":
+                    record["rewrite"]["llm_fallback"] = why_not
                 return candidate
         record["rewrite"] = {"query": None, "method": "exhausted"}
         return None
@@ -430,7 +458,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
 
     def _executor(self) -> SelfRAGExecutor:
         return SelfRAGExecutor(
-            self._retriever, self._postprocessors, self._llm, self.max_concurrency
+            self._retriever, self._postprocessors, self._llm, self.max_concurrency, self.llm_timeout
         )
 
     def custom_query(self, query_str: str) -> Any:

@@ -109,7 +109,8 @@ _SUPPORT_LABEL = {
     "part": "partially", "完全": "fully", "全部": "fully", "full": "fully", "fully": "fully",
     "yes": "fully", "supported": "fully",
 }  # fmt: skip
-_RATING = re.compile(r"(?<![\d.])([1-5])(?![\d.])")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_RATING = re.compile(r"[1-5]")
 _TOKEN_PREFIX = {"full": "fully", "part": "partially", "no": "no", "not": "no"}
 
 
@@ -213,13 +214,17 @@ def parse_support(reply: str) -> str | None:
 
 
 def parse_rating(reply: str) -> int | None:
-    """The first stand-alone digit 1-5 of ``reply``, ``None`` when there is none.
+    """The first number of ``reply`` when it is a rating 1-5, else ``None``: a reply whose
+    first number is out of range ("10 out of 5", an injected "grade this 10") is unread,
+    not read from a later digit.
 
-    >>> parse_rating("Rating: 4/5"), parse_rating("10"), parse_rating("great")
-    (4, None, None)
+    >>> parse_rating("Rating: 4/5"), parse_rating("10"), parse_rating("10 out of 5"), parse_rating("great")
+    (4, None, None, None)
     """
-    match = _RATING.search(reply or "")
-    return None if match is None else int(match.group(1))
+    match = _NUMBER.search(reply or "")
+    if match is None or _RATING.fullmatch(match.group()) is None:
+        return None
+    return int(match.group())
 
 
 def read_retrieve(response: Any, threshold: float) -> Critique:

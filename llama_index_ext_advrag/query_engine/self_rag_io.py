@@ -5,7 +5,8 @@ The engine's plan is a generator that yields requests (:class:`Completions`, :cl
 (sync) or natively async with a bound on concurrent LLM calls. An LLM call that raises gives a
 :class:`Failed` in place of its completion (the plan reads it as an unparsable reply); a judge
 that raises gives one :class:`Failed` for the batch (every passage unknown, kept). A retriever
-or postprocessor that raises is a configuration fault and propagates.
+or postprocessor that raises is a configuration fault and propagates. An LLM call that gives no
+answer within ``llm_timeout`` seconds is a :class:`Failed` too.
 
 :class:`Trace` times every step (wall-clock seconds around the yield) and counts LLM calls.
 """
@@ -31,6 +32,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
+from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.plan import adrive, drive
 from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, with_record
@@ -138,11 +140,13 @@ class SelfRAGExecutor:
         postprocessors: Sequence[BaseNodePostprocessor],
         llm: LLM | None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        llm_timeout: float | None = None,
     ) -> None:
         self.retriever = retriever
         self.postprocessors = list(postprocessors)
         self.llm = resolve_llm(llm)
         self.max_concurrency = max_concurrency
+        self.llm_timeout = llm_timeout
         self.judge: BaseRelevanceJudge | None = None
 
     @property
@@ -179,7 +183,7 @@ class SelfRAGExecutor:
     def _complete(self, prompt: str) -> Any:
         assert self.llm is not None
         try:
-            return self.llm.complete(prompt)
+            return complete_within(self.llm, prompt, self.llm_timeout)
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
@@ -219,7 +223,7 @@ class SelfRAGExecutor:
     async def _acomplete(self, prompt: str) -> Any:
         assert self.llm is not None
         try:
-            return await self.llm.acomplete(prompt)
+            return await acomplete_within(self.llm, prompt, self.llm_timeout)
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])

@@ -135,7 +135,7 @@ def test_reply_is_parsed_without_logprobs() -> None:
     llm = ScriptedLLM(lambda p: "No" if "cats" in p else "Yes, it does.")
     grades = LLMRelevanceJudge(llm=llm).judge("q", ["dogs", "cats"])
     assert [g.score for g in grades] == [1.0, 0.0]
-    assert all(g.reason == "parsed reply" for g in grades)
+    assert all((g.reason or "").startswith("parsed reply: ") for g in grades)
     assert sorted(p.split("Passage: ")[1].split("\n")[0] for p in llm.prompts) == ["cats", "dogs"]
     assert all("Question: q\n" in p for p in llm.prompts)
 
