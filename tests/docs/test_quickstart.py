@@ -131,7 +131,9 @@ def test_wheel_installs_and_runs_the_quickstart(tmp_path: Path) -> None:
             [sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        assert checked.returncode == 0 and "PASSED" in checked.stdout, checked.stdout + checked.stderr
+        assert checked.returncode == 0 and "PASSED" in checked.stdout, (
+            checked.stdout + checked.stderr
+        )
 
     # A fresh environment; its dependencies are the test environment's installed packages,
     # listed in a .pth file. Only the site folder's own .pth files run, so the editable

@@ -47,7 +47,9 @@ def test_a_chinese_query_uses_the_familys_chinese_thresholds() -> None:
         "multilingual-e5/zh",
     )
     assert default_thresholds(e5, "How long is the incubation period?")[2] == "multilingual-e5"
-    assert default_thresholds(e5, "COVID-19 的潜伏期一般是多长时间")[2] == "multilingual-e5/zh"  # mostly CJK
+    assert (
+        default_thresholds(e5, "COVID-19 的潜伏期一般是多长时间")[2] == "multilingual-e5/zh"
+    )  # mostly CJK
     # all-MiniLM cannot read Chinese: one pair for both languages, no /zh
     assert default_thresholds(None, "潜伏期多长？") == (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")
 
