@@ -278,12 +278,50 @@ async def afetch_nodes(
     return _rows_to_nodes(vector_store, rows, with_embeddings)
 
 
+# --- nodes by filter -------------------------------------------------------------------------
+
+
+def _filter_fields(vector_store: MilvusVectorStore) -> list[str]:
+    return [vector_store.text_key, NODE_CONTENT_FIELD, NODE_TYPE_FIELD]
+
+
+def _filtered_nodes(vector_store: MilvusVectorStore, rows: Sequence[Row]) -> list[BaseNode]:
+    return [row_to_node(row, text_key=vector_store.text_key, embedding_field=None) for row in rows]
+
+
+def query_nodes(vector_store: MilvusVectorStore, expression: str, limit: int) -> list[BaseNode]:
+    """All nodes of the store matching a filter built with ``eq_filter``/``in_filter``
+    (at most ``limit``; without vectors)."""
+    rows = vector_store.client.query(
+        vector_store.collection_name,
+        filter=expression,
+        output_fields=_filter_fields(vector_store),
+        limit=limit,
+    )
+    return _filtered_nodes(vector_store, rows)
+
+
+async def aquery_nodes(
+    vector_store: MilvusVectorStore, expression: str, limit: int
+) -> list[BaseNode]:
+    """Async :func:`query_nodes` over the store's ``AsyncMilvusClient``."""
+    rows = await vector_store.aclient.query(
+        vector_store.collection_name,
+        filter=expression,
+        output_fields=_filter_fields(vector_store),
+        limit=limit,
+    )
+    return _filtered_nodes(vector_store, rows)
+
+
 __all__ = [
     "afetch_nodes",
     "afetch_rows",
+    "aquery_nodes",
     "fetch_nodes",
     "fetch_rows",
     "order_rows",
     "plan_fetch",
+    "query_nodes",
     "row_to_node",
 ]

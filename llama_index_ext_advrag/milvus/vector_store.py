@@ -20,6 +20,7 @@ What :func:`open_vector_store` settles so callers do not have to:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import os
@@ -248,4 +249,37 @@ def open_vector_store(
     return store
 
 
-__all__ = ["attach_reconnecting_clients", "check_server_features", "open_vector_store"]
+class AsyncLoopBinding:
+    """Keep the async clients of ``MilvusVectorStore``\\ s usable across event loops.
+
+    pymilvus' ``AsyncMilvusClient`` keeps the gRPC handler of the event loop it first ran
+    on; once that loop is closed (a second ``asyncio.run``, a notebook cell, a test) every
+    call fails with "Event loop is closed". :meth:`bind` gives the stores fresh async clients
+    (they connect lazily) whenever it is called from a loop other than the previous one.
+    """
+
+    def __init__(self, uri: str | None, token: str = "") -> None:
+        self._uri = uri
+        self._token = token
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, *stores: Any) -> None:
+        """Give ``stores`` new async clients when the running loop is not the last one seen."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        if self._loop is not None and self._uri is not None:
+            uri = resolve_uri(self._uri)
+            for store in stores:
+                if not isinstance(store.aclient, AsyncReconnectingClient):  # those rebind
+                    store._async_milvusclient = AsyncReconnectingClient(uri, self._token)
+            logger.debug("rebound async Milvus clients to a new event loop")
+        self._loop = loop
+
+
+__all__ = [
+    "AsyncLoopBinding",
+    "attach_reconnecting_clients",
+    "check_server_features",
+    "open_vector_store",
+]

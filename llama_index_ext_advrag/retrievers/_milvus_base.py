@@ -16,8 +16,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.callbacks.base import CallbackManager
 
+from llama_index_ext_advrag.milvus import AsyncLoopBinding
 from llama_index_ext_advrag.models import resolve_embed_model
-from llama_index_ext_advrag.retrievers._node_store import AsyncLoopBinding
 
 logger = logging.getLogger(__name__)
 

@@ -30,15 +30,11 @@ from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_ext_advrag.milvus import count_reconnects, in_filter
+from llama_index_ext_advrag.milvus import aquery_nodes, count_reconnects, in_filter, query_nodes
 from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
 from llama_index_ext_advrag.retrievers._milvus_base import (
     MilvusLayoutRetriever,
-)
-from llama_index_ext_advrag.retrievers._node_store import (
-    aquery_nodes,
-    query_nodes,
 )
 from llama_index_ext_advrag.retrievers._routing import (
     KEY_FIELD,

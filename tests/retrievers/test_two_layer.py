@@ -15,9 +15,9 @@ from llama_index.core import Document
 from llama_index.vector_stores.milvus import MilvusVectorStore
 
 from llama_index_ext_advrag import IndexLayoutError
+from llama_index_ext_advrag.milvus import query_nodes
 from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever
 from llama_index_ext_advrag.retrievers import two_layer as two_layer_module
-from llama_index_ext_advrag.retrievers._node_store import query_nodes
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
 from llama_index_ext_advrag.retrievers.two_layer import DetailsMode
 from llama_index_ext_advrag.trace import TRACE_KEY
