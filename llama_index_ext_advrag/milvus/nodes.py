@@ -301,9 +301,7 @@ def query_nodes(vector_store: MilvusVectorStore, expression: str, limit: int) ->
     return _filtered_nodes(vector_store, rows)
 
 
-async def aquery_nodes(
-    vector_store: MilvusVectorStore, expression: str, limit: int
-) -> list[BaseNode]:
+async def aquery_nodes(vector_store: Any, expression: str, limit: int) -> list[BaseNode]:
     """Async :func:`query_nodes` over the store's ``AsyncMilvusClient``."""
     rows = await vector_store.aclient.query(
         vector_store.collection_name,
