@@ -31,6 +31,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.queries import clean_query_bundle
+from llama_index_ext_advrag.retrievers._config import ConfiguredRetriever, config_kwargs
 from llama_index_ext_advrag.retrievers.fusion import (
     DEFAULT_CJK_WEIGHT_FLOOR,
     DEFAULT_RRF_K,
@@ -158,7 +159,7 @@ def build_fused_nodes(
     return nodes
 
 
-class HybridFusionRetriever(BaseRetriever):
+class HybridFusionRetriever(ConfiguredRetriever):
     """Fuse several retrievers (dense + BM25) with weighted RRF or normalised score fusion.
 
     Parameters
@@ -215,6 +216,8 @@ class HybridFusionRetriever(BaseRetriever):
     >>> trace["mode"], trace["language"]["cjk_share"], [leg["leg"] for leg in trace["legs"]]
     ('rrf', 1.0, ['dense', 'bm25'])
     """
+
+    config: HybridFusionConfig
 
     def __init__(
         self,
@@ -297,10 +300,6 @@ class HybridFusionRetriever(BaseRetriever):
             logger.debug("dense leg english_only=%s (model %r)", english, embed_model)
         return cls(retrievers=legs, **kwargs)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The fusion settings (the legs are live objects and are not serialised)."""
-        return self.config.model_dump(mode="json")
-
     @classmethod
     def from_dict(
         cls,
@@ -311,7 +310,7 @@ class HybridFusionRetriever(BaseRetriever):
         """Rebuild from :meth:`to_dict` settings and live legs (``leg_names`` as at build time,
         needed when ``english_only_legs`` names them)."""
         config = HybridFusionConfig.model_validate(data)
-        return cls(retrievers=retrievers, leg_names=leg_names, **_init_kwargs(config))
+        return cls(retrievers=retrievers, leg_names=leg_names, **config_kwargs(config))
 
     def query_weights(self, query_str: str) -> tuple[tuple[float, ...], dict[str, Any] | None]:
         """The leg weights for ``query_str`` scaled by its CJK share (as with
@@ -405,20 +404,6 @@ class HybridFusionRetriever(BaseRetriever):
                 raise outcome  # cancellation and interrupts are not a leg failure
             outcomes.append(outcome)
         return self._fuse(query_bundle.query_str, outcomes)
-
-
-def _init_kwargs(config: HybridFusionConfig) -> dict[str, Any]:
-    return {
-        "weights": config.weights,
-        "mode": config.mode,
-        "k": config.k,
-        "normalization": config.normalization,
-        "similarity_top_k": config.similarity_top_k,
-        "leg_top_k": config.leg_top_k,
-        "english_only_legs": config.english_only_legs,
-        "cjk_weight_floor": config.cjk_weight_floor,
-        "node_language": config.node_language,
-    }
 
 
 __all__ = [
