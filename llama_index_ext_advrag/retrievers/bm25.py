@@ -51,11 +51,9 @@ def bm25_persist_dir(uri: str, collection_name: str, persist_dir: str | Path | N
     ``persist_dir/<collection>`` when given; otherwise ``<lite file>.bm25/<collection>`` for a
     Milvus Lite file. A Milvus server has no local folder, so ``persist_dir`` is required.
 
-    Raises
-    ------
-    ValueError
-        ``uri`` is a server and no ``persist_dir`` was given, or the collection
-        name is empty or contains a path separator.
+    Raises:
+        ValueError: ``uri`` is a server and no ``persist_dir`` was given, or the collection name is
+            empty or contains a path separator.
     """
     if not collection_name or "/" in collection_name or "\\" in collection_name:
         raise ValueError(f"collection_name {collection_name!r} must be a plain, non-empty name")
@@ -209,10 +207,8 @@ class BM25Retriever(ConfiguredRetriever):
         so a failure part way (a full disk, a crash) leaves the previous index whole: no
         half-written index is ever at ``persist_dir``.
 
-        Raises
-        ------
-        OSError
-            writing failed (the previous index, if any, is kept).
+        Raises:
+            OSError: writing failed (the previous index, if any, is kept).
         """
         folder = Path(persist_dir)
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -248,10 +244,8 @@ class BM25Retriever(ConfiguredRetriever):
         """Load an index saved with :meth:`persist`; ``overrides`` (e.g. ``similarity_top_k``)
         replace saved settings that do not change the index.
 
-        Raises
-        ------
-        FileNotFoundError
-            ``persist_dir`` holds no saved index.
+        Raises:
+            FileNotFoundError: ``persist_dir`` holds no saved index.
         """
         folder = Path(persist_dir)
         config_path = folder / CONFIG_FILE
