@@ -290,8 +290,12 @@ class IndexStore:
         client = open_client(self.uri, token=self.token)
         try:
             for path, collection in stale:
-                for name in (collection, f"{collection}_parents", f"{collection}_summary",
-                             f"{collection}_details"):  # fmt: skip
+                for name in (
+                    collection,
+                    f"{collection}_parents",
+                    f"{collection}_summary",
+                    f"{collection}_details",
+                ):
                     if client.has_collection(name):
                         client.drop_collection(name)
                 path.unlink(missing_ok=True)

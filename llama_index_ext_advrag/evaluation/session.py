@@ -142,8 +142,9 @@ def prepare_models(options: CompareOptions) -> tuple[Any, Any]:
     return embed_model, llm
 
 
-def build_context(options: CompareOptions, documents: Sequence[Any], embed_model: Any,
-                  llm: Any) -> BuildContext:  # fmt: skip
+def build_context(
+    options: CompareOptions, documents: Sequence[Any], embed_model: Any, llm: Any
+) -> BuildContext:
     doc_type = guess_doc_type(documents) if options.doc_type == "auto" else options.doc_type
     store = IndexStore(
         documents,
@@ -157,8 +158,9 @@ def build_context(options: CompareOptions, documents: Sequence[Any], embed_model
     return BuildContext(store, llm, is_english_only(embed_model), doc_type)
 
 
-def load_evaluation_questions(options: CompareOptions, documents: Sequence[Any],
-                              llm: Any) -> tuple[list[Question], str]:  # fmt: skip
+def load_evaluation_questions(
+    options: CompareOptions, documents: Sequence[Any], llm: Any
+) -> tuple[list[Question], str]:
     if options.questions:
         questions = load_questions(options.questions, options.questions_format, options.qrels)
         source = Path(options.questions).name
@@ -189,14 +191,31 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
     context.store.warm_up()
     context.store.start_heartbeat()
     try:
-        return _evaluate(options, chosen, questions, source, documents, context, embed_model, llm)
+        return _evaluate(
+            options,
+            chosen=chosen,
+            questions=questions,
+            source=source,
+            documents=documents,
+            context=context,
+            embed_model=embed_model,
+            llm=llm,
+        )
     finally:
         context.store.close()
 
 
-def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questions: list[Question],
-              source: str, documents: Sequence[Any], context: BuildContext, embed_model: Any,
-              llm: Any) -> tuple[CompareRun, dict[str, Path]]:  # fmt: skip
+def _evaluate(
+    options: CompareOptions,
+    *,
+    chosen: list[RegisteredPipeline],
+    questions: list[Question],
+    source: str,
+    documents: Sequence[Any],
+    context: BuildContext,
+    embed_model: Any,
+    llm: Any,
+) -> tuple[CompareRun, dict[str, Path]]:
     counter = attach_counter(llm)
     bundles = embed_questions(questions, context.embed_model, options.show_progress)
     results: list[QuestionResult] = []
@@ -206,8 +225,15 @@ def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questio
         logger.info("building pipeline %s", entry.name)
         pipeline = entry.build(context)
         indexes[entry.name] = list(dict.fromkeys(context.store.used))
-        results += run_questions(pipeline, questions, bundles, options.ks, options.k, counter,
-                                 options.show_progress)  # fmt: skip
+        results += run_questions(
+            pipeline,
+            questions,
+            bundles,
+            ks=options.ks,
+            main_k=options.k,
+            counter=counter,
+            show_progress=options.show_progress,
+        )
         if hasattr(pipeline, "close"):
             pipeline.close()
         del pipeline

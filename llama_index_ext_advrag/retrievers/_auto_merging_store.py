@@ -84,9 +84,14 @@ def build_hierarchy_index(
         leaf.embedding = embeddings[leaf.node_id]
     dim = len(leaves[0].embedding or [])
     leaf_store = open_vector_store(
-        uri, collection_name, dim, token=token, overwrite=True, index_preset=index_preset,
+        uri,
+        collection_name,
+        dim,
+        token=token,
+        overwrite=True,
+        index_preset=index_preset,
         expected_rows=len(leaves),
-    )  # fmt: skip
+    )
     leaf_store.add(leaves)
     flush(leaf_store)
     parent_store = open_vector_store(

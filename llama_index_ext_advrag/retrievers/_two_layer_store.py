@@ -148,9 +148,15 @@ def build_two_layer_index(
             node.embedding = embeddings[node.node_id]
         dim = len(nodes[0].embedding or [])
         stores[role] = open_vector_store(
-            uri, names[role], dim, token=token, overwrite=True, index_preset=index_preset,
-            expected_rows=len(nodes), **_key_field_options(),
-        )  # fmt: skip
+            uri,
+            names[role],
+            dim,
+            token=token,
+            overwrite=True,
+            index_preset=index_preset,
+            expected_rows=len(nodes),
+            **_key_field_options(),
+        )
         stores[role].add(list[BaseNode](nodes))
         flush(stores[role])
 
