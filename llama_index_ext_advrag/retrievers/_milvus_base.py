@@ -33,10 +33,12 @@ class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
 
     The configuration pattern of every retriever of the package: the query settings are one
     validated pydantic model, the public ``config`` attribute, and :meth:`to_dict` /
-    :meth:`from_dict` round-trip them (here with where the index lives). Subclasses pass their
-    config to ``__init__``, set ``config_class``, implement :meth:`_open_stores` (read the
-    layout, open the two stores) and :meth:`_collection_name`, and build through
-    :meth:`_build_index` / reopen through :meth:`_open_index`.
+    :meth:`from_dict` round-trip them (here with where the index lives). The constructor takes
+    the index's two stores, the embedding model, the recorded layout and where it lives, and
+    the settings as keyword arguments (``config_class(**settings)``). Subclasses set
+    ``config_class``, implement :meth:`_open_stores` (read the layout, open the two stores) and
+    :meth:`_collection_name`, and build through :meth:`_build_index` / reopen through
+    :meth:`_open_index`.
     """
 
     config: ConfigT
@@ -44,16 +46,18 @@ class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
 
     def __init__(
         self,
-        *,
-        config: ConfigT,
-        embed_model: BaseEmbedding | None,
-        layout: dict[str, Any] | None,
-        uri: str | None,
-        token: str,
-        callback_manager: CallbackManager | None,
-        verbose: bool,
+        first_store: Any,
+        second_store: Any,
+        embed_model: BaseEmbedding | None = None,
+        layout: dict[str, Any] | None = None,
+        uri: str | None = None,
+        token: str = "",
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **settings: Any,
     ) -> None:
-        self.config = config
+        self.config = self.config_class(**settings)  # type: ignore[assignment]
+        self._stores = (first_store, second_store)
         self._embed_model = embed_model
         self._layout = dict(layout or {})
         self._uri = uri

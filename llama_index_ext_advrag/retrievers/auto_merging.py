@@ -142,22 +142,19 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        config = AutoMergingConfig(
+        super().__init__(
+            vector_store,
+            parent_store,
+            embed_model,
+            layout,
+            uri,
+            token,
+            callback_manager,
+            verbose,
             similarity_top_k=similarity_top_k,
             merge_ratio=merge_ratio,
             score_aggregation=parse_enum(ScoreAggregation, score_aggregation, "score_aggregation"),
             max_context_tokens=max_context_tokens,
-        )
-        self._vector_store = vector_store
-        self._parent_store = parent_store
-        super().__init__(
-            config=config,
-            embed_model=embed_model,
-            layout=layout,
-            uri=uri,
-            token=token,
-            callback_manager=callback_manager,
-            verbose=verbose,
         )
 
     config_class = AutoMergingConfig
@@ -169,7 +166,15 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
     @property
     def vector_store(self) -> Any:
         """The leaves' ``MilvusVectorStore`` (usable with a plain ``VectorStoreIndex``)."""
-        return self._vector_store
+        return self._stores[0]
+
+    @property
+    def _vector_store(self) -> Any:
+        return self._stores[0]
+
+    @property
+    def _parent_store(self) -> Any:
+        return self._stores[1]
 
     # --- construction -------------------------------------------------------------------------
 

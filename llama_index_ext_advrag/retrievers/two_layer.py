@@ -25,7 +25,6 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
-from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
@@ -125,35 +124,19 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         ('Sales in 2023 were 12 units.', 'Sales 2023')
     """
 
-    def __init__(
-        self,
-        summary_store: Any,
-        details_store: Any,
-        embed_model: BaseEmbedding | None = None,
-        layout: dict[str, Any] | None = None,
-        uri: str | None = None,
-        token: str = "",
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
-        **options: Any,
-    ) -> None:
-        self._summary_store = summary_store
-        self._details_store = details_store
-        super().__init__(
-            config=TwoLayerConfig(**options),
-            embed_model=embed_model,
-            layout=layout,
-            uri=uri,
-            token=token,
-            callback_manager=callback_manager,
-            verbose=verbose,
-        )
-
     config_class = TwoLayerConfig
 
     @classmethod
     def class_name(cls) -> str:
         return "TwoLayerMilvusRetriever"
+
+    @property
+    def _summary_store(self) -> Any:
+        return self._stores[0]
+
+    @property
+    def _details_store(self) -> Any:
+        return self._stores[1]
 
     @property
     def details_mode(self) -> DetailsMode:
