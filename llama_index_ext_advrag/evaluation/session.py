@@ -34,6 +34,7 @@ from llama_index_ext_advrag.evaluation.registry import (
 )
 from llama_index_ext_advrag.evaluation.report import CompareRun, write_report
 from llama_index_ext_advrag.evaluation.sources import load_corpus
+from llama_index_ext_advrag.milvus import is_server_uri
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +244,7 @@ def _evaluate(
     by_type = summarize_all([r for r in results if r.k == options.k], by_type=True)
     types = {q.type for q in questions}
     baseline = "baseline" if any(e.name == "baseline" for e in chosen) else chosen[0].name
-    lite = not re.match(r"^[a-z][a-z0-9+.-]*://", options.uri)
+    lite = not is_server_uri(options.uri)
     settings = {
         "documents": f"{len(documents)} from {', '.join(Path(d).name for d in options.docs)}",
         "questions": f"{len(questions)} ({source})",
