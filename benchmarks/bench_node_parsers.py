@@ -56,7 +56,7 @@ from benchmarks.common import (  # noqa: E402
     write_results,
 )
 from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
-from llama_index_ext_advrag.milvus import flush, open_vector_store  # noqa: E402
+from llama_index_ext_advrag.milvus import flush, open_vector_store, process_reconnects  # noqa: E402
 from llama_index_ext_advrag.node_parser import (  # noqa: E402
     AdaptiveSlidingWindowNodeParser,
     HierarchicalSentenceNodeParser,
@@ -442,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parts = set(args.parts.split(","))
+    reconnects_before = process_reconnects()
     embed_model = cached_default_embedding()
     report: list[str] = []
     data: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
@@ -482,6 +483,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows = throughput(documents)
         report.append(format_throughput(rows))
         data["throughput"] = rows
+    reconnects = process_reconnects() - reconnects_before
+    report.append(f"Milvus reconnects during the run: {reconnects} (each logged as a warning)")
+    data["milvus_reconnects"] = reconnects
     text = "\n\n".join(report)
     print(text)  # the benchmark's report is its output
     write_results(args.name, text, data)

@@ -17,6 +17,7 @@ authentication error, never a fall back to Milvus Lite.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -119,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     # traceback whenever an index is created; keep the command's output readable.
     logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     if not args.verbose:
+        # bm25s sets its own logger to DEBUG when it is imported: import it first, then quieten
+        with contextlib.suppress(ImportError):
+            import bm25s  # noqa: F401
+
         logging.getLogger("bm25s").setLevel(logging.WARNING)
     try:
         return int(args.handler(args))

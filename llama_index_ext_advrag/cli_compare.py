@@ -62,8 +62,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--embed-model",
         default=None,
-        help="a LlamaIndex embed-model string (e.g. local:/path); default: the "
-        "packaged all-MiniLM-L6-v2",
+        help="a LlamaIndex embed-model string (e.g. local:/path); default: chosen by --language",
+    )
+    parser.add_argument(
+        "--language",
+        default="auto",
+        choices=("auto", "en", "multi"),
+        help="default embedding model: en = packaged all-MiniLM-L6-v2 (English "
+        "only), multi = multilingual-e5-small (multilingual extra), auto = "
+        "multi when the documents are mostly Chinese and it is installed",
     )
     parser.add_argument(
         "--no-llm",
@@ -166,6 +173,7 @@ def command_compare(args: argparse.Namespace) -> int:
         max_questions=args.max_questions,
         doc_type=args.doc_type,
         embed_model=args.embed_model,
+        language=args.language,
         use_llm=not args.no_llm,
         rebuild=args.rebuild,
         show_progress=not args.quiet,
@@ -200,6 +208,7 @@ def command_ask(args: argparse.Namespace) -> int:
     from llama_index_ext_advrag.evaluation.session import (
         CompareOptions,
         build_context,
+        embed_model_label,
         prepare_models,
     )
     from llama_index_ext_advrag.evaluation.sources import load_corpus
@@ -214,13 +223,15 @@ def command_ask(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         doc_type=args.doc_type,
         embed_model=args.embed_model,
+        language=args.language,
         use_llm=not args.no_llm,
         rebuild=args.rebuild,
         show_progress=not args.quiet,
     )
     entry = load_spec(args.spec)[0] if args.spec else get_pipeline(args.pipeline)
     documents = load_corpus(options.docs)
-    embed_model, llm = prepare_models(options)
+    embed_model, llm, decision = prepare_models(options, documents)
+    print(f"embedding model: {embed_model_label(embed_model)} ({decision.reason})")
     if entry.needs_llm and llm is None:
         raise ValueError(f"pipeline {entry.name!r} needs an LLM and none is set")
     context = build_context(options, documents, embed_model, llm)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llama_index_ext_advrag.embeddings import is_english_only
 from llama_index_ext_advrag.evaluation.compare import (
     DEFAULT_KS,
     QuestionResult,
@@ -35,6 +36,7 @@ from llama_index_ext_advrag.evaluation.registry import (
 from llama_index_ext_advrag.evaluation.report import CompareRun, write_report
 from llama_index_ext_advrag.evaluation.sources import load_corpus
 from llama_index_ext_advrag.milvus import is_server_uri
+from llama_index_ext_advrag.models import EmbedModelDecision
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,7 @@ class CompareOptions:
     max_questions: int | None = None
     doc_type: str = "auto"
     embed_model: Any = None
+    language: str = "auto"
     llm: Any = None
     use_llm: bool = True
     rebuild: bool = False
@@ -93,12 +96,6 @@ def guess_doc_type(documents: Sequence[Any]) -> str:
     if steps / len(lines) > 0.25:
         return "technical"
     return "general"
-
-
-def is_english_only(embed_model: Any) -> bool:
-    """Whether the embedding model reads English only (the packaged all-MiniLM-L6-v2)."""
-    name = str(getattr(embed_model, "model_name", "")).lower()
-    return "minilm" in name and "multilingual" not in name
 
 
 def embed_model_label(embed_model: Any) -> str:
@@ -135,12 +132,19 @@ def select_pipelines(
     return chosen
 
 
-def prepare_models(options: CompareOptions) -> tuple[Any, Any]:
-    from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+def prepare_models(
+    options: CompareOptions, documents: Sequence[Any] = ()
+) -> tuple[Any, Any, EmbedModelDecision]:
+    """``(embed_model, llm, decision)``: the embedding model chosen for the documents'
+    language by :func:`~llama_index_ext_advrag.models.decide_embed_model` (the decision and its
+    reason go into the report) and the LLM (``None`` with ``use_llm=False`` or none set)."""
+    from llama_index_ext_advrag.models import decide_embed_model, resolve_llm
 
-    embed_model = resolve_embed_model(options.embed_model)
+    decision = decide_embed_model(
+        options.embed_model, options.language, sample_texts=[d.text for d in documents] or None
+    )
     llm = resolve_llm(options.llm) if options.use_llm else None
-    return embed_model, llm
+    return decision.model, llm, decision
 
 
 def build_context(
@@ -184,8 +188,11 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
         raise ValueError(
             f"--doc-type must be one of {', '.join(DOC_TYPES)}, got {options.doc_type!r}"
         )
+    from llama_index_ext_advrag.milvus import process_reconnects
+
+    reconnects_before = process_reconnects()
     documents = load_corpus(options.docs)
-    embed_model, llm = prepare_models(options)
+    embed_model, llm, decision = prepare_models(options, documents)
     chosen = select_pipelines(options.pipelines, options.spec, llm)
     questions, source = load_evaluation_questions(options, documents, llm)
     context = build_context(options, documents, embed_model, llm)
@@ -199,8 +206,9 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
             source=source,
             documents=documents,
             context=context,
-            embed_model=embed_model,
+            decision=decision,
             llm=llm,
+            reconnects_before=reconnects_before,
         )
     finally:
         context.store.close()
@@ -214,9 +222,12 @@ def _evaluate(
     source: str,
     documents: Sequence[Any],
     context: BuildContext,
-    embed_model: Any,
+    decision: EmbedModelDecision,
     llm: Any,
+    reconnects_before: int = 0,
 ) -> tuple[CompareRun, dict[str, Path]]:
+    from llama_index_ext_advrag.milvus import process_reconnects
+
     counter = attach_counter(llm)
     bundles = embed_questions(questions, context.embed_model, options.show_progress)
     results: list[QuestionResult] = []
@@ -248,12 +259,15 @@ def _evaluate(
     settings = {
         "documents": f"{len(documents)} from {', '.join(Path(d).name for d in options.docs)}",
         "questions": f"{len(questions)} ({source})",
-        "embedding model": embed_model_label(embed_model),
+        "embedding model": embed_model_label(decision.model),
+        "embedding choice": decision.reason,
+        **({"embedding warning": decision.warning} if decision.warning else {}),
         "LLM": type(llm).__name__ if llm is not None else "none",
         "store": "Milvus Lite (file)" if lite else "Milvus server",
         "k (table)": options.k,
         "k (frontier)": sorted(set(options.ks) | {options.k}),
         "adaptive-window preset": context.doc_type,
+        "Milvus reconnects": process_reconnects() - reconnects_before,
         **options.extra_settings,
         "pipeline_indexes": indexes,
     }
@@ -281,8 +295,8 @@ __all__ = [
     "DEFAULT_STATE_DIR",
     "DEFAULT_URI",
     "build_context",
+    "embed_model_label",
     "guess_doc_type",
-    "is_english_only",
     "prepare_models",
     "run_compare",
     "select_pipelines",

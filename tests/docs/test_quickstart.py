@@ -14,6 +14,7 @@ pyproject.toml install together from the registries) is proved by ``make run``'s
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -125,6 +126,12 @@ def test_wheel_installs_and_runs_the_quickstart(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         top_level = {name.split("/", 1)[0] for name in archive.namelist()}
     assert top_level == {"llama_index_ext_advrag", wheel.name.split("-py3")[0] + ".dist-info"}
+    if importlib.util.find_spec("twine") is not None:  # the metadata PyPI will read
+        checked = subprocess.run(
+            [sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert checked.returncode == 0 and "PASSED" in checked.stdout, checked.stdout + checked.stderr
 
     # A fresh environment; its dependencies are the test environment's installed packages,
     # listed in a .pth file. Only the site folder's own .pth files run, so the editable

@@ -27,6 +27,7 @@ from llama_index_ext_advrag.milvus import (
     flush,
     open_client,
     open_vector_store,
+    process_reconnects,
 )
 from llama_index_ext_advrag.milvus.registry import (
     list_layouts,
@@ -84,6 +85,7 @@ def make_collection(client: ReconnectingClient, name: str) -> None:
 def test_client_reconnects_once_and_checks_an_insert(
     milvus_uri: str, collection_name: str, faults: Faults
 ) -> None:
+    process_before = process_reconnects()
     client = open_client(milvus_uri)
     make_collection(client, collection_name)
     rows = [{"id": i, "vec": [float(i), 1.0]} for i in range(10)]
@@ -97,6 +99,8 @@ def test_client_reconnects_once_and_checks_an_insert(
     faults.break_channel(client)
     assert client.insert(collection_name, rows[4:])["ids"] == list(range(4, 10))
     assert count_rows(client, collection_name) == 10  # rows 4 and 5 not inserted twice
+    # the process-wide count long jobs report (advrag compare's "Milvus reconnects")
+    assert process_reconnects() - process_before == client.reconnect_count > 0
     client.drop_collection(collection_name)
     client.close()
 

@@ -163,7 +163,8 @@ def texts(results: list[NodeWithScore]) -> list[str]:
 
 def test_defaults_are_the_calibrated_minilm_thresholds(docstore) -> None:
     post = DriftAwareWindowPostprocessor(docstore=docstore)
-    assert (post.min_sim, post.prune_sim) == (MINILM_MIN_SIM, MINILM_PRUNE_SIM)
+    assert (post.min_sim, post.prune_sim) == (None, None)  # the model's calibrated values
+    assert post.thresholds() == (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")
     assert (post.max_expand_steps, post.drift_patience, post.max_window_change) == (12, 3, None)
     assert post.max_hole == 1
     assert post.max_window_tokens == 768
