@@ -12,11 +12,10 @@ E = TypeVar("E", bound=Enum)
 def allowed_values(enum: type[Enum]) -> str:
     """The values of ``enum`` as a comma-separated list, for error messages.
 
-    Examples
-    --------
-    >>> from enum import Enum
-    >>> allowed_values(Enum("Mode", {"FIXED": "fixed", "AUTO": "auto"}))
-    'fixed, auto'
+    Example:
+        >>> from enum import Enum
+        >>> allowed_values(Enum("Mode", {"FIXED": "fixed", "AUTO": "auto"}))
+        'fixed, auto'
     """
     return ", ".join(str(member.value) for member in enum)
 
@@ -31,33 +30,25 @@ def parse_enum(
 ) -> E:
     """``value`` as a member of ``enum``.
 
-    Parameters
-    ----------
-    enum
-        The ``str`` Enum to parse into.
-    value
-        A member of ``enum`` (returned as it is) or one of its values.
-    name
-        The argument's name, for the error message.
-    normalise
-        Applied to a string before the lookup (``str.upper`` for case-insensitive names).
-    also
-        Another accepted input the caller handles itself (``"None"``), named in the error.
+    Args:
+        enum: The ``str`` Enum to parse into.
+        value: A member of ``enum`` (returned as it is) or one of its values.
+        name: The argument's name, for the error message.
+        normalise: Applied to a string before the lookup (``str.upper`` for case-insensitive names).
+        also: Another accepted input the caller handles itself (``"None"``), named in the error.
 
-    Raises
-    ------
-    ValueError
-        ``value`` is not a value of ``enum``; the message names it and lists the allowed ones.
+    Raises:
+        ValueError: ``value`` is not a value of ``enum``; the message names it and lists the allowed
+            ones.
 
-    Examples
-    --------
-    >>> from enum import Enum
-    >>> Mode = Enum("Mode", {"FIXED": "fixed", "AUTO": "auto"})
-    >>> parse_enum(Mode, "auto", "mode")
-    <Mode.AUTO: 'auto'>
-    >>> parse_enum(Mode, "fast", "mode")
-    Traceback (most recent call last):
-    ValueError: mode='fast' is not one of: fixed, auto
+    Example:
+        >>> from enum import Enum
+        >>> Mode = Enum("Mode", {"FIXED": "fixed", "AUTO": "auto"})
+        >>> parse_enum(Mode, "auto", "mode")
+        <Mode.AUTO: 'auto'>
+        >>> parse_enum(Mode, "fast", "mode")
+        Traceback (most recent call last):
+        ValueError: mode='fast' is not one of: fixed, auto
     """
     if isinstance(value, enum):
         return value

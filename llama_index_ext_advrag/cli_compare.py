@@ -31,26 +31,52 @@ def _names(value: str) -> list[str]:
 def _common(parser: argparse.ArgumentParser) -> None:
     from llama_index_ext_advrag.evaluation.session import DEFAULT_STATE_DIR, DEFAULT_URI, DOC_TYPES
 
-    parser.add_argument("--docs", nargs="+", default=["data"],
-                        help="folders or files (.md/.txt/.xlsx, or a SQuAD/HotpotQA/RGB/BEIR "
-                        "dataset file whose corpus is used); default: data")  # fmt: skip
-    parser.add_argument("--uri", default=DEFAULT_URI,
-                        help="Milvus Lite file (default %(default)s) or http(s):// server URI")  # fmt: skip
-    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV, ""),
-                        help=f"Milvus server token (default: ${TOKEN_ENV})")  # fmt: skip
-    parser.add_argument("--state-dir", default=DEFAULT_STATE_DIR,
-                        help="index manifests and BM25 indexes (default %(default)s)")  # fmt: skip
-    parser.add_argument("--doc-type", default="auto", choices=DOC_TYPES,
-                        help="preset of the adaptive-window pipeline (auto: guessed from the text)")  # fmt: skip
-    parser.add_argument("--embed-model", default=None,
-                        help="a LlamaIndex embed-model string (e.g. local:/path); default: "
-                        "chosen by --language")  # fmt: skip
-    parser.add_argument("--language", default="auto", choices=("auto", "en", "multi"),
-                        help="default embedding model: en = packaged all-MiniLM-L6-v2 (English "
-                        "only), multi = multilingual-e5-small (multilingual extra), auto = "
-                        "multi when the documents are mostly Chinese and it is installed")  # fmt: skip
-    parser.add_argument("--no-llm", action="store_true",
-                        help="ignore any configured LLM (OPENAI_API_KEY, Settings.llm)")  # fmt: skip
+    parser.add_argument(
+        "--docs",
+        nargs="+",
+        default=["data"],
+        help="folders or files (.md/.txt/.xlsx, or a SQuAD/HotpotQA/RGB/BEIR "
+        "dataset file whose corpus is used); default: data",
+    )
+    parser.add_argument(
+        "--uri",
+        default=DEFAULT_URI,
+        help="Milvus Lite file (default %(default)s) or http(s):// server URI",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV, ""),
+        help=f"Milvus server token (default: ${TOKEN_ENV})",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=DEFAULT_STATE_DIR,
+        help="index manifests and BM25 indexes (default %(default)s)",
+    )
+    parser.add_argument(
+        "--doc-type",
+        default="auto",
+        choices=DOC_TYPES,
+        help="preset of the adaptive-window pipeline (auto: guessed from the text)",
+    )
+    parser.add_argument(
+        "--embed-model",
+        default=None,
+        help="a LlamaIndex embed-model string (e.g. local:/path); default: chosen by --language",
+    )
+    parser.add_argument(
+        "--language",
+        default="auto",
+        choices=("auto", "en", "multi"),
+        help="default embedding model: en = packaged all-MiniLM-L6-v2 (English "
+        "only), multi = multilingual-e5-small (multilingual extra), auto = "
+        "multi when the documents are mostly Chinese and it is installed",
+    )
+    parser.add_argument(
+        "--no-llm",
+        action="store_true",
+        help="ignore any configured LLM (OPENAI_API_KEY, Settings.llm)",
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild every index")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -68,23 +94,41 @@ def add_compare_command(sub: Any) -> None:
         "documents (a proxy, reported as such).",
     )
     _common(parser)
-    parser.add_argument("--questions", default=None,
-                        help="questions: qa.jsonl, SQuAD JSON, HotpotQA JSON, RGB JSONL or BEIR "
-                        "queries.jsonl (default: probe questions from the documents)")  # fmt: skip
-    parser.add_argument("--questions-format", default=None,
-                        choices=("qa", "squad", "hotpot", "rgb", "beir"),
-                        help="the format of --questions (default: detected)")  # fmt: skip
+    parser.add_argument(
+        "--questions",
+        default=None,
+        help="questions: qa.jsonl, SQuAD JSON, HotpotQA JSON, RGB JSONL or BEIR "
+        "queries.jsonl (default: probe questions from the documents)",
+    )
+    parser.add_argument(
+        "--questions-format",
+        default=None,
+        choices=("qa", "squad", "hotpot", "rgb", "beir"),
+        help="the format of --questions (default: detected)",
+    )
     parser.add_argument("--qrels", default=None, help="BEIR qrels TSV (default: qrels/test.tsv)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--pipelines", type=_names, default=None,
-                       help="comma-separated registered pipelines (default: all that can run)")  # fmt: skip
+    group.add_argument(
+        "--pipelines",
+        type=_names,
+        default=None,
+        help="comma-separated registered pipelines (default: all that can run)",
+    )
     group.add_argument("--spec", default=None, help="YAML/JSON file composing pipelines")
     parser.add_argument("--out", default=DEFAULT_OUT, help="report folder (default %(default)s)")
     parser.add_argument("--k", type=int, default=5, help="k of the table (default %(default)s)")
-    parser.add_argument("--ks", type=_ks, default=list(DEFAULT_KS),
-                        help="k values of the frontier (default %(default)s)")  # fmt: skip
-    parser.add_argument("--probes", type=int, default=None,
-                        help="probe questions to make without --questions (default 40)")  # fmt: skip
+    parser.add_argument(
+        "--ks",
+        type=_ks,
+        default=list(DEFAULT_KS),
+        help="k values of the frontier (default %(default)s)",
+    )
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=None,
+        help="probe questions to make without --questions (default 40)",
+    )
     parser.add_argument("--max-questions", type=int, default=None, help="first N questions only")
     parser.add_argument("--seed", type=int, default=0, help="probe sampling seed")
     parser.add_argument("--list", action="store_true", help="list the registered pipelines")
@@ -113,13 +157,28 @@ def command_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"--k must be >= 1, got {args.k}")
     started = time.perf_counter()
     options = CompareOptions(
-        docs=args.docs, questions=args.questions, questions_format=args.questions_format,
-        qrels=args.qrels, pipelines=args.pipelines, spec=args.spec, uri=args.uri,
-        token=args.token, out=args.out, state_dir=args.state_dir, k=args.k, ks=args.ks,
-        probes=DEFAULT_PROBES if args.probes is None else args.probes, max_questions=args.max_questions,
-        doc_type=args.doc_type, embed_model=args.embed_model, language=args.language, use_llm=not args.no_llm,
-        rebuild=args.rebuild, show_progress=not args.quiet, seed=args.seed,
-    )  # fmt: skip
+        docs=args.docs,
+        questions=args.questions,
+        questions_format=args.questions_format,
+        qrels=args.qrels,
+        pipelines=args.pipelines,
+        spec=args.spec,
+        uri=args.uri,
+        token=args.token,
+        out=args.out,
+        state_dir=args.state_dir,
+        k=args.k,
+        ks=args.ks,
+        probes=DEFAULT_PROBES if args.probes is None else args.probes,
+        max_questions=args.max_questions,
+        doc_type=args.doc_type,
+        embed_model=args.embed_model,
+        language=args.language,
+        use_llm=not args.no_llm,
+        rebuild=args.rebuild,
+        show_progress=not args.quiet,
+        seed=args.seed,
+    )
     run, files = run_compare(options)
     print(terminal_report(run))
     print()
@@ -165,10 +224,17 @@ def command_ask(args: argparse.Namespace) -> int:
         print(f"advrag: {surrogates} lone surrogate(s) in the question replaced with U+FFFD",
               file=sys.stderr)  # fmt: skip
     options = CompareOptions(
-        docs=args.docs, uri=args.uri, token=args.token, state_dir=args.state_dir,
-        doc_type=args.doc_type, embed_model=args.embed_model, language=args.language, use_llm=not args.no_llm,
-        rebuild=args.rebuild, show_progress=not args.quiet,
-    )  # fmt: skip
+        docs=args.docs,
+        uri=args.uri,
+        token=args.token,
+        state_dir=args.state_dir,
+        doc_type=args.doc_type,
+        embed_model=args.embed_model,
+        language=args.language,
+        use_llm=not args.no_llm,
+        rebuild=args.rebuild,
+        show_progress=not args.quiet,
+    )
     entry = load_spec(args.spec)[0] if args.spec else get_pipeline(args.pipeline)
     documents = load_corpus(options.docs)
     embed_model, llm, decision = prepare_models(options, documents)

@@ -7,12 +7,11 @@ instructions it was built for. :func:`check_llm_server` therefore asks for one r
 and :class:`LocalLLMServer` reports the last lines of the server's log when anything fails, so a
 broken server is one clear error naming the URL instead of many connection errors later.
 
-Example
--------
->>> from llama_index_ext_advrag.local_llm import LocalLLMServer
->>> server = LocalLLMServer("model.gguf", chat_format="gemma")  # doctest: +SKIP
->>> with server as base_url:  # doctest: +SKIP
-...     llm = OpenAILike(model=server.alias, api_base=base_url, api_key="none", is_chat_model=True)
+Example:
+    >>> from llama_index_ext_advrag.local_llm import LocalLLMServer
+    >>> server = LocalLLMServer("model.gguf", chat_format="gemma")  # doctest: +SKIP
+    >>> with server as base_url:  # doctest: +SKIP
+    ...     llm = OpenAILike(model=server.alias, api_base=base_url, api_key="none", is_chat_model=True)
 """
 
 from __future__ import annotations
@@ -66,25 +65,17 @@ def check_llm_server(
 ) -> str:
     """Prove that the OpenAI-compatible server at ``base_url`` generates: one short completion.
 
-    Parameters
-    ----------
-    base_url:
-        The API base, e.g. ``"http://127.0.0.1:8000/v1"``.
-    model:
-        The model name to ask for (llama-cpp-python ignores it when it serves one model).
-    timeout:
-        Seconds to wait for the completion.
+    Args:
+        base_url: The API base, e.g. ``"http://127.0.0.1:8000/v1"``.
+        model: The model name to ask for (llama-cpp-python ignores it when it serves one model).
+        timeout: Seconds to wait for the completion.
 
-    Returns
-    -------
-    str
-        The generated text (possibly empty: a reply is what is checked, not its quality).
+    Returns:
+        str: The generated text (possibly empty: a reply is what is checked, not its quality).
 
-    Raises
-    ------
-    LocalLLMServerError
-        The server is unreachable, answered an error, or sent no completion; the message names
-        ``base_url`` and what to check.
+    Raises:
+        LocalLLMServerError: The server is unreachable, answered an error, or sent no completion;
+            the message names ``base_url`` and what to check.
     """
     url = base_url.rstrip("/") + "/completions"
     payload: dict = {"prompt": "Hello", "max_tokens": 2, "temperature": 0.0}
@@ -145,30 +136,22 @@ def stop_process_group(process: subprocess.Popen) -> None:
 class LocalLLMServer:
     """Run ``python -m llama_cpp.server`` on a GGUF file on 127.0.0.1 and prove it generates.
 
-    Parameters
-    ----------
-    model_path:
-        The GGUF file.
-    chat_format:
-        llama-cpp-python's chat format (``"gemma"`` for Gemma; ``None`` uses the GGUF's template).
-    alias:
-        The model name the server reports.
-    n_ctx, n_threads:
-        Context window and CPU threads of the server.
-    port:
-        A fixed port, or ``None`` for a free one.
-    command:
-        A whole command to run instead (``{port}`` is replaced by the port); for other servers.
-    startup_timeout:
-        Seconds to wait for the server to answer and complete.
-    log_dir:
-        Where ``server.log`` goes (a temporary folder by default, removed on :meth:`stop`).
+    Args:
+        model_path: The GGUF file.
+        chat_format: llama-cpp-python's chat format (``"gemma"`` for Gemma; ``None`` uses the GGUF's
+            template).
+        alias: The model name the server reports.
+        n_ctx, n_threads: Context window and CPU threads of the server.
+        port: A fixed port, or ``None`` for a free one.
+        command: A whole command to run instead (``{port}`` is replaced by the port); for other
+            servers.
+        startup_timeout: Seconds to wait for the server to answer and complete.
+        log_dir: Where ``server.log`` goes (a temporary folder by default, removed on :meth:`stop`).
 
-    Raises
-    ------
-    LocalLLMServerError
-        From :meth:`start` when the server exits, never answers, or cannot complete; the message
-        names the URL, the exit status and the last lines of the server's log.
+    Raises:
+        LocalLLMServerError: From :meth:`start` when the server exits, never answers, or cannot
+            complete; the message names the URL, the exit status and the last lines of the server's
+            log.
     """
 
     def __init__(

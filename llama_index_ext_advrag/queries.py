@@ -49,11 +49,9 @@ def clean_query_bundle(query_bundle: QueryBundle, component: str) -> QueryBundle
 def embedding_strings(query_bundle: QueryBundle, component: str) -> list[str]:
     """The strings to embed for ``query_bundle``.
 
-    Raises
-    ------
-    ValueError
-        the query is empty and has no embedding strings: there is nothing to embed (core's
-        embedding aggregation would fail with "No embeddings to aggregate").
+    Raises:
+        ValueError: the query is empty and has no embedding strings: there is nothing to embed
+            (core's embedding aggregation would fail with "No embeddings to aggregate").
     """
     strings = query_bundle.embedding_strs
     if not strings:

@@ -11,10 +11,9 @@ from numpy.typing import ArrayLike
 def normalise_rows(vectors: ArrayLike) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero).
 
-    Examples
-    --------
-    >>> normalise_rows([[3.0, 4.0], [0.0, 0.0]]).tolist()
-    [[0.6, 0.8], [0.0, 0.0]]
+    Example:
+        >>> normalise_rows([[3.0, 4.0], [0.0, 0.0]]).tolist()
+        [[0.6, 0.8], [0.0, 0.0]]
     """
     matrix = np.asarray(vectors, dtype=np.float64)
     if matrix.ndim == 1:
@@ -28,10 +27,9 @@ def cosine_to_query(
 ) -> list[float]:
     """Cosine similarity of each row of ``vectors`` to ``query`` (0.0 for a zero row).
 
-    Examples
-    --------
-    >>> cosine_to_query([2.0, 0.0], [[1.0, 0.0], [0.0, 3.0]])
-    [1.0, 0.0]
+    Example:
+        >>> cosine_to_query([2.0, 0.0], [[1.0, 0.0], [0.0, 3.0]])
+        [1.0, 0.0]
     """
     if len(vectors) == 0:
         return []
@@ -41,10 +39,9 @@ def cosine_to_query(
 def paired_cosines(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Cosine of each row of ``left`` with the same row of ``right`` (0.0 where one is zero).
 
-    Examples
-    --------
-    >>> paired_cosines(np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([[2.0, 0.0], [0.0, 0.0]])).tolist()
-    [1.0, 0.0]
+    Example:
+        >>> paired_cosines(np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([[2.0, 0.0], [0.0, 0.0]])).tolist()
+        [1.0, 0.0]
     """
     norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
     return np.einsum("ij,ij->i", left, right) / np.where(norms == 0, 1.0, norms)

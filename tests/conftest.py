@@ -278,6 +278,48 @@ def drop_after(milvus_uri: str, collection_name: str) -> Iterator[None]:
         client.drop_collection(collection_name)
 
 
+# --- spies ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch):
+    """``spy(owner, name, record=None, returns=...)`` replaces ``owner.name`` (an object or a
+    dotted module path) for the test and returns the list its calls are appended to:
+    ``record(*args, **kwargs)`` or the ``(args, kwargs)`` pair. Without ``returns`` the original
+    still runs (a spy); with it the call answers ``returns`` instead (a stub)."""
+    missing = object()
+
+    def install(owner, name: str, record=None, returns=missing) -> list:
+        calls: list = []
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            calls.append(record(*args, **kwargs) if record else (args, kwargs))
+            return original(*args, **kwargs) if returns is missing else returns
+
+        monkeypatch.setattr(owner, name, wrapper)
+        return calls
+
+    return install
+
+
+@pytest.fixture
+def forbid_blocking_milvus(monkeypatch: pytest.MonkeyPatch):
+    """``forbid_blocking_milvus(module, *names)`` makes ``MilvusVectorStore.query`` and the
+    module's sync Milvus helpers ``names`` fail the test: an async path must not call them."""
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    def blocking(*args, **kwargs):
+        raise AssertionError("a blocking Milvus call inside an async method")
+
+    def install(module, *names: str) -> None:
+        monkeypatch.setattr(MilvusVectorStore, "query", blocking)
+        for name in names:
+            monkeypatch.setattr(module, name, blocking)
+
+    return install
+
+
 # --- local LLM --------------------------------------------------------------------------------
 
 

@@ -91,14 +91,21 @@ class LLMCallCounter(BaseCallbackHandler):
         super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
         self.calls = 0
 
-    def on_event_start(self, event_type: CBEventType, payload: Any = None, event_id: str = "",
-                       parent_id: str = "", **kwargs: Any) -> str:  # fmt: skip
+    def on_event_start(
+        self,
+        event_type: CBEventType,
+        payload: Any = None,
+        event_id: str = "",
+        parent_id: str = "",
+        **kwargs: Any,
+    ) -> str:
         if event_type == CBEventType.LLM:
             self.calls += 1
         return event_id
 
-    def on_event_end(self, event_type: CBEventType, payload: Any = None, event_id: str = "",
-                     **kwargs: Any) -> None:  # fmt: skip
+    def on_event_end(
+        self, event_type: CBEventType, payload: Any = None, event_id: str = "", **kwargs: Any
+    ) -> None:
         return None
 
     def start_trace(self, trace_id: str | None = None) -> None:
@@ -116,12 +123,14 @@ def attach_counter(llm: Any) -> LLMCallCounter:
     return counter
 
 
-def embed_questions(questions: Sequence[Question], embed_model: Any,
-                    show_progress: bool = True) -> list[QueryBundle]:  # fmt: skip
+def embed_questions(
+    questions: Sequence[Question], embed_model: Any, show_progress: bool = True
+) -> list[QueryBundle]:
     """One QueryBundle per question with its embedding set, shared by every pipeline."""
     bundles = []
-    for question in tqdm(questions, desc="embedding questions", disable=not show_progress,
-                         leave=False):  # fmt: skip
+    for question in tqdm(
+        questions, desc="embedding questions", disable=not show_progress, leave=False
+    ):
         bundles.append(
             QueryBundle(
                 question.question, embedding=embed_model.get_query_embedding(question.question)
@@ -145,25 +154,41 @@ def run_questions(
     others = [k for k in ks if k != main_k]
     counter = counter or LLMCallCounter()
     results = []
-    for question, bundle in tqdm(list(zip(questions, bundles, strict=True)), desc=pipeline.name,
-                                 disable=not show_progress, leave=False):  # fmt: skip
+    for question, bundle in tqdm(
+        list(zip(questions, bundles, strict=True)),
+        desc=pipeline.name,
+        disable=not show_progress,
+        leave=False,
+    ):
         before = counter.calls
         started = time.perf_counter()
         nodes = pipeline.retrieve(bundle, main_k)
         latency = (time.perf_counter() - started) * 1000
         calls = counter.calls - before
-        results.append(score(pipeline.name, question, main_k, nodes, latency, calls))
+        results.append(
+            score(pipeline.name, question, main_k, nodes, latency_ms=latency, llm_calls=calls)
+        )
         if others and hasattr(pipeline, "warm"):
             pipeline.warm(bundle, max(others))
         for k in others:
             before = counter.calls
             nodes = pipeline.retrieve(bundle, k)
-            results.append(score(pipeline.name, question, k, nodes, None, counter.calls - before))
+            calls = counter.calls - before
+            results.append(
+                score(pipeline.name, question, k, nodes, latency_ms=None, llm_calls=calls)
+            )
     return results
 
 
-def score(pipeline: str, question: Question, k: int, nodes: Sequence[NodeWithScore],
-          latency_ms: float | None, llm_calls: int) -> QuestionResult:  # fmt: skip
+def score(
+    pipeline: str,
+    question: Question,
+    k: int,
+    nodes: Sequence[NodeWithScore],
+    *,
+    latency_ms: float | None,
+    llm_calls: int,
+) -> QuestionResult:
     context = context_text(nodes)
     return QuestionResult(
         pipeline=pipeline,

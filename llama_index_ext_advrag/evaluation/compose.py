@@ -193,12 +193,47 @@ def _hybrid(
     return make
 
 
+def _layout_retriever(
+    retriever_class: Any,
+    context: BuildContext,
+    *,
+    settings: dict[str, Any],
+    build_options: dict[str, Any],
+    query_options: dict[str, Any],
+    top_k_field: str,
+) -> RetrieverFactory:
+    """A Milvus layout retriever (auto-merging, two-layer): its own builder writes the index
+    once (reused while ``settings`` are unchanged), then it is reopened from the uri at each k
+    with ``top_k_field=k``."""
+    store = context.store
+    location = {"embed_model": store.embed_model, "token": store.token}
+
+    def build(collection: str) -> None:
+        retriever_class.from_documents(
+            store.documents,
+            uri=store.uri,
+            collection_name=collection,
+            overwrite=True,
+            show_progress=store.show_progress,
+            **location,
+            **build_options,
+        )
+
+    def reopen(collection: str, **options: Any) -> Any:
+        return retriever_class.from_uri(
+            store.uri, collection_name=collection, **location, **options
+        )
+
+    key = f"{settings['retriever']}:{json.dumps(settings, sort_keys=True)}"
+    collection = store.layout_index(key, settings, build, reopen)
+    return lambda n: reopen(collection, **{top_k_field: n}, **query_options)
+
+
 def _auto_merging(
     spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
 ) -> RetrieverFactory:
     from llama_index_ext_advrag import HierarchicalAutoMergingRetriever
 
-    store = context.store
     params = dict(spec.retriever.params)
     node_parser = None
     if spec.parser is not None:
@@ -208,28 +243,15 @@ def _auto_merging(
                 f"({', '.join(HIERARCHY_PARSERS)}), got {spec.parser.type!r}"
             )
         node_parser = make_parser(spec, context)()
-    settings = {"retriever": "auto-merging", "parser": spec.parser.key() if spec.parser else None,
-                "params": params}  # fmt: skip
-
-    def build(collection: str) -> None:
-        HierarchicalAutoMergingRetriever.from_documents(
-            store.documents, uri=store.uri, embed_model=store.embed_model,
-            collection_name=collection, node_parser=node_parser, token=store.token,
-            overwrite=True, show_progress=store.show_progress, **params,
-        )  # fmt: skip
-
-    def reopen(collection: str) -> Any:
-        return HierarchicalAutoMergingRetriever.from_uri(
-            store.uri, embed_model=store.embed_model, collection_name=collection, token=store.token
-        )
-
-    collection = store.layout_index(f"auto-merging:{json.dumps(settings, sort_keys=True)}",
-                                    settings, build, reopen)  # fmt: skip
-    query_params = {k: v for k, v in params.items() if k != "chunk_sizes"}
-    return lambda n: HierarchicalAutoMergingRetriever.from_uri(
-        store.uri, embed_model=store.embed_model, similarity_top_k=n,
-        collection_name=collection, token=store.token, **query_params,
-    )  # fmt: skip
+    parser_key = spec.parser.key() if spec.parser else None
+    return _layout_retriever(
+        HierarchicalAutoMergingRetriever,
+        context,
+        settings={"retriever": "auto-merging", "parser": parser_key, "params": params},
+        build_options={"node_parser": node_parser, **params},
+        query_options={k: v for k, v in params.items() if k != "chunk_sizes"},
+        top_k_field="similarity_top_k",
+    )
 
 
 def _two_layer(
@@ -237,30 +259,16 @@ def _two_layer(
 ) -> RetrieverFactory:
     from llama_index_ext_advrag import TwoLayerMilvusRetriever
 
-    store = context.store
     build_keys = ("granularity", "detail_chunk_tokens")
     build_params = {k: v for k, v in spec.retriever.params.items() if k in build_keys}
-    query_params = {k: v for k, v in spec.retriever.params.items() if k not in build_keys}
-    settings = {"retriever": "two-layer", "params": build_params}
-
-    def build(collection: str) -> None:
-        TwoLayerMilvusRetriever.from_documents(
-            store.documents, uri=store.uri, embed_model=store.embed_model, llm=context.llm,
-            collection_name=collection, token=store.token, overwrite=True,
-            show_progress=store.show_progress, **build_params,
-        )  # fmt: skip
-
-    def reopen(collection: str) -> Any:
-        return TwoLayerMilvusRetriever.from_uri(
-            store.uri, embed_model=store.embed_model, collection_name=collection, token=store.token
-        )
-
-    collection = store.layout_index(f"two-layer:{json.dumps(settings, sort_keys=True)}",
-                                    settings, build, reopen)  # fmt: skip
-    return lambda n: TwoLayerMilvusRetriever.from_uri(
-        store.uri, embed_model=store.embed_model, collection_name=collection, token=store.token,
-        details_top_k=n, **query_params,
-    )  # fmt: skip
+    return _layout_retriever(
+        TwoLayerMilvusRetriever,
+        context,
+        settings={"retriever": "two-layer", "params": build_params},
+        build_options={"llm": context.llm, **build_params},
+        query_options={k: v for k, v in spec.retriever.params.items() if k not in build_keys},
+        top_k_field="details_top_k",
+    )
 
 
 @dataclass(frozen=True)
@@ -281,8 +289,9 @@ RETRIEVERS: dict[str, RetrieverKind] = {
 # --- postprocessors: each returns (k) -> postprocessor ----------------------------------------
 
 
-def _postprocessor(component: Component, spec: PipelineSpec, context: BuildContext,
-                   built: BuiltIndex | None) -> Callable[[int], Any]:  # fmt: skip
+def _postprocessor(
+    component: Component, spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
+) -> Callable[[int], Any]:
     from llama_index.core.postprocessor import MetadataReplacementPostProcessor
 
     import llama_index_ext_advrag as pack
@@ -330,8 +339,13 @@ class ComposedPipeline:
     k is answered from them when the retriever is prefix-stable (``warm`` fetches the largest
     k of a sweep once)."""
 
-    def __init__(self, spec: PipelineSpec, retriever_at: RetrieverFactory, prefix_stable: bool,
-                 postprocessors: list[Callable[[int], Any]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        retriever_at: RetrieverFactory,
+        prefix_stable: bool,
+        postprocessors: list[Callable[[int], Any]],
+    ) -> None:
         self.name = spec.name
         self.spec = spec
         self._retriever_at = retriever_at

@@ -66,12 +66,9 @@ def load_documents(folder: str | Path) -> list[Document]:
     folder updates rather than duplicates. Text files are read as UTF-8 (see
     :func:`read_text_file` for files that are not).
 
-    Raises
-    ------
-    FileNotFoundError
-        ``folder`` does not exist.
-    ValueError
-        ``folder`` holds no loadable document.
+    Raises:
+        FileNotFoundError: ``folder`` does not exist.
+        ValueError: ``folder`` holds no loadable document.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -102,10 +99,8 @@ def load_documents(folder: str | Path) -> list[Document]:
 def load_qa(path: str | Path) -> list[QAItem]:
     """Read a JSONL file of questions: ``id``, ``question``, ``answers`` (+ type, evidence...).
 
-    Raises
-    ------
-    ValueError
-        a line is not JSON or lacks a required field (the line number is named).
+    Raises:
+        ValueError: a line is not JSON or lacks a required field (the line number is named).
     """
     items = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode
-from pydantic import PrivateAttr
 
 logger = logging.getLogger(__name__)
 
@@ -290,8 +290,12 @@ class IndexStore:
         client = open_client(self.uri, token=self.token)
         try:
             for path, collection in stale:
-                for name in (collection, f"{collection}_parents", f"{collection}_summary",
-                             f"{collection}_details"):  # fmt: skip
+                for name in (
+                    collection,
+                    f"{collection}_parents",
+                    f"{collection}_summary",
+                    f"{collection}_details",
+                ):
                     if client.has_collection(name):
                         client.drop_collection(name)
                 path.unlink(missing_ok=True)

@@ -29,20 +29,14 @@ def normalize_for_match(text: str) -> str:
 def answer_covered(context: str, answers: Sequence[str], require_all: bool = True) -> bool:
     """Whether the gold answer strings occur in ``context``.
 
-    Parameters
-    ----------
-    context
-        the text handed to the LLM.
-    answers
-        gold answer strings. A question whose answer spans two sentences lists both
-        parts, so by default every part must be present.
-    require_all
-        ``False`` treats ``answers`` as alternatives (any one suffices).
+    Args:
+        context: the text handed to the LLM.
+        answers: gold answer strings. A question whose answer spans two sentences lists both parts,
+            so by default every part must be present.
+        require_all: ``False`` treats ``answers`` as alternatives (any one suffices).
 
-    Returns
-    -------
-    bool
-        ``False`` for an empty ``answers`` list (nothing to cover).
+    Returns:
+        bool: ``False`` for an empty ``answers`` list (nothing to cover).
     """
     if not answers:
         return False

@@ -88,16 +88,37 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool
 def main_table(run: CompareRun, markdown: bool = False) -> str:
     ingest = {r.parser: r for r in run.ingest}
     by_pipeline = run.settings.get("pipeline_indexes", {})
-    headers = ["pipeline", "n", "coverage", f"hit@{run.main_k}", "MRR", "ctx tok mean",
-               "ctx tok p95", "lat p50 ms", "lat p95 ms", "ingest s", "LLM calls"]  # fmt: skip
+    headers = [
+        "pipeline",
+        "n",
+        "coverage",
+        f"hit@{run.main_k}",
+        "MRR",
+        "ctx tok mean",
+        "ctx tok p95",
+        "lat p50 ms",
+        "lat p95 ms",
+        "ingest s",
+        "LLM calls",
+    ]
     rows = []
     for s in run.main():
         seconds = sum(ingest[p].seconds for p in by_pipeline.get(s.pipeline, []) if p in ingest)
-        rows.append([
-            s.pipeline, str(s.questions), _fmt(s.coverage), _fmt(s.hit), _fmt(s.mrr),
-            _fmt(s.mean_tokens, 0), _fmt(s.p95_tokens, 0), _fmt(s.p50_latency_ms, 1),
-            _fmt(s.p95_latency_ms, 1), _fmt(seconds, 1), str(s.llm_calls),
-        ])  # fmt: skip
+        rows.append(
+            [
+                s.pipeline,
+                str(s.questions),
+                _fmt(s.coverage),
+                _fmt(s.hit),
+                _fmt(s.mrr),
+                _fmt(s.mean_tokens, 0),
+                _fmt(s.p95_tokens, 0),
+                _fmt(s.p50_latency_ms, 1),
+                _fmt(s.p95_latency_ms, 1),
+                _fmt(seconds, 1),
+                str(s.llm_calls),
+            ]
+        )
     return _table(headers, rows, markdown)
 
 
@@ -196,8 +217,11 @@ def recommendation(run: CompareRun) -> str:
         if c.advantage is None:
             lines.append(f"- {c.pipeline}: {c.detail} with {run.baseline}; not comparable.")
         else:
-            verdict = "beats" if c.advantage > c.noise else (
-                "loses to" if c.advantage < -c.noise else "ties (within noise)")  # fmt: skip
+            verdict = (
+                "beats"
+                if c.advantage > c.noise
+                else ("loses to" if c.advantage < -c.noise else "ties (within noise)")
+            )
             lines.append(
                 f"- {c.pipeline} {verdict} {run.baseline}: {c.advantage:+.3f} ({c.detail})"
             )
@@ -212,10 +236,15 @@ def recommendation(run: CompareRun) -> str:
 def ingest_table(run: CompareRun, markdown: bool = False) -> str:
     headers = ["index", "nodes", "seconds", "texts embedded", "reused"]
     rows = [
-        [r.parser if len(r.parser) < 60 else r.parser[:57] + "...", str(r.nodes),
-         _fmt(r.seconds, 1), str(r.embedded_texts), "yes" if r.reused else "no"]
+        [
+            r.parser if len(r.parser) < 60 else r.parser[:57] + "...",
+            str(r.nodes),
+            _fmt(r.seconds, 1),
+            str(r.embedded_texts),
+            "yes" if r.reused else "no",
+        ]
         for r in run.ingest
-    ]  # fmt: skip
+    ]
     return _table(headers, rows, markdown)
 
 
@@ -275,11 +304,13 @@ def write_charts(run: CompareRun, out_dir: Path) -> list[Path]:
         if not values:
             continue
         style = "--" if name == run.baseline else "-"
-        axes.plot([v[0] for v in values], [v[1] for v in values], style, marker=next(markers),
-                  label=name)  # fmt: skip
+        axes.plot(
+            [v[0] for v in values], [v[1] for v in values], style, marker=next(markers), label=name
+        )
         for tokens, value, k in values:
-            axes.annotate(f"{k}", (tokens, value), fontsize=7, xytext=(2, 2),
-                          textcoords="offset points")  # fmt: skip
+            axes.annotate(
+                f"{k}", (tokens, value), fontsize=7, xytext=(2, 2), textcoords="offset points"
+            )
     spans = [s.mean_tokens for s in run.summaries if s.mean_tokens > 0]
     if spans and max(spans) / min(spans) > 20:  # curves from tens to thousands of tokens
         axes.set_xscale("log")
@@ -331,8 +362,11 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
     ]
     if run.by_type:
         headers = ["pipeline", "type", "n", "coverage", "ctx tokens"]
-        rows = [[s.pipeline, s.group, str(s.questions), _fmt(s.coverage), _fmt(s.mean_tokens, 0)]
-                for s in run.by_type if s.group != "all" and s.k == run.main_k]  # fmt: skip
+        rows = [
+            [s.pipeline, s.group, str(s.questions), _fmt(s.coverage), _fmt(s.mean_tokens, 0)]
+            for s in run.by_type
+            if s.group != "all" and s.k == run.main_k
+        ]
         sections += [f"### By question type (k={run.main_k})", _table(headers, rows, True)]
     sections += ["## Ingest", ingest_table(run, markdown=True)]
     if charts:

@@ -35,6 +35,7 @@ from llama_index_ext_advrag.evaluation.registry import (
 )
 from llama_index_ext_advrag.evaluation.report import CompareRun, write_report
 from llama_index_ext_advrag.evaluation.sources import load_corpus
+from llama_index_ext_advrag.milvus import is_server_uri
 from llama_index_ext_advrag.models import EmbedModelDecision
 
 logger = logging.getLogger(__name__)
@@ -146,8 +147,9 @@ def prepare_models(
     return decision.model, llm, decision
 
 
-def build_context(options: CompareOptions, documents: Sequence[Any], embed_model: Any,
-                  llm: Any) -> BuildContext:  # fmt: skip
+def build_context(
+    options: CompareOptions, documents: Sequence[Any], embed_model: Any, llm: Any
+) -> BuildContext:
     doc_type = guess_doc_type(documents) if options.doc_type == "auto" else options.doc_type
     store = IndexStore(
         documents,
@@ -161,8 +163,9 @@ def build_context(options: CompareOptions, documents: Sequence[Any], embed_model
     return BuildContext(store, llm, is_english_only(embed_model), doc_type)
 
 
-def load_evaluation_questions(options: CompareOptions, documents: Sequence[Any],
-                              llm: Any) -> tuple[list[Question], str]:  # fmt: skip
+def load_evaluation_questions(
+    options: CompareOptions, documents: Sequence[Any], llm: Any
+) -> tuple[list[Question], str]:
     if options.questions:
         questions = load_questions(options.questions, options.questions_format, options.qrels)
         source = Path(options.questions).name
@@ -202,16 +205,33 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
     context.store.warm_up()
     context.store.start_heartbeat()
     try:
-        return _evaluate(options, chosen, questions, source, documents, context, decision, llm,
-                         reconnects_before)  # fmt: skip
+        return _evaluate(
+            options,
+            chosen=chosen,
+            questions=questions,
+            source=source,
+            documents=documents,
+            context=context,
+            decision=decision,
+            llm=llm,
+            reconnects_before=reconnects_before,
+        )
     finally:
         context.store.close()
 
 
-def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questions: list[Question],
-              source: str, documents: Sequence[Any], context: BuildContext,
-              decision: EmbedModelDecision, llm: Any,
-              reconnects_before: int = 0) -> tuple[CompareRun, dict[str, Path]]:  # fmt: skip
+def _evaluate(
+    options: CompareOptions,
+    *,
+    chosen: list[RegisteredPipeline],
+    questions: list[Question],
+    source: str,
+    documents: Sequence[Any],
+    context: BuildContext,
+    decision: EmbedModelDecision,
+    llm: Any,
+    reconnects_before: int = 0,
+) -> tuple[CompareRun, dict[str, Path]]:
     from llama_index_ext_advrag.milvus import process_reconnects
 
     counter = attach_counter(llm)
@@ -223,8 +243,15 @@ def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questio
         logger.info("building pipeline %s", entry.name)
         pipeline = entry.build(context)
         indexes[entry.name] = list(dict.fromkeys(context.store.used))
-        results += run_questions(pipeline, questions, bundles, options.ks, options.k, counter,
-                                 options.show_progress)  # fmt: skip
+        results += run_questions(
+            pipeline,
+            questions,
+            bundles,
+            ks=options.ks,
+            main_k=options.k,
+            counter=counter,
+            show_progress=options.show_progress,
+        )
         if hasattr(pipeline, "close"):
             pipeline.close()
         del pipeline
@@ -234,7 +261,7 @@ def _evaluate(options: CompareOptions, chosen: list[RegisteredPipeline], questio
     by_type = summarize_all([r for r in results if r.k == options.k], by_type=True)
     types = {q.type for q in questions}
     baseline = "baseline" if any(e.name == "baseline" for e in chosen) else chosen[0].name
-    lite = not re.match(r"^[a-z][a-z0-9+.-]*://", options.uri)
+    lite = not is_server_uri(options.uri)
     settings = {
         "documents": f"{len(documents)} from {', '.join(Path(d).name for d in options.docs)}",
         "questions": f"{len(questions)} ({source})",

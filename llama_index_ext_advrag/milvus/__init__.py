@@ -1,5 +1,6 @@
 """Milvus layer: one open path for Milvus Lite and the server, index presets, safe filters,
-batched node fetch, clients that reconnect after a lost connection.
+batched node fetch, clients that reconnect after a lost connection, the layout registry of
+the retrievers' indexes.
 
 >>> from llama_index_ext_advrag.milvus import open_vector_store, fetch_nodes, flush
 >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
@@ -41,8 +42,10 @@ from llama_index_ext_advrag.milvus.limits import MAX_TEXT_BYTES, check_storable_
 from llama_index_ext_advrag.milvus.nodes import (
     afetch_nodes,
     afetch_rows,
+    aquery_nodes,
     fetch_nodes,
     fetch_rows,
+    query_nodes,
     row_to_node,
 )
 from llama_index_ext_advrag.milvus.reconnect import (
@@ -54,26 +57,46 @@ from llama_index_ext_advrag.milvus.reconnect import (
     is_connection_error,
     process_reconnects,
 )
-from llama_index_ext_advrag.milvus.vector_store import open_vector_store
+from llama_index_ext_advrag.milvus.registry import (
+    LAYOUT_COLLECTION,
+    PLACEHOLDER_DIM,
+    PLACEHOLDER_VECTOR,
+    IndexLayoutError,
+    delete_layout,
+    list_layouts,
+    load_layout,
+    prepare_build,
+    read_layout,
+    record_layout,
+    write_layout,
+)
+from llama_index_ext_advrag.milvus.vector_store import AsyncLoopBinding, open_vector_store
 
 __all__ = [
     "AUTO_FLAT_MAX_ROWS",
+    "AsyncLoopBinding",
     "AsyncReconnectingClient",
-    "LITE_INDEX_TYPES",
-    "MAX_TEXT_BYTES",
+    "IndexLayoutError",
     "IndexPlan",
     "IndexPreset",
+    "LAYOUT_COLLECTION",
+    "LITE_INDEX_TYPES",
+    "MAX_TEXT_BYTES",
     "MilvusAuthenticationError",
     "MilvusConnectionError",
+    "PLACEHOLDER_DIM",
+    "PLACEHOLDER_VECTOR",
     "ReconnectingClient",
     "afetch_nodes",
     "afetch_rows",
+    "aquery_nodes",
     "build_index_params",
     "build_search_params",
     "check_storable_nodes",
     "count_reconnects",
     "process_reconnects",
     "count_rows",
+    "delete_layout",
     "ensure_loaded",
     "eq_filter",
     "fetch_nodes",
@@ -85,12 +108,19 @@ __all__ = [
     "is_lite_client",
     "is_server_uri",
     "iter_collection",
+    "list_layouts",
+    "load_layout",
     "open_client",
     "open_vector_store",
+    "prepare_build",
+    "query_nodes",
     "quote_string",
+    "read_layout",
+    "record_layout",
     "resolve_index",
     "resolve_uri",
     "row_to_node",
     "server_version",
     "validate_field_name",
+    "write_layout",
 ]

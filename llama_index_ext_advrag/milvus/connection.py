@@ -49,12 +49,10 @@ def is_server_uri(uri: str | os.PathLike[str]) -> bool:
 def resolve_uri(uri: str | os.PathLike[str]) -> str:
     """Validate ``uri`` and, for Milvus Lite, expand ``~`` and create the parent folder.
 
-    Raises
-    ------
-    ValueError
-        For an empty ``uri``, a scheme other than ``http``, ``https``, ``tcp`` and ``unix``
-        (``grpc://x`` would otherwise become a local folder ``grpc:``), or a Lite path that
-        does not end in ``.db`` (pymilvus only treats ``*.db`` paths as Milvus Lite).
+    Raises:
+        ValueError: For an empty ``uri``, a scheme other than ``http``, ``https``, ``tcp`` and
+            ``unix`` (``grpc://x`` would otherwise become a local folder ``grpc:``), or a Lite path
+            that does not end in ``.db`` (pymilvus only treats ``*.db`` paths as Milvus Lite).
     """
     text = str(uri).strip() if uri is not None else ""
     if not text:
@@ -87,25 +85,18 @@ def open_client(uri: str | os.PathLike[str], token: str = "", **kwargs: Any) -> 
     The client reconnects by itself after a lost connection (a Lite server stopped, a server
     restarted, a GOAWAY): see :class:`~llama_index_ext_advrag.milvus.reconnect.ReconnectingClient`.
 
-    Parameters
-    ----------
-    uri:
-        A Lite file path ending in ``.db`` (its folder is created) or a server URL.
-    token:
-        ``"user:password"`` or an API key for servers with authentication.
-    **kwargs:
-        Passed to ``MilvusClient`` (``timeout``, ``db_name``, ``grpc_options``, ...).
+    Args:
+        uri: A Lite file path ending in ``.db`` (its folder is created) or a server URL.
+        token: ``"user:password"`` or an API key for servers with authentication.
+        **kwargs: Passed to ``MilvusClient`` (``timeout``, ``db_name``, ``grpc_options``, ...).
 
-    Raises
-    ------
-    MilvusConnectionError
-        If the connection fails twice (the message names the uri).
+    Raises:
+        MilvusConnectionError: If the connection fails twice (the message names the uri).
 
-    Examples
-    --------
-    >>> client = open_client("./data/milvus.db")  # doctest: +SKIP
-    >>> ensure_loaded(client, "docs")  # doctest: +SKIP
-    >>> client.search("docs", [[0.1, 0.2]], limit=3)  # doctest: +SKIP
+    Example:
+        >>> client = open_client("./data/milvus.db")  # doctest: +SKIP
+        >>> ensure_loaded(client, "docs")  # doctest: +SKIP
+        >>> client.search("docs", [[0.1, 0.2]], limit=3)  # doctest: +SKIP
     """
     resolved = resolve_uri(uri)
     logger.debug(
@@ -141,10 +132,8 @@ def is_lite_client(client: MilvusClient) -> bool:
 def ensure_loaded(client: MilvusClient, collection_name: str) -> None:
     """Load ``collection_name`` unless it is loaded already.
 
-    Raises
-    ------
-    ValueError
-        If the collection does not exist.
+    Raises:
+        ValueError: If the collection does not exist.
     """
     if not client.has_collection(collection_name):
         raise ValueError(f"Milvus collection {collection_name!r} does not exist")
@@ -170,17 +159,13 @@ def _client_and_collection(target: Any, collection_name: str | None) -> tuple[Mi
 def flush(target: Any, collection_name: str | None = None) -> None:
     """Seal the growing segments of a collection so searches use its index.
 
-    Parameters
-    ----------
-    target:
-        A ``MilvusVectorStore`` (its collection is the default) or a ``MilvusClient``.
-    collection_name:
-        The collection; required with a bare client.
+    Args:
+        target: A ``MilvusVectorStore`` (its collection is the default) or a ``MilvusClient``.
+        collection_name: The collection; required with a bare client.
 
-    Examples
-    --------
-    >>> store.add(nodes)  # doctest: +SKIP
-    >>> flush(store)  # doctest: +SKIP
+    Example:
+        >>> store.add(nodes)  # doctest: +SKIP
+        >>> flush(store)  # doctest: +SKIP
     """
     client, name = _client_and_collection(target, collection_name)
     started = time.perf_counter()

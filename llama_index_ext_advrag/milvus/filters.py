@@ -44,11 +44,9 @@ _STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\
 def validate_field_name(field: str) -> str:
     """Return ``field`` if it is a plain identifier usable in an expression.
 
-    Raises
-    ------
-    ValueError
-        If ``field`` is not a string matching ``[A-Za-z_][A-Za-z0-9_]*`` or is a reserved word
-        of the expression grammar; the message names the field.
+    Raises:
+        ValueError: If ``field`` is not a string matching ``[A-Za-z_][A-Za-z0-9_]*`` or is a
+            reserved word of the expression grammar; the message names the field.
     """
     if not isinstance(field, str) or not _FIELD_NAME.match(field):
         raise ValueError(
@@ -77,12 +75,9 @@ def format_literal(value: Any) -> str:
     Strings are quoted and escaped, bools become ``true``/``false``, integers must fit in
     int64 and floats must be finite.
 
-    Raises
-    ------
-    ValueError
-        For an out-of-range integer or a NaN/infinite float.
-    TypeError
-        For any other type (``None``, lists, dicts, bytes, ...).
+    Raises:
+        ValueError: For an out-of-range integer or a NaN/infinite float.
+        TypeError: For any other type (``None``, lists, dicts, bytes, ...).
     """
     if isinstance(value, str):
         return quote_string(value)
@@ -115,12 +110,11 @@ def _kind(value: Any) -> str:
 def eq_filter(field: str, value: Any) -> str:
     """Build ``field == <literal>``.
 
-    Examples
-    --------
-    >>> eq_filter("table_name", "2023' or id > 0 or name == '")
-    'table_name == "2023\\' or id > 0 or name == \\'"'
-    >>> eq_filter("page", 3)
-    'page == 3'
+    Example:
+        >>> eq_filter("table_name", "2023' or id > 0 or name == '")
+        'table_name == "2023\\' or id > 0 or name == \\'"'
+        >>> eq_filter("page", 3)
+        'page == 3'
     """
     return f"{validate_field_name(field)} == {format_literal(value)}"
 
@@ -131,17 +125,14 @@ def in_filter(field: str, values: Iterable[Any]) -> str:
     Values must all be strings, all numbers (ints and floats may mix) or all bools, because
     Milvus rejects a list whose literals do not share the field's type.
 
-    Examples
-    --------
-    >>> in_filter("id", ["a", 'b"c'])
-    'id in ["a", "b\\\\"c"]'
-    >>> in_filter("id", [])
-    'id in []'
+    Example:
+        >>> in_filter("id", ["a", 'b"c'])
+        'id in ["a", "b\\\\"c"]'
+        >>> in_filter("id", [])
+        'id in []'
 
-    Raises
-    ------
-    ValueError
-        If ``values`` is a single string (a common slip for ``[value]``) or mixes kinds.
+    Raises:
+        ValueError: If ``values`` is a single string (a common slip for ``[value]``) or mixes kinds.
     """
     validate_field_name(field)
     if isinstance(values, (str, bytes)):

@@ -73,21 +73,14 @@ class IndexPreset(str, Enum):
 class IndexPlan:
     """A resolved index: what to build and how to search it.
 
-    Attributes
-    ----------
-    index_type:
-        Milvus index type to build (after any Lite fallback).
-    metric_type:
-        ``COSINE``, ``IP`` or ``L2``.
-    build_params:
-        Build parameters (``nlist``, ``M``, ...), empty for FLAT.
-    search_params:
-        ``{"params": {...}}``, ready for ``MilvusClient.search(search_params=...)`` and
-        ``MilvusVectorStore(search_config=...)``.
-    preset:
-        The preset that was asked for.
-    fallback_reason:
-        Why ``index_type`` differs from the preset, if it does.
+    Attributes:
+        index_type: Milvus index type to build (after any Lite fallback).
+        metric_type: ``COSINE``, ``IP`` or ``L2``.
+        build_params: Build parameters (``nlist``, ``M``, ...), empty for FLAT.
+        search_params: ``{"params": {...}}``, ready for ``MilvusClient.search(search_params=...)``
+            and ``MilvusVectorStore(search_config=...)``.
+        preset: The preset that was asked for.
+        fallback_reason: Why ``index_type`` differs from the preset, if it does.
     """
 
     index_type: str
@@ -116,10 +109,8 @@ def _wire_build_params(build_params: dict[str, Any]) -> dict[str, Any]:
 def parse_preset(preset: IndexPreset | str) -> IndexPreset:
     """Return ``preset`` as an :class:`IndexPreset` (case-insensitive).
 
-    Raises
-    ------
-    ValueError
-        If ``preset`` is not one of the preset names; the message lists them.
+    Raises:
+        ValueError: If ``preset`` is not one of the preset names; the message lists them.
     """
     return parse_enum(IndexPreset, preset, "preset", normalise=str.upper)
 
@@ -189,21 +180,16 @@ def build_search_params(
 ) -> dict[str, Any]:
     """Search parameters matching an index: ``nprobe`` for IVF, ``ef`` for HNSW.
 
-    Parameters
-    ----------
-    index_type:
-        The built index type (``FLAT``, ``IVF_FLAT``, ``HNSW``, ...).
-    build_params:
-        Its build parameters; ``nlist`` sizes ``nprobe``.
-    top_k:
-        Hits the query asks for; HNSW ``ef`` is raised to it (the 2.3 server requires it).
+    Args:
+        index_type: The built index type (``FLAT``, ``IVF_FLAT``, ``HNSW``, ...).
+        build_params: Its build parameters; ``nlist`` sizes ``nprobe``.
+        top_k: Hits the query asks for; HNSW ``ef`` is raised to it (the 2.3 server requires it).
 
-    Examples
-    --------
-    >>> build_search_params("IVF_FLAT", {"nlist": 256})
-    {'params': {'nprobe': 32}}
-    >>> build_search_params("HNSW", top_k=500)
-    {'params': {'ef': 500}}
+    Example:
+        >>> build_search_params("IVF_FLAT", {"nlist": 256})
+        {'params': {'nprobe': 32}}
+        >>> build_search_params("HNSW", top_k=500)
+        {'params': {'ef': 500}}
     """
     kind = index_type.upper()
     params: dict[str, Any] = {}
@@ -230,26 +216,19 @@ def resolve_index(
 ) -> IndexPlan:
     """Turn a preset into an :class:`IndexPlan` (pure: no I/O).
 
-    Parameters
-    ----------
-    preset:
-        An :class:`IndexPreset` or its name.
-    metric:
-        ``COSINE``, ``IP`` or ``L2``.
-    num_rows:
-        Expected number of vectors, ``None`` if unknown.
-    dim:
-        Vector dimension; required for ``IVF_PQ``.
-    lite:
-        Whether the target is Milvus Lite (which cannot build IVF_PQ).
+    Args:
+        preset: An :class:`IndexPreset` or its name.
+        metric: ``COSINE``, ``IP`` or ``L2``.
+        num_rows: Expected number of vectors, ``None`` if unknown.
+        dim: Vector dimension; required for ``IVF_PQ``.
+        lite: Whether the target is Milvus Lite (which cannot build IVF_PQ).
 
-    Examples
-    --------
-    >>> resolve_index("AUTO", num_rows=500).index_type
-    'FLAT'
-    >>> plan = resolve_index("IVF_PQ", num_rows=1_000_000, dim=384)
-    >>> plan.build_params
-    {'nlist': 4000, 'm': 48, 'nbits': 8}
+    Example:
+        >>> resolve_index("AUTO", num_rows=500).index_type
+        'FLAT'
+        >>> plan = resolve_index("IVF_PQ", num_rows=1_000_000, dim=384)
+        >>> plan.build_params
+        {'nlist': 4000, 'm': 48, 'nbits': 8}
     """
     chosen = parse_preset(preset)
     metric_type = parse_metric(metric)
@@ -296,11 +275,10 @@ def build_index_params(
 
     The backend (Lite or server) is read from ``client`` so Lite gets its fallback.
 
-    Examples
-    --------
-    >>> client = open_client("./data/demo.db")  # doctest: +SKIP
-    >>> params = build_index_params(client, "embedding", "IVF_FLAT", num_rows=50_000)  # doctest: +SKIP
-    >>> client.create_index("docs", params)  # doctest: +SKIP
+    Example:
+        >>> client = open_client("./data/demo.db")  # doctest: +SKIP
+        >>> params = build_index_params(client, "embedding", "IVF_FLAT", num_rows=50_000)  # doctest: +SKIP
+        >>> client.create_index("docs", params)  # doctest: +SKIP
     """
     plan = resolve_index(preset, metric, num_rows, dim, lite=is_lite_client(client))
     index_params = client.prepare_index_params()

@@ -28,13 +28,11 @@ def _describe(node: BaseNode) -> str:
 def check_storable_nodes(nodes: Iterable[BaseNode], max_text_bytes: int = MAX_TEXT_BYTES) -> None:
     """Raise before embedding when a node cannot be stored in a Milvus collection.
 
-    Raises
-    ------
-    ValueError
-        A node's text is longer than ``max_text_bytes`` UTF-8 bytes, or cannot be encoded
-        (a lone surrogate), or its metadata cannot be written as JSON (a non-string key
-        such as a tuple, a value such as a set); the message names the node, its document
-        and what to change.
+    Raises:
+        ValueError: A node's text is longer than ``max_text_bytes`` UTF-8 bytes, or cannot be
+            encoded (a lone surrogate), or its metadata cannot be written as JSON (a non-string key
+            such as a tuple, a value such as a set); the message names the node, its document and
+            what to change.
     """
     for node in nodes:
         text = node.get_content(metadata_mode=MetadataMode.NONE)

@@ -66,12 +66,11 @@ def _write_problem(folder: Path) -> str | None:
 def diagnose_lite_path(path: str | os.PathLike[str]) -> str:
     """The likely reason Milvus Lite cannot open ``path`` (a ``*.db`` data folder).
 
-    Examples
-    --------
-    >>> import tempfile, os
-    >>> folder = tempfile.mkdtemp()
-    >>> diagnose_lite_path(os.path.join(folder, "free.db")).startswith("no cause found")
-    True
+    Example:
+        >>> import tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> diagnose_lite_path(os.path.join(folder, "free.db")).startswith("no cause found")
+        True
     """
     target = Path(path).expanduser().absolute()
     if target.is_file():

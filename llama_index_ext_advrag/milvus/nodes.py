@@ -52,16 +52,12 @@ def plan_fetch(
 ) -> tuple[list[Any], list[str], list[str]]:
     """Split a fetch into queries.
 
-    Returns
-    -------
-    tuple
-        ``(ids, filters, fields)``: the de-duplicated ids, one ``id in [...]`` filter per
-        batch, and the output fields (``id_field`` added when missing).
+    Returns:
+        tuple: ``(ids, filters, fields)``: the de-duplicated ids, one ``id in [...]`` filter per
+            batch, and the output fields (``id_field`` added when missing).
 
-    Raises
-    ------
-    ValueError
-        For ``batch_size < 1`` or an invalid ``id_field``.
+    Raises:
+        ValueError: For ``batch_size < 1`` or an invalid ``id_field``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
@@ -90,18 +86,13 @@ def row_to_node(
 ) -> BaseNode:
     """Rebuild a LlamaIndex node from a ``MilvusVectorStore`` row.
 
-    Parameters
-    ----------
-    row:
-        A query result row; it is not modified.
-    text_key:
-        Field holding the node text.
-    embedding_field:
-        Field holding the vector; ``None`` (or an absent field) leaves ``embedding`` unset.
-    id_field:
-        Primary-key field, used as the node id for rows without ``_node_content``.
-    metadata_fields:
-        Fields copied into the metadata of rows without ``_node_content``.
+    Args:
+        row: A query result row; it is not modified.
+        text_key: Field holding the node text.
+        embedding_field: Field holding the vector; ``None`` (or an absent field) leaves
+            ``embedding`` unset.
+        id_field: Primary-key field, used as the node id for rows without ``_node_content``.
+        metadata_fields: Fields copied into the metadata of rows without ``_node_content``.
     """
     text = row.get(text_key)
     node: BaseNode
@@ -151,31 +142,21 @@ def fetch_rows(
 ) -> dict[Any, Row]:
     """Fetch rows by primary key, one query per ``batch_size`` ids.
 
-    Parameters
-    ----------
-    client:
-        An open client (:func:`~llama_index_ext_advrag.milvus.open_client`).
-    collection:
-        Collection name; it must be loaded.
-    ids:
-        Primary keys (str or int); duplicates are fetched once.
-    output_fields:
-        Fields to return (``"*"`` for all); ``id_field`` is always included.
-    id_field:
-        Primary-key field name.
-    batch_size:
-        Ids per query.
+    Args:
+        client: An open client (:func:`~llama_index_ext_advrag.milvus.open_client`).
+        collection: Collection name; it must be loaded.
+        ids: Primary keys (str or int); duplicates are fetched once.
+        output_fields: Fields to return (``"*"`` for all); ``id_field`` is always included.
+        id_field: Primary-key field name.
+        batch_size: Ids per query.
 
-    Returns
-    -------
-    dict
-        ``id -> row`` in the order of ``ids``; ids with no row are absent.
+    Returns:
+        dict: ``id -> row`` in the order of ``ids``; ids with no row are absent.
 
-    Examples
-    --------
-    >>> rows = fetch_rows(client, "docs", ["n1", "n2"], ["text", "page"])  # doctest: +SKIP
-    >>> rows["n1"]["page"]  # doctest: +SKIP
-    3
+    Example:
+        >>> rows = fetch_rows(client, "docs", ["n1", "n2"], ["text", "page"])  # doctest: +SKIP
+        >>> rows["n1"]["page"]  # doctest: +SKIP
+        3
     """
     wanted, filters, fields = plan_fetch(ids, output_fields, id_field, batch_size)
     rows: list[Row] = []
@@ -229,16 +210,13 @@ def fetch_nodes(
     Text, metadata and relationships come back as they were added; vectors only with
     ``with_embeddings=True`` (they are not transferred otherwise).
 
-    Returns
-    -------
-    dict
-        ``node_id -> node`` in the order of ``node_ids``; unknown ids are absent.
+    Returns:
+        dict: ``node_id -> node`` in the order of ``node_ids``; unknown ids are absent.
 
-    Examples
-    --------
-    >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
-    >>> nodes = fetch_nodes(store, ["n1", "n2"])  # doctest: +SKIP
-    >>> nodes["n1"].relationships  # doctest: +SKIP
+    Example:
+        >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
+        >>> nodes = fetch_nodes(store, ["n1", "n2"])  # doctest: +SKIP
+        >>> nodes["n1"].relationships  # doctest: +SKIP
     """
     rows = fetch_rows(
         vector_store.client,
@@ -258,10 +236,8 @@ async def afetch_nodes(
 ) -> dict[str, BaseNode]:
     """Async :func:`fetch_nodes` over the store's ``AsyncMilvusClient``.
 
-    Raises
-    ------
-    ValueError
-        If the store was created with ``use_async_client=False``.
+    Raises:
+        ValueError: If the store was created with ``use_async_client=False``.
     """
     if vector_store.aclient is None:
         raise ValueError(
@@ -278,12 +254,48 @@ async def afetch_nodes(
     return _rows_to_nodes(vector_store, rows, with_embeddings)
 
 
+# --- nodes by filter -------------------------------------------------------------------------
+
+
+def _filter_fields(vector_store: MilvusVectorStore) -> list[str]:
+    return [vector_store.text_key, NODE_CONTENT_FIELD, NODE_TYPE_FIELD]
+
+
+def _filtered_nodes(vector_store: MilvusVectorStore, rows: Sequence[Row]) -> list[BaseNode]:
+    return [row_to_node(row, text_key=vector_store.text_key, embedding_field=None) for row in rows]
+
+
+def query_nodes(vector_store: MilvusVectorStore, expression: str, limit: int) -> list[BaseNode]:
+    """All nodes of the store matching a filter built with ``eq_filter``/``in_filter``
+    (at most ``limit``; without vectors)."""
+    rows = vector_store.client.query(
+        vector_store.collection_name,
+        filter=expression,
+        output_fields=_filter_fields(vector_store),
+        limit=limit,
+    )
+    return _filtered_nodes(vector_store, rows)
+
+
+async def aquery_nodes(vector_store: Any, expression: str, limit: int) -> list[BaseNode]:
+    """Async :func:`query_nodes` over the store's ``AsyncMilvusClient``."""
+    rows = await vector_store.aclient.query(
+        vector_store.collection_name,
+        filter=expression,
+        output_fields=_filter_fields(vector_store),
+        limit=limit,
+    )
+    return _filtered_nodes(vector_store, rows)
+
+
 __all__ = [
     "afetch_nodes",
     "afetch_rows",
+    "aquery_nodes",
     "fetch_nodes",
     "fetch_rows",
     "order_rows",
     "plan_fetch",
+    "query_nodes",
     "row_to_node",
 ]

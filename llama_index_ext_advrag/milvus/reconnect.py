@@ -268,22 +268,15 @@ class _Reconnecting:
 class ReconnectingClient(_Reconnecting, _SyncBase):
     """A ``MilvusClient`` that reopens itself on the same uri after a connection failure.
 
-    Parameters
-    ----------
-    uri:
-        A resolved uri (Lite ``*.db`` path or server URL).
-    token:
-        Server credentials, if any.
-    client:
-        An open ``MilvusClient`` on ``uri`` to wrap; opened here when ``None``.
-    **options:
-        ``MilvusClient`` arguments, reused when reopening (``grpc_options`` merge over
-        :data:`~llama_index_ext_advrag.milvus.recovery.LITE_GRPC_OPTIONS` on Lite).
+    Args:
+        uri: A resolved uri (Lite ``*.db`` path or server URL).
+        token: Server credentials, if any.
+        client: An open ``MilvusClient`` on ``uri`` to wrap; opened here when ``None``.
+        **options: ``MilvusClient`` arguments, reused when reopening (``grpc_options`` merge over
+            :data:`~llama_index_ext_advrag.milvus.recovery.LITE_GRPC_OPTIONS` on Lite).
 
-    Raises
-    ------
-    MilvusConnectionError
-        If opening fails twice on the connection.
+    Raises:
+        MilvusConnectionError: If opening fails twice on the connection.
     """
 
     def __init__(

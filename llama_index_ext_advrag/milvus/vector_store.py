@@ -20,6 +20,7 @@ What :func:`open_vector_store` settles so callers do not have to:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import os
@@ -72,10 +73,8 @@ def check_server_features(version: tuple[int, int, int] | None, kwargs: dict[str
 
     ``version`` is ``None`` for Milvus Lite, which supports them all.
 
-    Raises
-    ------
-    ValueError
-        Naming the option, the server version and the version it needs.
+    Raises:
+        ValueError: Naming the option, the server version and the version it needs.
     """
     if version is None or not kwargs.get("enable_sparse"):
         return
@@ -150,40 +149,29 @@ def open_vector_store(
 ) -> MilvusVectorStore:
     """Open (or create) a ``MilvusVectorStore`` that works on Milvus Lite and the server.
 
-    Parameters
-    ----------
-    uri:
-        Milvus Lite file (``*.db``) or server URL.
-    collection_name:
-        Collection to open or create.
-    dim:
-        Embedding dimension.
-    token:
-        Server credentials, if any.
-    overwrite:
-        Drop and recreate the collection.
-    index_preset:
-        ``AUTO``, ``FLAT``, ``IVF_FLAT``, ``HNSW`` or ``IVF_PQ`` (see
-        :mod:`~llama_index_ext_advrag.milvus.indexes`); used when the index is created.
-    metric:
-        ``COSINE`` (default), ``IP`` or ``L2``.
-    expected_rows:
-        Rows the collection will hold, to size the index (``AUTO`` picks FLAT when unknown).
-    **kwargs:
-        Other ``MilvusVectorStore`` arguments (``text_key``, ``search_config``,
-        ``use_async_client``, ...).
+    Args:
+        uri: Milvus Lite file (``*.db``) or server URL.
+        collection_name: Collection to open or create.
+        dim: Embedding dimension.
+        token: Server credentials, if any.
+        overwrite: Drop and recreate the collection.
+        index_preset: ``AUTO``, ``FLAT``, ``IVF_FLAT``, ``HNSW`` or ``IVF_PQ`` (see
+            :mod:`~llama_index_ext_advrag.milvus.indexes`); used when the index is created.
+        metric: ``COSINE`` (default), ``IP`` or ``L2``.
+        expected_rows: Rows the collection will hold, to size the index (``AUTO`` picks FLAT when
+            unknown).
+        **kwargs: Other ``MilvusVectorStore`` arguments (``text_key``, ``search_config``,
+            ``use_async_client``, ...).
 
-    Raises
-    ------
-    ValueError
-        For an empty uri, a bad ``dim``/preset/metric, or options the server cannot serve.
+    Raises:
+        ValueError: For an empty uri, a bad ``dim``/preset/metric, or options the server cannot
+            serve.
 
-    Examples
-    --------
-    >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
-    >>> store.add(nodes_with_embeddings)  # doctest: +SKIP
-    >>> flush(store)  # doctest: +SKIP
-    >>> index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)  # doctest: +SKIP
+    Example:
+        >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
+        >>> store.add(nodes_with_embeddings)  # doctest: +SKIP
+        >>> flush(store)  # doctest: +SKIP
+        >>> index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)  # doctest: +SKIP
     """
     if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
@@ -248,4 +236,37 @@ def open_vector_store(
     return store
 
 
-__all__ = ["attach_reconnecting_clients", "check_server_features", "open_vector_store"]
+class AsyncLoopBinding:
+    """Keep the async clients of ``MilvusVectorStore``\\ s usable across event loops.
+
+    pymilvus' ``AsyncMilvusClient`` keeps the gRPC handler of the event loop it first ran
+    on; once that loop is closed (a second ``asyncio.run``, a notebook cell, a test) every
+    call fails with "Event loop is closed". :meth:`bind` gives the stores fresh async clients
+    (they connect lazily) whenever it is called from a loop other than the previous one.
+    """
+
+    def __init__(self, uri: str | None, token: str = "") -> None:
+        self._uri = uri
+        self._token = token
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, *stores: Any) -> None:
+        """Give ``stores`` new async clients when the running loop is not the last one seen."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        if self._loop is not None and self._uri is not None:
+            uri = resolve_uri(self._uri)
+            for store in stores:
+                if not isinstance(store.aclient, AsyncReconnectingClient):  # those rebind
+                    store._async_milvusclient = AsyncReconnectingClient(uri, self._token)
+            logger.debug("rebound async Milvus clients to a new event loop")
+        self._loop = loop
+
+
+__all__ = [
+    "AsyncLoopBinding",
+    "attach_reconnecting_clients",
+    "check_server_features",
+    "open_vector_store",
+]

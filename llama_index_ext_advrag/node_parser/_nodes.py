@@ -26,10 +26,8 @@ def restore_id_func(data: dict[str, Any]) -> dict[str, Any]:
     """Undo core's serialisation of ``id_func`` (a ``{"id_func_name": ...}`` dict that core's own
     ``from_dict`` rejects): the default comes back as the default; a custom function cannot.
 
-    Raises
-    ------
-    ValueError
-        the serialised ``id_func`` was a custom function.
+    Raises:
+        ValueError: the serialised ``id_func`` was a custom function.
     """
     serialised = data.get("id_func")
     if not isinstance(serialised, dict):

@@ -8,10 +8,9 @@ stored in the node metadata (kept out of the embedding and LLM text). Nodes with
 work: the postprocessor then computes them itself. The keys are part of the layout contract
 (:mod:`llama_index_ext_advrag.layout`), which also reads them back.
 
-Examples
---------
->>> nodes = UnitAnnotator()(parser.get_nodes_from_documents(documents))  # doctest: +SKIP
->>> index = VectorStoreIndex(nodes, storage_context=storage_context)  # doctest: +SKIP
+Example:
+    >>> nodes = UnitAnnotator()(parser.get_nodes_from_documents(documents))  # doctest: +SKIP
+    >>> index = VectorStoreIndex(nodes, storage_context=storage_context)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -51,15 +50,14 @@ class UnitAnnotator(TransformComponent):
     Use it after the parser, before the nodes are embedded and stored (or in an
     ``IngestionPipeline``). The input nodes are not modified: annotated copies are returned.
 
-    Examples
-    --------
-    >>> from llama_index.core import Document
-    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
-    >>> sentences = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
-    ...     [Document(text="The WHO named COVID-19 in 2020. It spread fast.", id_="d")])
-    >>> annotated = UnitAnnotator()(sentences)  # or in IngestionPipeline(transformations=[...])
-    >>> annotated[0].metadata["unit_tokens"], sorted(annotated[0].metadata["unit_cues"])
-    (11, ['2020', 'covid-19', 'who'])
+    Example:
+        >>> from llama_index.core import Document
+        >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+        >>> sentences = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+        ...     [Document(text="The WHO named COVID-19 in 2020. It spread fast.", id_="d")])
+        >>> annotated = UnitAnnotator()(sentences)  # or in IngestionPipeline(transformations=[...])
+        >>> annotated[0].metadata["unit_tokens"], sorted(annotated[0].metadata["unit_cues"])
+        (11, ['2020', 'covid-19', 'who'])
     """
 
     @classmethod

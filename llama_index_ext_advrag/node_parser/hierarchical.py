@@ -113,32 +113,25 @@ class HierarchicalSentenceNodeParser(NodeParser):
     level), PREVIOUS/NEXT link neighbours of the same level, and node ids are derived from the
     document id, level and sentence span.
 
-    Parameters
-    ----------
-    chunk_sizes
-        token budget per level, largest first (e.g. ``[1024, 256, 64]``); a
-        sentence longer than a level's budget is a chunk of its own at that level.
-    split_at_headings
-        close chunks before every heading, at every level.
-    max_sentence_chars
-        a longer sentence is cut into pieces of at most this many characters, at
-        whitespace where there is some (logged as a warning naming the document).
+    Args:
+        chunk_sizes: token budget per level, largest first (e.g. ``[1024, 256, 64]``); a sentence
+            longer than a level's budget is a chunk of its own at that level.
+        split_at_headings: close chunks before every heading, at every level.
+        max_sentence_chars: a longer sentence is cut into pieces of at most this many characters, at
+            whitespace where there is some (logged as a warning naming the document).
 
     Two documents of one parse with the same id keep distinct nodes (the later one's ids
     derive from ``"<id>#1"``, warned); lone surrogates are replaced with U+FFFD (warned).
 
-    Raises
-    ------
-    ValueError
-        ``chunk_sizes`` empty, not strictly decreasing, or not positive.
+    Raises:
+        ValueError: ``chunk_sizes`` empty, not strictly decreasing, or not positive.
 
-    Examples
-    --------
-    >>> from llama_index.core import Document
-    >>> parser = HierarchicalSentenceNodeParser(chunk_sizes=[8, 4])
-    >>> nodes = parser.get_nodes_from_documents([Document(text="One two. Three four. Five.")])
-    >>> [(n.metadata["hierarchy_level"], n.text) for n in nodes]
-    [(0, 'One two. Three four. Five.'), (1, 'One two. '), (1, 'Three four. '), (1, 'Five.')]
+    Example:
+        >>> from llama_index.core import Document
+        >>> parser = HierarchicalSentenceNodeParser(chunk_sizes=[8, 4])
+        >>> nodes = parser.get_nodes_from_documents([Document(text="One two. Three four. Five.")])
+        >>> [(n.metadata["hierarchy_level"], n.text) for n in nodes]
+        [(0, 'One two. Three four. Five.'), (1, 'One two. '), (1, 'Three four. '), (1, 'Five.')]
     """
 
     chunk_sizes: list[int] = Field(

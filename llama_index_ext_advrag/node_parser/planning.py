@@ -3,14 +3,11 @@
 Nothing here touches text, models or nodes, so the arithmetic of every window mode can be
 tested by hand. A span is ``[first, last)`` in sentence indices.
 
-Vocabulary
-----------
-unit
-    One sentence, or several sentences glued together (the ``qa`` preset glues a question to the
-    sentence that answers it). Adaptive windows begin and end on unit boundaries.
-segment
-    A run of units that no window crosses: a new segment begins at every section change and
-    after every semantic breakpoint.
+Vocabulary:
+    unit: One sentence, or several sentences glued together (the ``qa`` preset glues a question to
+        the sentence that answers it). Adaptive windows begin and end on unit boundaries.
+    segment: A run of units that no window crosses: a new segment begins at every section change and
+        after every semantic breakpoint.
 """
 
 from __future__ import annotations
@@ -124,10 +121,8 @@ def find_breakpoints(
     similarity is below ``threshold`` or, without a threshold, where the distance
     ``1 - similarity`` is above the ``percentile``-th percentile of the document's distances.
 
-    Returns
-    -------
-    list[bool]
-        ``break_after`` with one flag per sentence (the last one is always ``False``).
+    Returns:
+        list[bool]: ``break_after`` with one flag per sentence (the last one is always ``False``).
     """
     count = len(embeddings)
     flags = [False] * count

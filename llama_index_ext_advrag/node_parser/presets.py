@@ -89,10 +89,8 @@ PRESETS: dict[DocumentPreset, dict[str, Any]] = {
 def preset_values(preset: DocumentPreset | str) -> dict[str, Any]:
     """Return a copy of the field values of ``preset``.
 
-    Raises
-    ------
-    ValueError
-        ``preset`` is not one of the names of :class:`DocumentPreset`.
+    Raises:
+        ValueError: ``preset`` is not one of the names of :class:`DocumentPreset`.
     """
     return dict(PRESETS[parse_enum(DocumentPreset, preset, "preset", also="None")])
 

@@ -88,59 +88,45 @@ class EmbedUnit(str, Enum):
 class AdaptiveSlidingWindowNodeParser(NodeParser):
     """Split documents into overlapping windows of whole sentences.
 
-    Parameters
-    ----------
-    window_size
-        sentences per window in ``fixed`` mode.
-    stride
-        sentences between consecutive windows (``fixed``), or between consecutive
-        embedded sentences with ``embed_unit="sentence"`` in ``fixed`` mode.
-    mode
-        ``"fixed"`` or ``"adaptive"`` (token budget, headings, semantic breakpoints).
-    embed_unit
-        ``"window"`` embeds each window; ``"sentence"`` makes each sentence a node
-        and keeps its window under ``window_metadata_key``.
-    preset
-        ``"general"``, ``"technical"``, ``"legal"``, ``"qa"`` or ``"article"``: adaptive
-        settings for that document type; explicitly passed fields override the preset.
-    max_window_tokens
-        adaptive token budget per window (one longer sentence stays whole).
-    split_at_paragraphs
-        adaptive: no window crosses a blank line between two sentences (a
-        paragraph break), as none crosses a heading; off by default.
-    min_embed_tokens
-        sentence unit: a sentence shorter than this is embedded together with
-        the sentences after it, inside its window, until the text reaches this many tokens
-        (a bare "What was the main finding?" or "Table 3." matches too many queries); 0
-        embeds every sentence alone, as core's ``SentenceWindowNodeParser``.
-    max_sentence_chars
-        a longer sentence (5 MB without punctuation, a 200 KB token) is cut into pieces of
-        at most this many characters, at whitespace where there is some; logged as a warning
-        and recorded in the trace as ``cut_sentences``.
-    embed_model
-        model for semantic breakpoints, resolved with ``resolve_embed_model`` only
-        when adaptive mode needs breakpoints; not serialised.
+    Args:
+        window_size: sentences per window in ``fixed`` mode.
+        stride: sentences between consecutive windows (``fixed``), or between consecutive embedded
+            sentences with ``embed_unit="sentence"`` in ``fixed`` mode.
+        mode: ``"fixed"`` or ``"adaptive"`` (token budget, headings, semantic breakpoints).
+        embed_unit: ``"window"`` embeds each window; ``"sentence"`` makes each sentence a node and
+            keeps its window under ``window_metadata_key``.
+        preset: ``"general"``, ``"technical"``, ``"legal"``, ``"qa"`` or ``"article"``: adaptive
+            settings for that document type; explicitly passed fields override the preset.
+        max_window_tokens: adaptive token budget per window (one longer sentence stays whole).
+        split_at_paragraphs: adaptive: no window crosses a blank line between two sentences (a
+            paragraph break), as none crosses a heading; off by default.
+        min_embed_tokens: sentence unit: a sentence shorter than this is embedded together with the
+            sentences after it, inside its window, until the text reaches this many tokens (a bare
+            "What was the main finding?" or "Table 3." matches too many queries); 0 embeds every
+            sentence alone, as core's ``SentenceWindowNodeParser``.
+        max_sentence_chars: a longer sentence (5 MB without punctuation, a 200 KB token) is cut into
+            pieces of at most this many characters, at whitespace where there is some; logged as a
+            warning and recorded in the trace as ``cut_sentences``.
+        embed_model: model for semantic breakpoints, resolved with ``resolve_embed_model`` only when
+            adaptive mode needs breakpoints; not serialised.
 
-    Raises
-    ------
-    ValueError
-        ``window_size < 1``, ``stride`` outside ``[1, window_size]``, an unknown
-        ``mode``, ``embed_unit`` or ``preset``, ``min_embed_tokens > 0`` with the window
-        unit, or a bound violated by another field.
+    Raises:
+        ValueError: ``window_size < 1``, ``stride`` outside ``[1, window_size]``, an unknown
+            ``mode``, ``embed_unit`` or ``preset``, ``min_embed_tokens > 0`` with the window unit,
+            or a bound violated by another field.
 
-    Examples
-    --------
-    >>> from llama_index.core import Document
-    >>> parser = AdaptiveSlidingWindowNodeParser(window_size=3, stride=1)
-    >>> nodes = parser.get_nodes_from_documents([Document(text="A a. B b. C c. D d. E e.")])
-    >>> [n.text for n in nodes]
-    ['A a. B b. C c.', 'B b. C c. D d.', 'C c. D d. E e.']
+    Example:
+        >>> from llama_index.core import Document
+        >>> parser = AdaptiveSlidingWindowNodeParser(window_size=3, stride=1)
+        >>> nodes = parser.get_nodes_from_documents([Document(text="A a. B b. C c. D d. E e.")])
+        >>> [n.text for n in nodes]
+        ['A a. B b. C c.', 'B b. C c. D d.', 'C c. D d. E e.']
 
-    Node ids are derived from the document id and the sentence span, so re-ingesting a document
-    whose id is stable (e.g. ``filename_as_id=True``) upserts instead of duplicating. Two
-    documents of one parse with the same id keep distinct nodes: the later one's ids derive
-    from ``"<id>#1"`` (warned, and in the trace as ``duplicate_document_id``). Lone surrogates
-    in a document are replaced with U+FFFD (warned, naming the document).
+        Node ids are derived from the document id and the sentence span, so re-ingesting a document
+        whose id is stable (e.g. ``filename_as_id=True``) upserts instead of duplicating. Two
+        documents of one parse with the same id keep distinct nodes: the later one's ids derive
+        from ``"<id>#1"`` (warned, and in the trace as ``duplicate_document_id``). Lone surrogates
+        in a document are replaced with U+FFFD (warned, naming the document).
     """
 
     window_size: int = Field(

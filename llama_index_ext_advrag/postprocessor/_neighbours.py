@@ -366,10 +366,8 @@ def build_neighbour_store(
 ) -> NeighbourStore:
     """The store for exactly one of ``vector_store`` (a ``MilvusVectorStore``) or ``docstore``.
 
-    Raises
-    ------
-    ValueError
-        both or neither are given, or either is of the wrong type.
+    Raises:
+        ValueError: both or neither are given, or either is of the wrong type.
     """
     if (vector_store is None) == (docstore is None):
         raise ValueError(

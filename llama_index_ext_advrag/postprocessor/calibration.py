@@ -114,10 +114,8 @@ def thresholds_from_background(
 ) -> tuple[float, float]:
     """``(min_sim, prune_sim)`` as quantiles of the background similarities.
 
-    Raises
-    ------
-    ValueError
-        a quantile outside [0, 1], ``prune_quantile < min_quantile``, or no scores.
+    Raises:
+        ValueError: a quantile outside [0, 1], ``prune_quantile < min_quantile``, or no scores.
     """
     for name, value in (("min_quantile", min_quantile), ("prune_quantile", prune_quantile)):
         if not 0.0 <= value <= 1.0:
@@ -142,30 +140,20 @@ def calibrate_thresholds(
 ) -> ThresholdCalibration:
     """Thresholds for ``DriftAwareWindowPostprocessor`` from a sample of the user's corpus.
 
-    Parameters
-    ----------
-    texts
-        sentences (node texts) of the corpus; a random sample is embedded.
-    embed_model
-        the model the store was built with (``resolve_embed_model`` default).
-    queries
-        typical user questions; without them, other corpus sentences stand in.
-    num_sentences / num_queries
-        sample sizes (cost: one embedding per sampled text).
-    min_quantile / prune_quantile
-        background quantiles for ``min_sim`` / ``prune_sim``.
-    seed
-        the sample's random seed.
+    Args:
+        texts: sentences (node texts) of the corpus; a random sample is embedded.
+        embed_model: the model the store was built with (``resolve_embed_model`` default).
+        queries: typical user questions; without them, other corpus sentences stand in.
+        num_sentences / num_queries: sample sizes (cost: one embedding per sampled text).
+        min_quantile / prune_quantile: background quantiles for ``min_sim`` / ``prune_sim``.
+        seed: the sample's random seed.
 
-    Raises
-    ------
-    ValueError
-        fewer than two texts, or invalid quantiles.
+    Raises:
+        ValueError: fewer than two texts, or invalid quantiles.
 
-    Examples
-    --------
-    >>> calibration = calibrate_thresholds([n.text for n in nodes])  # doctest: +SKIP
-    >>> window = DriftAwareWindowPostprocessor(vector_store=vs, **calibration.as_kwargs())  # doctest: +SKIP
+    Example:
+        >>> calibration = calibrate_thresholds([n.text for n in nodes])  # doctest: +SKIP
+        >>> window = DriftAwareWindowPostprocessor(vector_store=vs, **calibration.as_kwargs())  # doctest: +SKIP
     """
     unique = list(dict.fromkeys(t for t in texts if t.strip()))
     if len(unique) < 2:

@@ -78,33 +78,25 @@ class ConsecutiveMergePostprocessor(BaseNodePostprocessor):
     merged run, in reading order within each document, documents ordered by their best hit;
     each output node is a copy of its best hit with the joined text and the best score.
 
-    Parameters
-    ----------
-    vector_store
-        the ``MilvusVectorStore`` holding the nodes (needed for ``fill_gaps``).
-    docstore
-        a LlamaIndex docstore holding the nodes, instead of ``vector_store``.
-    fill_gaps
-        also merge hits up to ``max_gap`` nodes apart, fetching the nodes between
-        (one batched query); needs position metadata and a store.
-    max_gap
-        the largest gap, in nodes, that ``fill_gaps`` fills.
+    Args:
+        vector_store: the ``MilvusVectorStore`` holding the nodes (needed for ``fill_gaps``).
+        docstore: a LlamaIndex docstore holding the nodes, instead of ``vector_store``.
+        fill_gaps: also merge hits up to ``max_gap`` nodes apart, fetching the nodes between (one
+            batched query); needs position metadata and a store.
+        max_gap: the largest gap, in nodes, that ``fill_gaps`` fills.
 
-    Raises
-    ------
-    ValueError
-        ``fill_gaps`` without a store, both stores, a store of the wrong type.
+    Raises:
+        ValueError: ``fill_gaps`` without a store, both stores, a store of the wrong type.
 
-    Examples
-    --------
-    >>> from llama_index.core import Document
-    >>> from llama_index.core.schema import NodeWithScore
-    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
-    >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
-    ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
-    >>> hits = [NodeWithScore(node=nodes[2], score=0.8), NodeWithScore(node=nodes[1], score=0.9)]
-    >>> [(n.node.text, n.score) for n in ConsecutiveMergePostprocessor().postprocess_nodes(hits)]
-    [('B b. C c.', 0.9)]
+    Example:
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.schema import NodeWithScore
+        >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+        >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+        ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
+        >>> hits = [NodeWithScore(node=nodes[2], score=0.8), NodeWithScore(node=nodes[1], score=0.9)]
+        >>> [(n.node.text, n.score) for n in ConsecutiveMergePostprocessor().postprocess_nodes(hits)]
+        [('B b. C c.', 0.9)]
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

@@ -53,59 +53,45 @@ DEFAULT_MAX_WINDOW_TOKENS = 768
 class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     """Grow each hit into the smallest window of neighbours that still pays, then prune it.
 
-    Parameters
-    ----------
-    vector_store
-        the LlamaIndex ``MilvusVectorStore`` holding the (sentence) nodes; their
-        stored vectors are fetched with them.
-    docstore
-        a LlamaIndex docstore instead; neighbours it holds without a vector are
-        embedded at query time (one batch), which the trace records.
-    embed_model
-        embeds the query when ``QueryBundle.embedding`` is not set; resolved with
-        ``resolve_embed_model`` at query time. Must be the model the store was built with.
-    min_sim
-        a neighbour is added only if its cosine to the query is at least this.
-    prune_sim
-        after growth, non-anchor units below this are dropped.
-    max_window_tokens
-        token budget of one window (the hit alone may exceed it).
-    max_expand_steps
-        units added per window at most.
-    drift_patience
-        consecutive drifting candidates that stop growth.
-    drift_overlap
-        cue overlap below which a candidate counts as drifting.
-    max_window_change
-        for conversations: a window has at most this many units more or
-        less than the previous call's mean window (``reset_conversation`` forgets it).
+    Args:
+        vector_store: the LlamaIndex ``MilvusVectorStore`` holding the (sentence) nodes; their
+            stored vectors are fetched with them.
+        docstore: a LlamaIndex docstore instead; neighbours it holds without a vector are embedded
+            at query time (one batch), which the trace records.
+        embed_model: embeds the query when ``QueryBundle.embedding`` is not set; resolved with
+            ``resolve_embed_model`` at query time. Must be the model the store was built with.
+        min_sim: a neighbour is added only if its cosine to the query is at least this.
+        prune_sim: after growth, non-anchor units below this are dropped.
+        max_window_tokens: token budget of one window (the hit alone may exceed it).
+        max_expand_steps: units added per window at most.
+        drift_patience: consecutive drifting candidates that stop growth.
+        drift_overlap: cue overlap below which a candidate counts as drifting.
+        max_window_change: for conversations: a window has at most this many units more or less than
+            the previous call's mean window (``reset_conversation`` forgets it).
 
     ``min_sim``/``prune_sim`` default to the values calibrated for the embedding model's
     family (all-MiniLM-L6-v2, multilingual-e5; see :meth:`thresholds` and
     docs/postprocessors.md); for another model run ``calibrate_thresholds``.
 
-    Raises
-    ------
-    ValueError
-        a bound violated, both or no store, a store of the wrong type; at query
-        time, no query.
+    Raises:
+        ValueError: a bound violated, both or no store, a store of the wrong type; at query time, no
+            query.
 
-    Examples
-    --------
-    >>> from llama_index.core import Document
-    >>> from llama_index.core.embeddings import MockEmbedding
-    >>> from llama_index.core.schema import NodeWithScore
-    >>> from llama_index.core.storage.docstore import SimpleDocumentStore
-    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
-    >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
-    ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
-    >>> docstore = SimpleDocumentStore()
-    >>> docstore.add_documents(nodes)
-    >>> window = DriftAwareWindowPostprocessor(  # or vector_store=milvus_store
-    ...     docstore=docstore, embed_model=MockEmbedding(embed_dim=8), max_expand_steps=1)
-    >>> out = window.postprocess_nodes([NodeWithScore(node=nodes[1], score=0.8)], query_str="B?")
-    >>> out[0].node.metadata["advrag_trace"]["drift_window"]["records"][0]["stop"]
-    'max_expand_steps'
+    Example:
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> from llama_index.core.schema import NodeWithScore
+        >>> from llama_index.core.storage.docstore import SimpleDocumentStore
+        >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+        >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+        ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
+        >>> docstore = SimpleDocumentStore()
+        >>> docstore.add_documents(nodes)
+        >>> window = DriftAwareWindowPostprocessor(  # or vector_store=milvus_store
+        ...     docstore=docstore, embed_model=MockEmbedding(embed_dim=8), max_expand_steps=1)
+        >>> out = window.postprocess_nodes([NodeWithScore(node=nodes[1], score=0.8)], query_str="B?")
+        >>> out[0].node.metadata["advrag_trace"]["drift_window"]["records"][0]["stop"]
+        'max_expand_steps'
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

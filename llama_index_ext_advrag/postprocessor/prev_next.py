@@ -153,47 +153,35 @@ def unmerged_nodes(pieces: list[Piece], component: str, record: dict) -> list[No
 class PrevNextPostprocessor(BaseNodePostprocessor):
     """Add the nodes before and/or after each hit, from a Milvus vector store or a docstore.
 
-    Parameters
-    ----------
-    vector_store
-        the LlamaIndex ``MilvusVectorStore`` holding the nodes.
-    docstore
-        a LlamaIndex docstore holding the nodes (instead of ``vector_store``).
-    mode
-        ``"fixed"`` expands ``num_nodes`` in ``direction``; ``"auto"`` asks ``llm`` per
-        query whether the answer lies before, after, both or neither.
-    num_nodes
-        neighbours added on each expanded side.
-    direction
-        the sides expanded in ``fixed`` mode (default both).
-    llm
-        for ``auto``; resolved with ``resolve_llm`` at query time. Without any LLM, or
-        without a query, ``auto`` uses ``fallback_direction``.
-    fallback_direction
-        used when the LLM answer cannot be parsed (default both: extra
-        context is cheaper than a missing answer).
-    merge
-        join each run of consecutive nodes into one node (default); ``False`` returns
-        the individual nodes, still deduplicated and in reading order.
+    Args:
+        vector_store: the LlamaIndex ``MilvusVectorStore`` holding the nodes.
+        docstore: a LlamaIndex docstore holding the nodes (instead of ``vector_store``).
+        mode: ``"fixed"`` expands ``num_nodes`` in ``direction``; ``"auto"`` asks ``llm`` per query
+            whether the answer lies before, after, both or neither.
+        num_nodes: neighbours added on each expanded side.
+        direction: the sides expanded in ``fixed`` mode (default both).
+        llm: for ``auto``; resolved with ``resolve_llm`` at query time. Without any LLM, or without
+            a query, ``auto`` uses ``fallback_direction``.
+        fallback_direction: used when the LLM answer cannot be parsed (default both: extra context
+            is cheaper than a missing answer).
+        merge: join each run of consecutive nodes into one node (default); ``False`` returns the
+            individual nodes, still deduplicated and in reading order.
 
-    Raises
-    ------
-    ValueError
-        an unknown mode/direction, a negative ``num_nodes``, both or no store.
+    Raises:
+        ValueError: an unknown mode/direction, a negative ``num_nodes``, both or no store.
 
-    Examples
-    --------
-    >>> from llama_index.core import Document
-    >>> from llama_index.core.schema import NodeWithScore
-    >>> from llama_index.core.storage.docstore import SimpleDocumentStore
-    >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
-    >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
-    ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
-    >>> docstore = SimpleDocumentStore()
-    >>> docstore.add_documents(nodes)
-    >>> expand = PrevNextPostprocessor(docstore=docstore, num_nodes=1)  # or vector_store=milvus_store
-    >>> [n.node.text for n in expand.postprocess_nodes([NodeWithScore(node=nodes[2], score=0.8)])]
-    ['B b. C c. D d.']
+    Example:
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.schema import NodeWithScore
+        >>> from llama_index.core.storage.docstore import SimpleDocumentStore
+        >>> from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
+        >>> nodes = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+        ...     [Document(text="A a. B b. C c. D d.", id_="doc")])
+        >>> docstore = SimpleDocumentStore()
+        >>> docstore.add_documents(nodes)
+        >>> expand = PrevNextPostprocessor(docstore=docstore, num_nodes=1)  # or vector_store=milvus_store
+        >>> [n.node.text for n in expand.postprocess_nodes([NodeWithScore(node=nodes[2], score=0.8)])]
+        ['B b. C c. D d.']
     """
 
     vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")

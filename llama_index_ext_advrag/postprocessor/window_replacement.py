@@ -58,25 +58,19 @@ def select_windows(
 class WindowReplacementPostprocessor(BaseNodePostprocessor):
     """Replace each hit's text by its window, skipping hits whose window would repeat one.
 
-    Parameters
-    ----------
-    target_metadata_key
-        metadata key holding the window (``"window"`` for both core's
-        and this pack's sentence-window parsers).
-    original_text_key
-        metadata key holding the hit's own sentence (``"original_text"``);
-        without it the node's text is used.
-    top_n
-        at most this many windows are returned (``None``: no limit).
-    skip_covered
-        skip a hit whose sentence lies inside an earlier kept window of the same
-        document (``False`` behaves like core's ``MetadataReplacementPostProcessor``).
+    Args:
+        target_metadata_key: metadata key holding the window (``"window"`` for both core's and this
+            pack's sentence-window parsers).
+        original_text_key: metadata key holding the hit's own sentence (``"original_text"``);
+            without it the node's text is used.
+        top_n: at most this many windows are returned (``None``: no limit).
+        skip_covered: skip a hit whose sentence lies inside an earlier kept window of the same
+            document (``False`` behaves like core's ``MetadataReplacementPostProcessor``).
 
-    Examples
-    --------
-    >>> retriever = index.as_retriever(similarity_top_k=20)  # doctest: +SKIP
-    >>> post = WindowReplacementPostprocessor(top_n=5)  # doctest: +SKIP
-    >>> nodes = post.postprocess_nodes(retriever.retrieve(question))  # doctest: +SKIP
+    Example:
+        >>> retriever = index.as_retriever(similarity_top_k=20)  # doctest: +SKIP
+        >>> post = WindowReplacementPostprocessor(top_n=5)  # doctest: +SKIP
+        >>> nodes = post.postprocess_nodes(retriever.retrieve(question))  # doctest: +SKIP
     """
 
     target_metadata_key: str = Field(default=DEFAULT_WINDOW_KEY, min_length=1)

@@ -95,9 +95,15 @@ def render_frame(df: Any, rows: int) -> str:
     import pandas as pd
 
     with pd.option_context(
-        "display.max_rows", rows, "display.max_columns", 50, "display.max_colwidth", 200,
-        "display.width", 200,
-    ):  # fmt: skip
+        "display.max_rows",
+        rows,
+        "display.max_columns",
+        50,
+        "display.max_colwidth",
+        200,
+        "display.width",
+        200,
+    ):
         return str(df.head(rows))
 
 
@@ -287,8 +293,10 @@ class SafePandasQueryEngine(BaseQueryEngine):
         if attempt.refused is not None:
             logger.warning(
                 "table %r: refused generated pandas code (%s): %r",
-                self._name, attempt.refused, attempt.code[:200],
-            )  # fmt: skip
+                self._name,
+                attempt.refused,
+                attempt.code[:200],
+            )
         elif attempt.result is not None and not attempt.result.ok:
             logger.info("table %r: generated pandas code failed: %s", self._name, attempt.reason)
         if self._verbose:

@@ -12,25 +12,45 @@ from llama_index_ext_advrag._lazy import lazy_getattr
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
     from llama_index_ext_advrag.retrievers.auto_merging import (
+        AutoMergingConfig as AutoMergingConfig,
+    )
+    from llama_index_ext_advrag.retrievers.auto_merging import (
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
     )
+    from llama_index_ext_advrag.retrievers.bm25 import BM25Config as BM25Config
     from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever as BM25Retriever
     from llama_index_ext_advrag.retrievers.hybrid import (
+        HybridFusionConfig as HybridFusionConfig,
+    )
+    from llama_index_ext_advrag.retrievers.hybrid import (
         HybridFusionRetriever as HybridFusionRetriever,
+    )
+    from llama_index_ext_advrag.retrievers.recursive import (
+        RecursiveConfig as RecursiveConfig,
     )
     from llama_index_ext_advrag.retrievers.recursive import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
     from llama_index_ext_advrag.retrievers.two_layer import (
+        TwoLayerConfig as TwoLayerConfig,
+    )
+    from llama_index_ext_advrag.retrievers.two_layer import (
         TwoLayerMilvusRetriever as TwoLayerMilvusRetriever,
     )
 
+# Every retriever is configured the same way: a validated pydantic ``config`` attribute
+# (the ``*Config`` classes below) and ``to_dict``/``from_dict`` that round-trip it.
 _EXPORTS = {
     "HierarchicalAutoMergingRetriever": ".auto_merging",
+    "AutoMergingConfig": ".auto_merging",
     "TwoLayerMilvusRetriever": ".two_layer",
+    "TwoLayerConfig": ".two_layer",
     "RecursiveIndexNodeRetriever": ".recursive",
+    "RecursiveConfig": ".recursive",
     "HybridFusionRetriever": ".hybrid",
+    "HybridFusionConfig": ".hybrid",
     "BM25Retriever": ".bm25",
+    "BM25Config": ".bm25",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -11,17 +11,19 @@ from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.node_parser import NodeParser, get_leaf_nodes
 from llama_index.core.schema import BaseNode
 
-from llama_index_ext_advrag.milvus import check_storable_nodes, flush, open_vector_store
+from llama_index_ext_advrag.milvus import (
+    PLACEHOLDER_DIM,
+    PLACEHOLDER_VECTOR,
+    check_storable_nodes,
+    flush,
+    load_layout,
+    open_vector_store,
+    prepare_build,
+    record_layout,
+)
 from llama_index_ext_advrag.retrievers._hierarchy import (
     assign_positions,
     with_hierarchy_metadata,
-)
-from llama_index_ext_advrag.retrievers._node_store import (
-    PLACEHOLDER_DIM,
-    PLACEHOLDER_VECTOR,
-    load_layout,
-    prepare_build,
-    record_layout,
 )
 
 logger = logging.getLogger(__name__)
@@ -82,9 +84,14 @@ def build_hierarchy_index(
         leaf.embedding = embeddings[leaf.node_id]
     dim = len(leaves[0].embedding or [])
     leaf_store = open_vector_store(
-        uri, collection_name, dim, token=token, overwrite=True, index_preset=index_preset,
+        uri,
+        collection_name,
+        dim,
+        token=token,
+        overwrite=True,
+        index_preset=index_preset,
         expected_rows=len(leaves),
-    )  # fmt: skip
+    )
     leaf_store.add(leaves)
     flush(leaf_store)
     parent_store = open_vector_store(

@@ -13,8 +13,14 @@ from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, TextNode
 
-from llama_index_ext_advrag.milvus import check_storable_nodes, flush, open_vector_store
-from llama_index_ext_advrag.retrievers._node_store import load_layout, prepare_build, record_layout
+from llama_index_ext_advrag.milvus import (
+    check_storable_nodes,
+    flush,
+    load_layout,
+    open_vector_store,
+    prepare_build,
+    record_layout,
+)
 from llama_index_ext_advrag.retrievers._routing import KEY_FIELD, KIND_FIELD, NAME_FIELD, PART_FIELD
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
 
@@ -142,9 +148,15 @@ def build_two_layer_index(
             node.embedding = embeddings[node.node_id]
         dim = len(nodes[0].embedding or [])
         stores[role] = open_vector_store(
-            uri, names[role], dim, token=token, overwrite=True, index_preset=index_preset,
-            expected_rows=len(nodes), **_key_field_options(),
-        )  # fmt: skip
+            uri,
+            names[role],
+            dim,
+            token=token,
+            overwrite=True,
+            index_preset=index_preset,
+            expected_rows=len(nodes),
+            **_key_field_options(),
+        )
         stores[role].add(list[BaseNode](nodes))
         flush(stores[role])
 

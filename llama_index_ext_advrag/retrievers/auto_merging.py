@@ -30,8 +30,8 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
+from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.milvus import afetch_nodes, count_reconnects, fetch_nodes
-from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
 from llama_index_ext_advrag.retrievers._auto_merging_store import (
     build_hierarchy_index,
@@ -45,10 +45,7 @@ from llama_index_ext_advrag.retrievers._hierarchy import (
     ScoreAggregation,
     content_tokens,
 )
-from llama_index_ext_advrag.retrievers._milvus_base import (
-    MilvusLayoutRetriever,
-    warn_on_model_mismatch,
-)
+from llama_index_ext_advrag.retrievers._milvus_base import MilvusLayoutRetriever
 from llama_index_ext_advrag.text import count_tokens
 from llama_index_ext_advrag.trace import add_trace
 
@@ -145,15 +142,22 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        self._config = AutoMergingConfig(
+        super().__init__(
+            vector_store,
+            parent_store,
+            embed_model,
+            layout,
+            uri,
+            token,
+            callback_manager,
+            verbose,
             similarity_top_k=similarity_top_k,
             merge_ratio=merge_ratio,
-            score_aggregation=ScoreAggregation(score_aggregation),
+            score_aggregation=parse_enum(ScoreAggregation, score_aggregation, "score_aggregation"),
             max_context_tokens=max_context_tokens,
         )
-        self._vector_store = vector_store
-        self._parent_store = parent_store
-        self._init_layout(embed_model, layout, uri, token, callback_manager, verbose)
+
+    config_class = AutoMergingConfig
 
     @classmethod
     def class_name(cls) -> str:
@@ -162,7 +166,15 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
     @property
     def vector_store(self) -> Any:
         """The leaves' ``MilvusVectorStore`` (usable with a plain ``VectorStoreIndex``)."""
-        return self._vector_store
+        return self._stores[0]
+
+    @property
+    def _vector_store(self) -> Any:
+        return self._stores[0]
+
+    @property
+    def _parent_store(self) -> Any:
+        return self._stores[1]
 
     # --- construction -------------------------------------------------------------------------
 
@@ -181,18 +193,12 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         Raises:
             IndexLayoutError: no such index at ``uri`` (the message lists the existing ones).
         """
-        layout, leaves, parents = open_hierarchy_stores(uri, collection_name, token)
-        warn_on_model_mismatch(layout, embed_model, collection_name)
-        return cls(
-            leaves,
-            parents,
-            embed_model=embed_model,
-            similarity_top_k=similarity_top_k,
-            layout=layout,
-            uri=uri,
-            token=token,
-            **options,
-        )
+        options["similarity_top_k"] = similarity_top_k
+        return cls._open_index(uri, collection_name, embed_model, token, options)
+
+    @classmethod
+    def _open_stores(cls, uri: str, collection_name: str, token: str) -> tuple[dict, Any, Any]:
+        return open_hierarchy_stores(uri, collection_name, token)
 
     @classmethod
     def from_documents(
@@ -257,29 +263,24 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         """Store an already parsed hierarchy (all levels, PARENT/CHILD related) and open it.
 
         The caller's nodes are not modified (copies are stored)."""
-        AutoMergingConfig(similarity_top_k=similarity_top_k, **options)  # fail before building
-        embedder = resolve_embed_model(embed_model)
-        layout, leaves, parents = build_hierarchy_index(
-            nodes,
-            uri=uri,
-            collection_name=collection_name,
-            embed_model=embedder,
-            token=token,
-            overwrite=overwrite,
-            index_preset=index_preset,
-            show_progress=show_progress,
-            parser_name=parser_name,
-            chunk_sizes=list(chunk_sizes),
-        )
-        return cls(
-            leaves,
-            parents,
-            embed_model=embedder,
-            similarity_top_k=similarity_top_k,
-            layout=layout,
-            uri=uri,
-            token=token,
-            **options,
+        options["similarity_top_k"] = similarity_top_k
+        return cls._build_index(
+            lambda embedder: build_hierarchy_index(
+                nodes,
+                uri=uri,
+                collection_name=collection_name,
+                embed_model=embedder,
+                token=token,
+                overwrite=overwrite,
+                index_preset=index_preset,
+                show_progress=show_progress,
+                parser_name=parser_name,
+                chunk_sizes=list(chunk_sizes),
+            ),
+            uri,
+            embed_model,
+            token,
+            options,
         )
 
     def _collection_name(self) -> str:
@@ -290,7 +291,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
     def _vector_query(self, embedding: list[float]) -> VectorStoreQuery:
         self._check_dimensions(embedding)
         return VectorStoreQuery(
-            query_embedding=embedding, similarity_top_k=self._config.similarity_top_k
+            query_embedding=embedding, similarity_top_k=self.config.similarity_top_k
         )
 
     def _start_session(self, result: VectorStoreQueryResult) -> MergeSession:
@@ -306,9 +307,9 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         ]
         return MergeSession(
             entries,
-            merge_ratio=self._config.merge_ratio,
-            aggregation=self._config.score_aggregation,
-            max_context_tokens=self._config.max_context_tokens,
+            merge_ratio=self.config.merge_ratio,
+            aggregation=self.config.score_aggregation,
+            max_context_tokens=self.config.max_context_tokens,
             token_counter=count_tokens,
         )
 
@@ -333,7 +334,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
                     else None,
                     "tokens": entry.tokens,
                     "rounds": session.rounds,
-                    "score_aggregation": self._config.score_aggregation.value,
+                    "score_aggregation": self.config.score_aggregation.value,
                     "milvus_reconnects": reconnects,
                 },
             )

@@ -17,22 +17,28 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 
 from llama_index_ext_advrag.queries import clean_query_bundle
+from llama_index_ext_advrag.retrievers._config import (
+    ConfigAttribute,
+    ConfiguredRetriever,
+    config_kwargs,
+)
 from llama_index_ext_advrag.text.words import WordTokenizer
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SIMILARITY_TOP_K = 10
-BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+BM25Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
+BM25_METHODS: tuple[str, ...] = get_args(BM25Method)
 TRACE_COMPONENT = "bm25"
 CONFIG_FILE = "advrag_bm25.json"
 NODES_FILE = "nodes.jsonl"
@@ -45,17 +51,17 @@ def bm25_persist_dir(uri: str, collection_name: str, persist_dir: str | Path | N
     ``persist_dir/<collection>`` when given; otherwise ``<lite file>.bm25/<collection>`` for a
     Milvus Lite file. A Milvus server has no local folder, so ``persist_dir`` is required.
 
-    Raises
-    ------
-    ValueError
-        ``uri`` is a server and no ``persist_dir`` was given, or the collection
-        name is empty or contains a path separator.
+    Raises:
+        ValueError: ``uri`` is a server and no ``persist_dir`` was given, or the collection name is
+            empty or contains a path separator.
     """
     if not collection_name or "/" in collection_name or "\\" in collection_name:
         raise ValueError(f"collection_name {collection_name!r} must be a plain, non-empty name")
     if persist_dir is not None:
         return Path(persist_dir) / collection_name
-    if "://" in uri:
+    from llama_index_ext_advrag.milvus.connection import is_server_uri
+
+    if is_server_uri(uri):
         raise ValueError(
             f"uri {uri!r} is a Milvus server, which keeps no local folder: pass persist_dir"
         )
@@ -85,32 +91,49 @@ def top_k_indices(scores: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in positive[order[:k]]]
 
 
-class BM25Retriever(BaseRetriever):
+class BM25Config(BaseModel):
+    """The serialisable settings of a :class:`BM25Retriever` (everything but the nodes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    similarity_top_k: int = Field(
+        default=DEFAULT_SIMILARITY_TOP_K,
+        ge=1,
+        description="Results returned per query (only nodes sharing a term score > 0).",
+    )
+    tokenizer: WordTokenizer = Field(
+        default_factory=WordTokenizer, description="How texts and queries become terms."
+    )
+    k1: float = Field(default=1.5, ge=0.0, description="BM25 term-frequency saturation.")
+    b: float = Field(default=0.75, ge=0.0, le=1.0, description="BM25 length normalisation.")
+    method: BM25Method = Field(default="lucene", description="The bm25s scoring variant.")
+
+
+class BM25Retriever(ConfiguredRetriever):
     """Lexical retrieval with BM25 (bm25s), Chinese + English word tokenisation, persistable.
 
-    Parameters
-    ----------
-    nodes
-        the nodes to index (their text, without metadata). Node ids must be unique.
-    similarity_top_k
-        results returned per query (only nodes sharing a term score > 0).
-    tokenizer
-        the :class:`WordTokenizer`; default jieba search mode + English stemming.
-    k1, b
-        BM25 parameters; method: a bm25s scoring variant (``"lucene"`` default).
+    Args:
+        nodes: the nodes to index (their text, without metadata). Node ids must be unique.
+        similarity_top_k: results returned per query (only nodes sharing a term score > 0).
+        tokenizer: the :class:`WordTokenizer`; default jieba search mode + English stemming.
+        k1, b: BM25 parameters.
+        method: a bm25s scoring variant (``"lucene"`` default).
 
-    Raises
-    ------
-    ValueError
-        ``similarity_top_k < 1``, a bad ``k1``/``b``/``method``, duplicate node ids.
+    The settings are the validated :class:`BM25Config` in ``config``; :meth:`to_dict` /
+    :meth:`from_dict` round-trip them, :meth:`persist` / :meth:`from_persist_dir` save and
+    reload the index with them.
 
-    Examples
-    --------
-    >>> from llama_index.core.schema import TextNode
-    >>> nodes = [TextNode(text="首富来自美国", id_="a"), TextNode(text="Cats purr", id_="b")]
-    >>> [n.node.node_id for n in BM25Retriever(nodes, similarity_top_k=2).retrieve("美国")]
-    ['a']
+    Raises:
+        ValueError: ``similarity_top_k < 1``, a bad ``k1``/``b``/``method``, duplicate node ids.
+
+    Example:
+        >>> from llama_index.core.schema import TextNode
+        >>> nodes = [TextNode(text="首富来自美国", id_="a"), TextNode(text="Cats purr", id_="b")]
+        >>> [n.node.node_id for n in BM25Retriever(nodes, similarity_top_k=2).retrieve("美国")]
+        ['a']
     """
+
+    config: BM25Config
 
     def __init__(
         self,
@@ -122,23 +145,20 @@ class BM25Retriever(BaseRetriever):
         method: str = "lucene",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
-        _index: Any = None,
     ) -> None:
-        if similarity_top_k < 1:
-            raise ValueError(f"similarity_top_k must be >= 1, got {similarity_top_k}")
-        if k1 < 0 or not 0 <= b <= 1:
-            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
-        if method not in BM25_METHODS:
-            raise ValueError(f"method {method!r} is not one of {list(BM25_METHODS)}")
-        self.similarity_top_k = similarity_top_k
-        self.tokenizer = tokenizer or WordTokenizer()
-        self.k1, self.b, self.method = k1, b, method
+        self.config = BM25Config(
+            similarity_top_k=similarity_top_k,
+            tokenizer=tokenizer or WordTokenizer(),
+            k1=k1,
+            b=b,
+            method=method,  # type: ignore[arg-type]  # validated against the Literal
+        )
         self._nodes = list(nodes)
         ids = [node.node_id for node in self._nodes]
         if len(set(ids)) != len(ids):
             duplicate = next(i for i in ids if ids.count(i) > 1)
             raise ValueError(f"node id {duplicate!r} occurs more than once")
-        self._index = _index if _index is not None else self._build_index()
+        self._index = self._build_index()
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -149,6 +169,19 @@ class BM25Retriever(BaseRetriever):
     def from_defaults(cls, nodes: Sequence[BaseNode], **kwargs: Any) -> BM25Retriever:
         """Build from nodes (``docstore`` users: pass ``list(docstore.docs.values())``)."""
         return cls(nodes=nodes, **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], nodes: Sequence[BaseNode] = ()) -> BM25Retriever:
+        """A retriever over ``nodes`` with the :meth:`to_dict` settings ``data``."""
+        config = BM25Config.model_validate(data)
+        return cls(nodes, **config_kwargs(config))
+
+    # the settings as attributes (read by callers, written by ``hybrid.with_top_k``)
+    similarity_top_k: ConfigAttribute[int] = ConfigAttribute()
+    tokenizer: ConfigAttribute[WordTokenizer] = ConfigAttribute()
+    k1: ConfigAttribute[float] = ConfigAttribute()
+    b: ConfigAttribute[float] = ConfigAttribute()
+    method: ConfigAttribute[str] = ConfigAttribute()
 
     @property
     def nodes(self) -> list[BaseNode]:
@@ -174,10 +207,8 @@ class BM25Retriever(BaseRetriever):
         so a failure part way (a full disk, a crash) leaves the previous index whole: no
         half-written index is ever at ``persist_dir``.
 
-        Raises
-        ------
-        OSError
-            writing failed (the previous index, if any, is kept).
+        Raises:
+            OSError: writing failed (the previous index, if any, is kept).
         """
         folder = Path(persist_dir)
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -202,11 +233,7 @@ class BM25Retriever(BaseRetriever):
             os.fsync(out.fileno())
         config = {
             "format_version": FORMAT_VERSION,
-            "similarity_top_k": self.similarity_top_k,
-            "tokenizer": self.tokenizer.to_dict(),
-            "k1": self.k1,
-            "b": self.b,
-            "method": self.method,
+            **self.to_dict(),
             "num_nodes": len(self._nodes),
         }
         # the config last: a folder without it is never loaded
@@ -217,10 +244,8 @@ class BM25Retriever(BaseRetriever):
         """Load an index saved with :meth:`persist`; ``overrides`` (e.g. ``similarity_top_k``)
         replace saved settings that do not change the index.
 
-        Raises
-        ------
-        FileNotFoundError
-            ``persist_dir`` holds no saved index.
+        Raises:
+            FileNotFoundError: ``persist_dir`` holds no saved index.
         """
         folder = Path(persist_dir)
         config_path = folder / CONFIG_FILE
@@ -235,11 +260,6 @@ class BM25Retriever(BaseRetriever):
                 f"BM25 index in {str(folder)!r} is incomplete: {CONFIG_FILE} records {expected} "
                 f"nodes, {NODES_FILE} holds {len(nodes)}; persist it again"
             )
-        index = None
-        if nodes:
-            import bm25s
-
-            index = bm25s.BM25.load(str(folder), show_progress=False)
         options = {
             "similarity_top_k": config["similarity_top_k"],
             "tokenizer": WordTokenizer.from_dict(config["tokenizer"]),
@@ -248,7 +268,17 @@ class BM25Retriever(BaseRetriever):
             "method": config["method"],
         }
         options.update(overrides)
-        return cls(nodes=nodes, _index=index, **options)
+        retriever = cls(**options)  # no nodes yet: settings validated, nothing indexed
+        retriever._attach_saved_index(folder, nodes)
+        return retriever
+
+    def _attach_saved_index(self, folder: Path, nodes: list[BaseNode]) -> None:
+        """Take the nodes and the bm25s index saved in ``folder`` (instead of indexing)."""
+        self._nodes = nodes
+        if nodes:
+            import bm25s
+
+            self._index = bm25s.BM25.load(str(folder), show_progress=False)
 
     # --- retrieval -----------------------------------------------------------------------------
 
@@ -273,4 +303,10 @@ class BM25Retriever(BaseRetriever):
         return results
 
 
-__all__ = ["BM25Retriever", "bm25_persist_dir", "top_k_indices"]
+__all__ = [
+    "BM25_METHODS",
+    "BM25Config",
+    "BM25Retriever",
+    "bm25_persist_dir",
+    "top_k_indices",
+]

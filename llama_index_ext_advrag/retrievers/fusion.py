@@ -23,11 +23,10 @@ part inside :func:`fuse_rrf` and :func:`fuse_scores`.
 Ties are broken deterministically: higher fused score, then the best rank in any leg, then
 the ranks leg by leg, then the node id.
 
-Examples
---------
->>> legs = [[LegHit("a", 0.9), LegHit("b", 0.5)], [LegHit("b", 7.0), LegHit("c", 3.0)]]
->>> [(h.node_id, round(h.score, 5)) for h in fuse_rrf(legs, weights=(1.0, 1.0), k=60)]
-[('b', 0.03252), ('a', 0.01639), ('c', 0.01613)]
+Example:
+    >>> legs = [[LegHit("a", 0.9), LegHit("b", 0.5)], [LegHit("b", 7.0), LegHit("c", 3.0)]]
+    >>> [(h.node_id, round(h.score, 5)) for h in fuse_rrf(legs, weights=(1.0, 1.0), k=60)]
+    [('b', 0.03252), ('a', 0.01639), ('c', 0.01613)]
 """
 
 from __future__ import annotations
@@ -80,10 +79,8 @@ class FusedHit(NamedTuple):
 def validate_weights(weights: Sequence[float] | None, n_legs: int) -> tuple[float, ...]:
     """Return the weights as a tuple (all 1.0 when ``None``).
 
-    Raises
-    ------
-    ValueError
-        wrong length, a negative or non-finite weight, or all weights zero.
+    Raises:
+        ValueError: wrong length, a negative or non-finite weight, or all weights zero.
     """
     if weights is None:
         return (1.0,) * n_legs
@@ -108,17 +105,14 @@ def language_factor(
 
     English query and passage give 1.0; a wholly CJK query or passage gives ``floor``.
 
-    Raises
-    ------
-    ValueError
-        a share outside [0, 1] or ``floor`` outside [0, 1].
+    Raises:
+        ValueError: a share outside [0, 1] or ``floor`` outside [0, 1].
 
-    Examples
-    --------
-    >>> language_factor(0.0, 0.0, floor=0.1), language_factor(1.0, 0.0, floor=0.1)
-    (1.0, 0.1)
-    >>> round(language_factor(0.5, 0.2, floor=0.1), 4)
-    0.55
+    Example:
+        >>> language_factor(0.0, 0.0, floor=0.1), language_factor(1.0, 0.0, floor=0.1)
+        (1.0, 0.1)
+        >>> round(language_factor(0.5, 0.2, floor=0.1), 4)
+        0.55
     """
     for name, value in (("query_cjk_share", query_cjk_share), ("text_cjk_share", text_cjk_share)):
         if not 0.0 <= value <= 1.0:
@@ -142,18 +136,15 @@ def language_scaled_weights(
     (:func:`~llama_index_ext_advrag.text.words.cjk_share`): an English query keeps every weight,
     a Chinese one gives an English-only leg ``floor`` times its weight.
 
-    Raises
-    ------
-    ValueError
-        ``english_only`` and ``weights`` differ in length, or ``cjk_share`` or
-        ``floor`` is outside [0, 1].
+    Raises:
+        ValueError: ``english_only`` and ``weights`` differ in length, or ``cjk_share`` or ``floor``
+            is outside [0, 1].
 
-    Examples
-    --------
-    >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=1.0, floor=0.1)
-    (0.1, 1.0)
-    >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=0.5, floor=0.1)
-    (0.55, 1.0)
+    Example:
+        >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=1.0, floor=0.1)
+        (0.1, 1.0)
+        >>> language_scaled_weights((1.0, 1.0), (True, False), cjk_share=0.5, floor=0.1)
+        (0.55, 1.0)
     """
     if len(english_only) != len(weights):
         raise ValueError(
@@ -258,10 +249,8 @@ def validate_node_factors(
 ) -> list[Mapping[str, float]]:
     """One ``{node_id: factor}`` per leg (empty where ``None``); a missing node has factor 1.
 
-    Raises
-    ------
-    ValueError
-        wrong length, or a factor that is negative or not finite.
+    Raises:
+        ValueError: wrong length, or a factor that is negative or not finite.
     """
     if node_factors is None:
         return [{} for _ in range(n_legs)]
@@ -284,10 +273,8 @@ def fuse_rrf(
     """Weighted reciprocal rank fusion: ``sum_i w_i * f_i(d) / (k + rank_i)``, ranks from 1,
     with ``f_i(d)`` the leg's factor for the node (``node_factors``, default 1).
 
-    Raises
-    ------
-    ValueError
-        ``k < 0``, invalid weights or node factors.
+    Raises:
+        ValueError: ``k < 0``, invalid weights or node factors.
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -311,10 +298,8 @@ def fuse_scores(
     """Normalise each leg's scores, then take the weighted sum (absent = the leg's floor),
     each term times the leg's factor for the node (``node_factors``, default 1).
 
-    Raises
-    ------
-    ValueError
-        an unknown ``normalization``, invalid weights or node factors.
+    Raises:
+        ValueError: an unknown ``normalization``, invalid weights or node factors.
     """
     method = parse_enum(Normalization, normalization, "normalization")
     normalize, absent_floor = NORMALIZERS[method], ABSENT_FLOORS[method]

@@ -31,6 +31,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.queries import clean_query_bundle
+from llama_index_ext_advrag.retrievers._config import ConfiguredRetriever, config_kwargs
 from llama_index_ext_advrag.retrievers.fusion import (
     DEFAULT_CJK_WEIGHT_FLOOR,
     DEFAULT_RRF_K,
@@ -158,63 +159,52 @@ def build_fused_nodes(
     return nodes
 
 
-class HybridFusionRetriever(BaseRetriever):
+class HybridFusionRetriever(ConfiguredRetriever):
     """Fuse several retrievers (dense + BM25) with weighted RRF or normalised score fusion.
 
-    Parameters
-    ----------
-    retrievers
-        the legs, e.g. ``[vector_index.as_retriever(), BM25Retriever(nodes)]``.
-    weights
-        one weight per leg (default all 1.0); honoured in both modes.
-    mode
-        ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
-    k
-        the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
-    similarity_top_k
-        fused results returned. leg_top_k: results fetched per leg
-        (default ``3 * similarity_top_k``); legs with a ``similarity_top_k`` attribute are
-        shallow-copied with it set, the caller's retrievers are not modified.
-    leg_names
-        names used in the trace (default: the legs' class names).
-    english_only_legs
-        names of legs whose model only reads English (e.g. ``["dense"]``
-        over all-MiniLM-L6-v2): such a leg's term for a candidate is multiplied by
-        ``r + (1 - r) * cjk_weight_floor`` with ``r = 1 - max(s_query, s_node)``, the
-        ``s`` being shares of CJK characters; English text fuses with the given weights,
-        Chinese text leans on the language-independent legs (BM25).
-    cjk_weight_floor
-        that factor for wholly CJK text, in [0, 1] (0 mutes the leg there).
-        The default is chosen on held-out CMRC 2018 questions (docs/retrievers_fusion.md).
-    node_language
-        ``True`` (default): the factor uses the query's and the candidate
-        node's CJK share (the model can read neither a Chinese query nor a Chinese
-        passage); ``False``: the query's share only, applied to the leg weight.
+    Args:
+        retrievers: the legs, e.g. ``[vector_index.as_retriever(), BM25Retriever(nodes)]``.
+        weights: one weight per leg (default all 1.0); honoured in both modes.
+        mode: ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
+        k: the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
+        similarity_top_k: fused results returned. leg_top_k: results fetched per leg (default ``3 *
+            similarity_top_k``); legs with a ``similarity_top_k`` attribute are shallow-copied with
+            it set, the caller's retrievers are not modified.
+        leg_names: names used in the trace (default: the legs' class names).
+        english_only_legs: names of legs whose model only reads English (e.g. ``["dense"]`` over
+            all-MiniLM-L6-v2): such a leg's term for a candidate is multiplied by ``r + (1 - r) *
+            cjk_weight_floor`` with ``r = 1 - max(s_query, s_node)``, the ``s`` being shares of CJK
+            characters; English text fuses with the given weights, Chinese text leans on the
+            language-independent legs (BM25).
+        cjk_weight_floor: that factor for wholly CJK text, in [0, 1] (0 mutes the leg there). The
+            default is chosen on held-out CMRC 2018 questions (docs/retrievers_fusion.md).
+        node_language: ``True`` (default): the factor uses the query's and the candidate node's CJK
+            share (the model can read neither a Chinese query nor a Chinese passage); ``False``: the
+            query's share only, applied to the leg weight.
 
-    Raises
-    ------
-    ValueError
-        no legs, weights of the wrong length or negative, an unknown ``mode`` or
-        ``normalization``, a top-k below 1, an ``english_only_legs`` name that is not a
-        leg name, a ``cjk_weight_floor`` outside [0, 1].
+    Raises:
+        ValueError: no legs, weights of the wrong length or negative, an unknown ``mode`` or
+            ``normalization``, a top-k below 1, an ``english_only_legs`` name that is not a leg
+            name, a ``cjk_weight_floor`` outside [0, 1].
 
-    Examples
-    --------
-    >>> from llama_index.core import VectorStoreIndex
-    >>> from llama_index.core.embeddings import MockEmbedding
-    >>> from llama_index.core.schema import TextNode
-    >>> nodes = [TextNode(text=t, id_=str(i)) for i, t in enumerate(
-    ...     ["The FX-40 syncs every 15 minutes.", "潜伏期一般为三到七天。", "Receipts from 25 euros."])]
-    >>> index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))
-    >>> hybrid = HybridFusionRetriever.from_defaults(  # dense leg from the index + BM25 over nodes
-    ...     index, nodes=nodes, mode="rrf", similarity_top_k=1, english_only_legs=["dense"])
-    >>> best = hybrid.retrieve("潜伏期有多长？")[0]
-    >>> best.node.text
-    '潜伏期一般为三到七天。'
-    >>> trace = best.node.metadata["advrag_trace"]["hybrid_fusion"]
-    >>> trace["mode"], trace["language"]["cjk_share"], [leg["leg"] for leg in trace["legs"]]
-    ('rrf', 1.0, ['dense', 'bm25'])
+    Example:
+        >>> from llama_index.core import VectorStoreIndex
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> from llama_index.core.schema import TextNode
+        >>> nodes = [TextNode(text=t, id_=str(i)) for i, t in enumerate(
+        ...     ["The FX-40 syncs every 15 minutes.", "潜伏期一般为三到七天。", "Receipts from 25 euros."])]
+        >>> index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))
+        >>> hybrid = HybridFusionRetriever.from_defaults(  # dense leg from the index + BM25 over nodes
+        ...     index, nodes=nodes, mode="rrf", similarity_top_k=1, english_only_legs=["dense"])
+        >>> best = hybrid.retrieve("潜伏期有多长？")[0]
+        >>> best.node.text
+        '潜伏期一般为三到七天。'
+        >>> trace = best.node.metadata["advrag_trace"]["hybrid_fusion"]
+        >>> trace["mode"], trace["language"]["cjk_share"], [leg["leg"] for leg in trace["legs"]]
+        ('rrf', 1.0, ['dense', 'bm25'])
     """
+
+    config: HybridFusionConfig
 
     def __init__(
         self,
@@ -297,10 +287,6 @@ class HybridFusionRetriever(BaseRetriever):
             logger.debug("dense leg english_only=%s (model %r)", english, embed_model)
         return cls(retrievers=legs, **kwargs)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The fusion settings (the legs are live objects and are not serialised)."""
-        return self.config.model_dump(mode="json")
-
     @classmethod
     def from_dict(
         cls,
@@ -311,7 +297,7 @@ class HybridFusionRetriever(BaseRetriever):
         """Rebuild from :meth:`to_dict` settings and live legs (``leg_names`` as at build time,
         needed when ``english_only_legs`` names them)."""
         config = HybridFusionConfig.model_validate(data)
-        return cls(retrievers=retrievers, leg_names=leg_names, **_init_kwargs(config))
+        return cls(retrievers=retrievers, leg_names=leg_names, **config_kwargs(config))
 
     def query_weights(self, query_str: str) -> tuple[tuple[float, ...], dict[str, Any] | None]:
         """The leg weights for ``query_str`` scaled by its CJK share (as with
@@ -405,20 +391,6 @@ class HybridFusionRetriever(BaseRetriever):
                 raise outcome  # cancellation and interrupts are not a leg failure
             outcomes.append(outcome)
         return self._fuse(query_bundle.query_str, outcomes)
-
-
-def _init_kwargs(config: HybridFusionConfig) -> dict[str, Any]:
-    return {
-        "weights": config.weights,
-        "mode": config.mode,
-        "k": config.k,
-        "normalization": config.normalization,
-        "similarity_top_k": config.similarity_top_k,
-        "leg_top_k": config.leg_top_k,
-        "english_only_legs": config.english_only_legs,
-        "cjk_weight_floor": config.cjk_weight_floor,
-        "node_language": config.node_language,
-    }
 
 
 __all__ = [

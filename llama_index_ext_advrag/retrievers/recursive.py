@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.retrievers import BaseRetriever
@@ -44,6 +45,11 @@ from llama_index_ext_advrag.query_engine.tables import (
     describe_frame,
     read_workbook,
     table_pointers,
+)
+from llama_index_ext_advrag.retrievers._config import (
+    ConfigAttribute,
+    ConfiguredRetriever,
+    config_kwargs,
 )
 from llama_index_ext_advrag.retrievers.pointer_index import (
     DEFAULT_ROOT_WEIGHTS,
@@ -111,7 +117,24 @@ def answer_id(target_id: str, query: str) -> str:
     return f"{target_id}::answer::{digest}"
 
 
-class RecursiveIndexNodeRetriever(BaseRetriever):
+class RecursiveConfig(BaseModel):
+    """The serialisable settings of a :class:`RecursiveIndexNodeRetriever` (not the dicts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root_id: str = Field(description="The id in retriever_dict of the top-level retriever.")
+    max_depth: int = Field(
+        default=DEFAULT_MAX_DEPTH, ge=1, le=20, description="Pointers followed in a row."
+    )
+    max_concurrency: int = Field(
+        default=DEFAULT_MAX_CONCURRENCY, ge=1, le=64, description="Hops run at once in async."
+    )
+    include_sub_sources: bool = Field(
+        default=True, description="Also return the source nodes of a query engine's answer."
+    )
+
+
+class RecursiveIndexNodeRetriever(ConfiguredRetriever):
     """Follow IndexNode hits into sub-retrievers and query engines, with depth and cycle limits.
 
     Args:
@@ -124,6 +147,9 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
             plain text node with ``stopped`` in its trace.
         max_concurrency: hops run at once in async.
         include_sub_sources: also return the source nodes of a query engine's answer.
+
+    The settings are the validated :class:`RecursiveConfig` in ``config``; :meth:`to_dict` /
+    :meth:`from_dict` round-trip them.
 
     Raises:
         ValueError: ``root_id`` missing from ``retriever_dict``, an id in two dicts, a bound out
@@ -141,6 +167,8 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
         >>> tables = RecursiveIndexNodeRetriever.from_excel("tables.xlsx", llm=llm)  # doctest: +SKIP
     """
 
+    config: RecursiveConfig
+
     def __init__(
         self,
         root_id: str,
@@ -153,30 +181,51 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
+        self.config = RecursiveConfig(
+            root_id=root_id,
+            max_depth=max_depth,
+            max_concurrency=max_concurrency,
+            include_sub_sources=include_sub_sources,
+        )
         if root_id not in retriever_dict:
             raise ValueError(
                 f"root_id {root_id!r} is not in retriever_dict {sorted(retriever_dict)}"
             )
-        if not 1 <= max_depth <= 20:
-            raise ValueError(f"max_depth must be in [1, 20], got {max_depth}")
-        if not 1 <= max_concurrency <= 64:
-            raise ValueError(f"max_concurrency must be in [1, 64], got {max_concurrency}")
         dicts = (dict(retriever_dict), dict(query_engine_dict or {}), dict(node_dict or {}))
         for first in range(3):
             for second in range(first + 1, 3):
                 shared = sorted(set(dicts[first]) & set(dicts[second]))
                 if shared:
                     raise ValueError(f"ids {shared} appear in two of the routing dicts")
-        self.root_id = root_id
         self.retriever_dict, self.query_engine_dict, self.node_dict = dicts
-        self.max_depth = max_depth
-        self.max_concurrency = max_concurrency
-        self.include_sub_sources = include_sub_sources
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
     def class_name(cls) -> str:
         return "RecursiveIndexNodeRetriever"
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: dict[str, Any],
+        retriever_dict: Mapping[str, BaseRetriever],
+        query_engine_dict: Mapping[str, BaseQueryEngine] | None = None,
+        node_dict: Mapping[str, BaseNode] | None = None,
+    ) -> RecursiveIndexNodeRetriever:
+        """Rebuild from :meth:`to_dict` settings and the live routing dicts."""
+        config = RecursiveConfig.model_validate(data)
+        return cls(
+            retriever_dict=retriever_dict,
+            query_engine_dict=query_engine_dict,
+            node_dict=node_dict,
+            **config_kwargs(config),
+        )
+
+    # the settings as attributes; a write is validated (root_id must stay a retriever_dict key)
+    root_id: ConfigAttribute[str] = ConfigAttribute()
+    max_depth: ConfigAttribute[int] = ConfigAttribute()
+    max_concurrency: ConfigAttribute[int] = ConfigAttribute()
+    include_sub_sources: ConfigAttribute[bool] = ConfigAttribute()
 
     # --- builders ------------------------------------------------------------------------------
 
@@ -409,6 +458,7 @@ class RecursiveIndexNodeRetriever(BaseRetriever):
 __all__ = [
     "DEFAULT_ROOT_WEIGHTS",
     "HopKind",
+    "RecursiveConfig",
     "RecursiveIndexNodeRetriever",
     "SafePandasQueryEngine",
     "UnsafeCodeError",

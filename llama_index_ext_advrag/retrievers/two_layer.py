@@ -25,21 +25,15 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
-from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_ext_advrag.milvus import count_reconnects, in_filter
-from llama_index_ext_advrag.models import resolve_embed_model, resolve_llm
+from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.milvus import aquery_nodes, count_reconnects, in_filter, query_nodes
+from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
-from llama_index_ext_advrag.retrievers._milvus_base import (
-    MilvusLayoutRetriever,
-)
-from llama_index_ext_advrag.retrievers._node_store import (
-    aquery_nodes,
-    query_nodes,
-)
+from llama_index_ext_advrag.retrievers._milvus_base import MilvusLayoutRetriever
 from llama_index_ext_advrag.retrievers._routing import (
     KEY_FIELD,
     RouteHit,
@@ -130,30 +124,23 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         ('Sales in 2023 were 12 units.', 'Sales 2023')
     """
 
-    def __init__(
-        self,
-        summary_store: Any,
-        details_store: Any,
-        embed_model: BaseEmbedding | None = None,
-        layout: dict[str, Any] | None = None,
-        uri: str | None = None,
-        token: str = "",
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
-        **options: Any,
-    ) -> None:
-        self._config = TwoLayerConfig(**options)
-        self._summary_store = summary_store
-        self._details_store = details_store
-        self._init_layout(embed_model, layout, uri, token, callback_manager, verbose)
+    config_class = TwoLayerConfig
 
     @classmethod
     def class_name(cls) -> str:
         return "TwoLayerMilvusRetriever"
 
     @property
+    def _summary_store(self) -> Any:
+        return self._stores[0]
+
+    @property
+    def _details_store(self) -> Any:
+        return self._stores[1]
+
+    @property
     def details_mode(self) -> DetailsMode:
-        return self._config.details_mode or DetailsMode(self._layout.get("details_mode", "fetch"))
+        return self.config.details_mode or DetailsMode(self._layout.get("details_mode", "fetch"))
 
     # --- construction -------------------------------------------------------------------------
 
@@ -171,16 +158,11 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         Raises:
             IndexLayoutError: no such index at ``uri`` (the message lists the existing ones).
         """
-        layout, summary_store, details_store = open_two_layer_stores(uri, collection_name, token)
-        return cls(
-            summary_store,
-            details_store,
-            embed_model,
-            layout=layout,
-            uri=uri,
-            token=token,
-            **options,
-        )
+        return cls._open_index(uri, collection_name, embed_model, token, options)
+
+    @classmethod
+    def _open_stores(cls, uri: str, collection_name: str, token: str) -> tuple[dict, Any, Any]:
+        return open_two_layer_stores(uri, collection_name, token)
 
     @classmethod
     def from_units(
@@ -199,23 +181,25 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         **options: Any,
     ) -> TwoLayerMilvusRetriever:
         """Store prepared units and open them (the builders below prepare the units)."""
-        TwoLayerConfig(**options)  # fail before building
-        embedder = resolve_embed_model(embed_model)
-        layout, summary_store, details_store = build_two_layer_index(
-            units,
-            uri=uri,
-            collection_name=collection_name,
-            embed_model=embedder,
-            llm=resolve_llm(llm),
-            token=token,
-            overwrite=overwrite,
-            index_preset=index_preset,
-            details_mode=DetailsMode(default_details_mode).value,
-            source=source,
-            show_progress=show_progress,
-        )
-        return cls(
-            summary_store, details_store, embedder, layout=layout, uri=uri, token=token, **options
+        details_mode = parse_enum(DetailsMode, default_details_mode, "default_details_mode")
+        return cls._build_index(
+            lambda embedder: build_two_layer_index(
+                units,
+                uri=uri,
+                collection_name=collection_name,
+                embed_model=embedder,
+                llm=resolve_llm(llm),
+                token=token,
+                overwrite=overwrite,
+                index_preset=index_preset,
+                details_mode=details_mode.value,
+                source=source,
+                show_progress=show_progress,
+            ),
+            uri,
+            embed_model,
+            token,
+            options,
         )
 
     @classmethod
@@ -278,9 +262,9 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
 
     def _summary_query(self, embedding: list[float]) -> VectorStoreQuery:
         self._check_dimensions(embedding)
-        top_k = self._config.route_top_k
-        if self._config.cue_weight > 0:
-            top_k = max(top_k, self._config.route_candidates)
+        top_k = self.config.route_top_k
+        if self.config.cue_weight > 0:
+            top_k = max(top_k, self.config.route_candidates)
         return VectorStoreQuery(query_embedding=embedding, similarity_top_k=top_k)
 
     def _route(self, query: str, result: VectorStoreQueryResult) -> list[RouteHit]:
@@ -288,15 +272,15 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
             result.nodes or [],
             result.similarities or [],
             query,
-            self._config.route_top_k,
-            self._config.cue_weight,
+            self.config.route_top_k,
+            self.config.cue_weight,
         )
 
     def _details_request(self, route: list[RouteHit], embedding: list[float]) -> dict[str, Any]:
         expression = in_filter(KEY_FIELD, [hit.unit_key for hit in route])
         if self.details_mode is DetailsMode.SEARCH:
             query = VectorStoreQuery(
-                query_embedding=embedding, similarity_top_k=self._config.details_top_k
+                query_embedding=embedding, similarity_top_k=self.config.details_top_k
             )
             return {"query": query, "string_expr": expression}
         limit = min(MAX_QUERY_LIMIT, len(route) * int(self._layout.get("max_parts", 1) or 1))

@@ -49,10 +49,9 @@ HAN_RUN = re.compile(f"[{HAN}]+")
 def is_cjk(char: str) -> bool:
     """Whether ``char`` belongs to :data:`CJK`.
 
-    Examples
-    --------
-    >>> [is_cjk(c) for c in "a中か한。"]
-    [False, True, True, True, False]
+    Example:
+        >>> [is_cjk(c) for c in "a中か한。"]
+        [False, True, True, True, False]
     """
     return CJK_RUN.fullmatch(char) is not None
 
@@ -63,10 +62,9 @@ def is_cjk_text(char: str) -> bool:
     Called once per candidate sentence end, so it compares code points instead of running a
     regex.
 
-    Examples
-    --------
-    >>> [is_cjk_text(c) for c in "a中か한。，"]
-    [False, True, True, True, True, True]
+    Example:
+        >>> [is_cjk_text(c) for c in "a中か한。，"]
+        [False, True, True, True, True, True]
     """
     code = ord(char)  # the ranges of CJK_TEXT
     return (

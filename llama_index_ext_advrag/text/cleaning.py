@@ -47,17 +47,14 @@ def has_lone_surrogates(text: str) -> bool:
 def replace_lone_surrogates(text: str) -> tuple[str, int]:
     """``text`` with surrogate pairs joined and lone surrogates replaced by U+FFFD.
 
-    Returns
-    -------
-    tuple[str, int]
-        The clean text and how many surrogate code points ``text`` held.
+    Returns:
+        tuple[str, int]: The clean text and how many surrogate code points ``text`` held.
 
-    Examples
-    --------
-    >>> replace_lone_surrogates("a\\ud800b")
-    ('a\\ufffdb', 1)
-    >>> replace_lone_surrogates("\\ud83d\\ude00") == ("\\U0001f600", 2)
-    True
+    Example:
+        >>> replace_lone_surrogates("a\\ud800b")
+        ('a\\ufffdb', 1)
+        >>> replace_lone_surrogates("\\ud83d\\ude00") == ("\\U0001f600", 2)
+        True
     """
     found = len(_SURROGATE.findall(text))
     if not found:
@@ -117,32 +114,24 @@ def cut_long_sentences(
     surrounding whitespace) with ``cut=True`` and the section of its sentence; a heading keeps
     ``is_heading`` on its first piece only.
 
-    Parameters
-    ----------
-    text
-        The source the sentences were split from.
-    sentences
-        :func:`~llama_index_ext_advrag.text.split_sentences` output for ``text``.
-    max_chars
-        The longest sentence kept whole (at least :data:`MIN_MAX_SENTENCE_CHARS`).
+    Args:
+        text: The source the sentences were split from.
+        sentences: :func:`~llama_index_ext_advrag.text.split_sentences` output for ``text``.
+        max_chars: The longest sentence kept whole (at least :data:`MIN_MAX_SENTENCE_CHARS`).
 
-    Returns
-    -------
-    tuple[list[Sentence], int]
-        The sentences with the long ones replaced by their pieces, and how many were cut.
+    Returns:
+        tuple[list[Sentence], int]: The sentences with the long ones replaced by their pieces, and
+            how many were cut.
 
-    Raises
-    ------
-    ValueError
-        ``max_chars`` below :data:`MIN_MAX_SENTENCE_CHARS`.
+    Raises:
+        ValueError: ``max_chars`` below :data:`MIN_MAX_SENTENCE_CHARS`.
 
-    Examples
-    --------
-    >>> from llama_index_ext_advrag.text import split_sentences
-    >>> source = "aaa bbb ccc ddd. Short."
-    >>> pieces, cut = cut_long_sentences(source, split_sentences(source), max_chars=100)
-    >>> cut
-    0
+    Example:
+        >>> from llama_index_ext_advrag.text import split_sentences
+        >>> source = "aaa bbb ccc ddd. Short."
+        >>> pieces, cut = cut_long_sentences(source, split_sentences(source), max_chars=100)
+        >>> cut
+        0
     """
     if max_chars < MIN_MAX_SENTENCE_CHARS:
         raise ValueError(

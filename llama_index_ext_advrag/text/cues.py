@@ -117,20 +117,15 @@ def _latin_cues(text: str) -> set[str]:
 def extract_cues(text: str) -> frozenset[str]:
     """Extract lower-cased entity and keyword cues from ``text``.
 
-    Parameters
-    ----------
-    text
-        Chinese, English or mixed text, typically a sentence or a short passage.
+    Args:
+        text: Chinese, English or mixed text, typically a sentence or a short passage.
 
-    Returns
-    -------
-    frozenset[str]
-        The cues; empty for text without any.
+    Returns:
+        frozenset[str]: The cues; empty for text without any.
 
-    Examples
-    --------
-    >>> sorted(extract_cues("In 2020 the WHO named COVID-19 after Wuhan reports."))
-    ['2020', 'covid-19', 'who', 'wuhan']
+    Example:
+        >>> sorted(extract_cues("In 2020 the WHO named COVID-19 after Wuhan reports."))
+        ['2020', 'covid-19', 'who', 'wuhan']
     """
     if not text or text.isspace():
         return frozenset()
@@ -142,10 +137,9 @@ def cue_overlap(a: frozenset[str], b: frozenset[str]) -> float:
 
     Returns 0.0 when either set is empty, 1.0 when one contains the other.
 
-    Examples
-    --------
-    >>> cue_overlap(frozenset({"a", "b"}), frozenset({"b", "c", "d"}))
-    0.5
+    Example:
+        >>> cue_overlap(frozenset({"a", "b"}), frozenset({"b", "c", "d"}))
+        0.5
     """
     if not a or not b:
         return 0.0

@@ -179,16 +179,12 @@ def _confirm_numbered_headings(
 def scan_lines(text: str) -> list[Line]:
     """Classify every non-blank line of ``text``.
 
-    Parameters
-    ----------
-    text
-        The source text.
+    Args:
+        text: The source text.
 
-    Returns
-    -------
-    list[Line]
-        Lines in reading order. A fenced code block is returned as one ``CODE`` line spanning
-        from its opening to its closing fence; Markdown inside it is not interpreted.
+    Returns:
+        list[Line]: Lines in reading order. A fenced code block is returned as one ``CODE`` line
+            spanning from its opening to its closing fence; Markdown inside it is not interpreted.
     """
     matches = list(_LINE.finditer(text))
     lines: list[Line] = []

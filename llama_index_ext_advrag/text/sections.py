@@ -20,18 +20,13 @@ logger = logging.getLogger(__name__)
 class Section:
     """A heading and the text under it, as offsets into the source text.
 
-    Attributes
-    ----------
-    title
-        The heading title (``"Installation"`` for ``"## Installation"``, the whole line for
-        numbered headings such as ``"2.3 Installation"``); ``None`` for the preamble.
-    level
-        Heading level: number of ``#``, or depth of the heading number; 0 for the preamble.
-    start, end
-        Character offsets; ``source[start:end]`` includes the heading line itself.
-    index
-        The ``section_index`` carried by this section's sentences: 0 for the preamble, ``k``
-        for the ``k``-th heading.
+    Attributes:
+        title: The heading title (``"Installation"`` for ``"## Installation"``, the whole line for
+            numbered headings such as ``"2.3 Installation"``); ``None`` for the preamble.
+        level: Heading level: number of ``#``, or depth of the heading number; 0 for the preamble.
+        start, end: Character offsets; ``source[start:end]`` includes the heading line itself.
+        index: The ``section_index`` carried by this section's sentences: 0 for the preamble, ``k``
+            for the ``k``-th heading.
     """
 
     title: str | None
@@ -44,23 +39,18 @@ class Section:
 def find_sections(text: str) -> list[Section]:
     """Find the sections of ``text``.
 
-    Parameters
-    ----------
-    text
-        Any text; Markdown ``#`` headings and conservative numbered headings are recognised,
-        exactly as in :func:`~llama_index_ext_advrag.text.split_sentences`.
+    Args:
+        text: Any text; Markdown ``#`` headings and conservative numbered headings are recognised,
+            exactly as in :func:`~llama_index_ext_advrag.text.split_sentences`.
 
-    Returns
-    -------
-    list[Section]
-        Contiguous sections covering ``text``; ``[]`` for empty or whitespace-only text. A
-        preamble section is included only when it holds non-whitespace text; otherwise the
-        first heading's section starts at offset 0.
+    Returns:
+        list[Section]: Contiguous sections covering ``text``; ``[]`` for empty or whitespace-only
+            text. A preamble section is included only when it holds non-whitespace text; otherwise
+            the first heading's section starts at offset 0.
 
-    Examples
-    --------
-    >>> [(s.title, s.level) for s in find_sections("Intro.\\n# A\\nx\\n## B\\ny")]
-    [(None, 0), ('A', 1), ('B', 2)]
+    Example:
+        >>> [(s.title, s.level) for s in find_sections("Intro.\\n# A\\nx\\n## B\\ny")]
+        [(None, 0), ('A', 1), ('B', 2)]
     """
     lines = scan_lines(text)
     if not lines:

@@ -92,22 +92,15 @@ _FUNCTION_WORDS = words(
 class Sentence:
     """One sentence (or heading, list item, code block) of a source text.
 
-    Attributes
-    ----------
-    text
-        The sentence, equal to ``source[start:end]``.
-    start, end
-        Character offsets into the source text.
-    is_heading
-        Whether the unit is a heading line (Markdown or numbered).
-    section_title
-        Title of the enclosing section; a heading carries its own title. ``None`` before the
-        first heading.
-    section_index
-        0 before the first heading, incremented at every heading.
-    cut
-        Whether this is a piece of a longer sentence cut by length
-        (:func:`~llama_index_ext_advrag.text.cleaning.cut_long_sentences`).
+    Attributes:
+        text: The sentence, equal to ``source[start:end]``.
+        start, end: Character offsets into the source text.
+        is_heading: Whether the unit is a heading line (Markdown or numbered).
+        section_title: Title of the enclosing section; a heading carries its own title. ``None``
+            before the first heading.
+        section_index: 0 before the first heading, incremented at every heading.
+        cut: Whether this is a piece of a longer sentence cut by length
+            (:func:`~llama_index_ext_advrag.text.cleaning.cut_long_sentences`).
     """
 
     text: str
@@ -312,20 +305,15 @@ def split_sentences(text: str) -> list[Sentence]:
     blocks are units of their own; headings also open a new section, recorded on every
     following sentence.
 
-    Parameters
-    ----------
-    text
-        Any text: Chinese, Japanese, English or a mixture, Markdown or plain.
+    Args:
+        text: Any text: Chinese, Japanese, English or a mixture, Markdown or plain.
 
-    Returns
-    -------
-    list[Sentence]
-        Sentences in reading order; ``[]`` for empty or whitespace-only text.
+    Returns:
+        list[Sentence]: Sentences in reading order; ``[]`` for empty or whitespace-only text.
 
-    Examples
-    --------
-    >>> [s.text for s in split_sentences("Dr. Smith arrived. 他来了！好。")]
-    ['Dr. Smith arrived.', '他来了！', '好。']
+    Example:
+        >>> [s.text for s in split_sentences("Dr. Smith arrived. 他来了！好。")]
+        ['Dr. Smith arrived.', '他来了！', '好。']
     """
     lines = scan_lines(text)
     out: list[Sentence] = []

@@ -27,20 +27,15 @@ def count_tokens(text: str) -> int:
 
     Special-token strings such as ``"<|endoftext|>"`` are counted, not rejected.
 
-    Parameters
-    ----------
-    text
-        Any text.
+    Args:
+        text: Any text.
 
-    Returns
-    -------
-    int
-        Number of tokens; 0 for the empty string.
+    Returns:
+        int: Number of tokens; 0 for the empty string.
 
-    Examples
-    --------
-    >>> count_tokens("hello world")
-    2
+    Example:
+        >>> count_tokens("hello world")
+        2
     """
     if not text:
         return 0

@@ -9,14 +9,13 @@ lower-cased, checked against the stop words and stemmed with PyStemmer's Snowbal
 whitespace never become tokens. The same tokenizer must be used for the documents and the
 queries, which is why it is a small serialisable model stored with a persisted BM25 index.
 
-Examples
---------
->>> WordTokenizer()("The viruses were spreading")
-['virus', 'were', 'spread']
->>> WordTokenizer(chinese_mode="accurate", chinese_characters=False)("首富来自美国")
-['首富', '来自', '美国']
->>> WordTokenizer(chinese_mode="accurate")("首富来自美国")
-['首富', '来自', '美国', '首', '富', '来', '自', '美', '国']
+Example:
+    >>> WordTokenizer()("The viruses were spreading")
+    ['virus', 'were', 'spread']
+    >>> WordTokenizer(chinese_mode="accurate", chinese_characters=False)("首富来自美国")
+    ['首富', '来自', '美国']
+    >>> WordTokenizer(chinese_mode="accurate")("首富来自美国")
+    ['首富', '来自', '美国', '首', '富', '来', '自', '美', '国']
 """
 
 from __future__ import annotations
@@ -94,30 +93,21 @@ def cut_chinese(run: str, mode: ChineseMode = ChineseMode.SEARCH) -> list[str]:
 class WordTokenizer(BaseModel):
     """Turn text into BM25 terms: jieba words for Chinese, stemmed words for everything else.
 
-    Parameters
-    ----------
-    stem
-        stem non-CJK words with PyStemmer (``stemmer_language``).
-    remove_stop_words
-        drop :data:`ENGLISH_STOP_WORDS` and :data:`CHINESE_STOP_WORDS`.
-    chinese_mode
-        ``"search"`` (default; jieba's search mode also emits the shorter
-        dictionary words inside a long word, so 潜伏期 also matches 潜伏) or ``"accurate"``.
-    chinese_characters
-        also emit every character of a CJK run as a term (after the run's
-        words; stop-word characters such as 的 are dropped with the stop words).
-    stemmer_language
-        a Snowball language name known to PyStemmer.
+    Args:
+        stem: stem non-CJK words with PyStemmer (``stemmer_language``).
+        remove_stop_words: drop :data:`ENGLISH_STOP_WORDS` and :data:`CHINESE_STOP_WORDS`.
+        chinese_mode: ``"search"`` (default; jieba's search mode also emits the shorter dictionary
+            words inside a long word, so 潜伏期 also matches 潜伏) or ``"accurate"``.
+        chinese_characters: also emit every character of a CJK run as a term (after the run's words;
+            stop-word characters such as 的 are dropped with the stop words).
+        stemmer_language: a Snowball language name known to PyStemmer.
 
-    Raises
-    ------
-    ValueError
-        an unknown ``chinese_mode`` or ``stemmer_language`` (the value is named).
+    Raises:
+        ValueError: an unknown ``chinese_mode`` or ``stemmer_language`` (the value is named).
 
-    Examples
-    --------
-    >>> WordTokenizer()("SARS-CoV-2的潜伏期 studies")
-    ['sar', 'cov', '2', '潜伏', '潜伏期', '潜', '伏', '期', 'studi']
+    Example:
+        >>> WordTokenizer()("SARS-CoV-2的潜伏期 studies")
+        ['sar', 'cov', '2', '潜伏', '潜伏期', '潜', '伏', '期', 'studi']
     """
 
     model_config = ConfigDict(frozen=True)

@@ -193,9 +193,7 @@ async def test_afetch_nodes_matches_fetch_nodes(store: MilvusVectorStore) -> Non
         assert async_nodes[node_id].model_dump() == node.model_dump()
 
 
-def test_fetch_of_many_ids_takes_few_queries(
-    store: MilvusVectorStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fetch_of_many_ids_takes_few_queries(store: MilvusVectorStore, spy) -> None:
     count = 1100
     nodes = [
         TextNode(
@@ -205,14 +203,7 @@ def test_fetch_of_many_ids_takes_few_queries(
     ]
     store.add(nodes)
     flush(store)
-    calls: list[str] = []
-    original = store.client.query
-
-    def counting_query(*args, **kwargs):
-        calls.append(kwargs.get("filter", ""))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(store.client, "query", counting_query)
+    calls = spy(store.client, "query", record=lambda *args, **kwargs: kwargs.get("filter", ""))
     ids = [node.node_id for node in nodes] + ["bulk-0", "absent-1"]
     fetched = fetch_nodes(store, ids)
     assert len(calls) == 3  # ceil(1101 distinct ids / 512)

@@ -29,7 +29,7 @@ from llama_index_ext_advrag.milvus import (
     open_vector_store,
     process_reconnects,
 )
-from llama_index_ext_advrag.retrievers._node_store import (
+from llama_index_ext_advrag.milvus.registry import (
     list_layouts,
     load_layout,
     read_layout,

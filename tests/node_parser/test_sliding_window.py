@@ -307,16 +307,15 @@ def test_qa_preset_keeps_question_with_answer():
     assert "What is the port?" in texts(parse(plain, faq))
 
 
-def test_embed_model_resolved_only_when_breakpoints_are_needed(monkeypatch):
+def test_embed_model_resolved_only_when_breakpoints_are_needed(spy):
     import llama_index_ext_advrag.node_parser.sliding_window as module
 
-    calls = []
-
-    def fake_resolve(explicit=None):
-        calls.append(explicit)
-        return HashEmbedding()
-
-    monkeypatch.setattr(module, "resolve_embed_model", fake_resolve)
+    calls = spy(
+        module,
+        "resolve_embed_model",
+        record=lambda explicit=None: explicit,
+        returns=HashEmbedding(),
+    )
     AdaptiveSlidingWindowNodeParser(mode="fixed").get_nodes_from_documents([Document(text=FIVE)])
     AdaptiveSlidingWindowNodeParser(
         mode="adaptive", breakpoint_percentile=None

@@ -10,7 +10,7 @@ from advrag_testing import HashEmbedding
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from postprocessor._corpus import docstore_of, hits, sentence_nodes
 
-from llama_index_ext_advrag.postprocessor import DriftAwareWindowPostprocessor
+from llama_index_ext_advrag.postprocessor import DriftAwareWindowPostprocessor, drift_window
 from llama_index_ext_advrag.postprocessor.calibration import MINILM_MIN_SIM, MINILM_PRUNE_SIM
 from llama_index_ext_advrag.postprocessor.drift_window import (
     GrowthLimits,
@@ -264,15 +264,12 @@ def test_a_hit_that_is_another_hits_neighbour_gets_its_similarity(nodes) -> None
     assert all(isinstance(similarity, float) for similarity in added.values())
 
 
-def test_default_embed_model_is_resolved_once_per_postprocessor(nodes, monkeypatch) -> None:
-    resolved: list[object] = []
-
-    def fake_resolve(explicit):
-        resolved.append(explicit)
-        return HashEmbedding(dim=64)
-
-    monkeypatch.setattr(
-        "llama_index_ext_advrag.postprocessor.drift_window.resolve_embed_model", fake_resolve
+def test_default_embed_model_is_resolved_once_per_postprocessor(nodes, spy) -> None:
+    resolved = spy(
+        drift_window,
+        "resolve_embed_model",
+        record=lambda explicit: explicit,
+        returns=HashEmbedding(dim=64),
     )
     post = DriftAwareWindowPostprocessor(docstore=docstore_of(sentence_nodes(embed=False)))
     assert resolved == []  # never in __init__

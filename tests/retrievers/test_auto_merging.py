@@ -10,7 +10,6 @@ from advrag_testing import HashEmbedding
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes
 from llama_index.core.schema import NodeRelationship, TextNode
-from llama_index.vector_stores.milvus import MilvusVectorStore
 
 from llama_index_ext_advrag import IndexLayoutError
 from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
@@ -102,15 +101,10 @@ def test_sync_and_async_agree(retriever: HierarchicalAutoMergingRetriever) -> No
 
 
 def test_async_uses_only_the_async_client(
-    retriever: HierarchicalAutoMergingRetriever, monkeypatch: pytest.MonkeyPatch
+    retriever: HierarchicalAutoMergingRetriever, forbid_blocking_milvus
 ) -> None:
     expected = summary(retriever.retrieve("glacier survey glacier feature"))
-
-    def blocking(*args, **kwargs):
-        raise AssertionError("a blocking Milvus call inside _aretrieve")
-
-    monkeypatch.setattr(MilvusVectorStore, "query", blocking)
-    monkeypatch.setattr(module, "fetch_nodes", blocking)
+    forbid_blocking_milvus(module, "fetch_nodes")
     found = asyncio.run(retriever.aretrieve("glacier survey glacier feature"))
     assert summary(found) == expected
     assert any(n.node.metadata[TRACE_KEY]["auto_merging"]["merged"] for n in found)
@@ -166,17 +160,8 @@ def test_budget_limits_context(milvus_uri: str, collection_name: str) -> None:
     assert skipped[0]["tokens_after_merge"] == count_tokens(parent.text)
 
 
-def test_one_parent_fetch_per_round(
-    retriever: HierarchicalAutoMergingRetriever, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    calls: list[int] = []
-    original = module.fetch_nodes
-
-    def counting(store, ids, *args, **kwargs):
-        calls.append(len(ids))
-        return original(store, ids, *args, **kwargs)
-
-    monkeypatch.setattr(module, "fetch_nodes", counting)
+def test_one_parent_fetch_per_round(retriever: HierarchicalAutoMergingRetriever, spy) -> None:
+    calls = spy(module, "fetch_nodes", record=lambda store, ids, *args, **kwargs: len(ids))
     retriever.retrieve("glacier survey glacier feature")
     assert 1 <= len(calls) <= 2  # three levels: at most two parent levels to fetch
 

@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 from advrag_testing import HashEmbedding
 from llama_index.core import Document
-from llama_index.vector_stores.milvus import MilvusVectorStore
 
 from llama_index_ext_advrag import IndexLayoutError
+from llama_index_ext_advrag.milvus import query_nodes
 from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever
 from llama_index_ext_advrag.retrievers import two_layer as two_layer_module
-from llama_index_ext_advrag.retrievers._node_store import query_nodes
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
 from llama_index_ext_advrag.retrievers.two_layer import DetailsMode
 from llama_index_ext_advrag.trace import TRACE_KEY
@@ -82,18 +81,13 @@ def test_sync_async_and_reopen_agree(tables: TwoLayerMilvusRetriever) -> None:
 
 @pytest.mark.parametrize("mode", ["fetch", "search"])
 def test_async_uses_only_the_async_client(
-    tables: TwoLayerMilvusRetriever, monkeypatch: pytest.MonkeyPatch, mode: str
+    tables: TwoLayerMilvusRetriever, forbid_blocking_milvus, mode: str
 ) -> None:
     retriever = TwoLayerMilvusRetriever.from_dict(
         {**tables.to_dict(), "details_mode": mode}, embed_model=HashEmbedding(dim=64)
     )
     expected = summary(retriever.retrieve("Warehouses capacity"))
-
-    def blocking(*args, **kwargs):
-        raise AssertionError("a blocking Milvus call inside _aretrieve")
-
-    monkeypatch.setattr(MilvusVectorStore, "query", blocking)
-    monkeypatch.setattr(two_layer_module, "query_nodes", blocking)
+    forbid_blocking_milvus(two_layer_module, "query_nodes")
     assert summary(asyncio.run(retriever.aretrieve("Warehouses capacity"))) == expected
 
 

@@ -1,32 +1,27 @@
-"""Milvus I/O shared by the Milvus-backed retrievers: the layout registry and node fetches.
+"""The layout registry: which collections make up a retriever index recorded on a Milvus uri.
 
-Layout registry: one small collection per ``uri`` (``advrag_layouts``), one row per retriever
+One small collection per ``uri`` (``advrag_layouts``), one row per retriever
 index, keyed by the index name, holding a JSON description of its collections (names, chunk
 sizes, embedding dimension and model). ``from_uri`` reads it, so reopening an index needs no
 file beside the Milvus database. Milvus requires a vector field, so the rows carry a constant
 2-dimensional placeholder vector; the collection is never searched.
+
+The builders of the Milvus layout retrievers call :func:`prepare_build` first and
+:func:`record_layout` last (a half-built index has no layout, so it never looks complete);
+``from_uri`` calls :func:`load_layout`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.schema import BaseNode
-
 from llama_index_ext_advrag.layout import IndexLayoutError
-from llama_index_ext_advrag.milvus import (
-    build_index_params,
-    ensure_loaded,
-    fetch_rows,
-    open_client,
-    resolve_uri,
-)
-from llama_index_ext_advrag.milvus.nodes import NODE_CONTENT_FIELD, NODE_TYPE_FIELD, row_to_node
-from llama_index_ext_advrag.milvus.reconnect import AsyncReconnectingClient
+from llama_index_ext_advrag.milvus.connection import ensure_loaded, open_client
+from llama_index_ext_advrag.milvus.indexes import build_index_params
+from llama_index_ext_advrag.milvus.nodes import fetch_rows
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +61,7 @@ def write_layout(client: Any, name: str, layout: dict[str, Any]) -> None:
 
 
 def delete_layout(client: Any, name: str) -> None:
+    """Forget the layout of the index ``name`` (its collections are left alone)."""
     if client.has_collection(LAYOUT_COLLECTION):
         client.delete(LAYOUT_COLLECTION, ids=[name])
 
@@ -168,58 +164,16 @@ def list_layouts(client: Any) -> list[str]:
     return sorted(str(row["id"]) for row in rows)
 
 
-def _node_fields(vector_store: Any) -> list[str]:
-    return [vector_store.text_key, NODE_CONTENT_FIELD, NODE_TYPE_FIELD]
-
-
-def _to_nodes(vector_store: Any, rows: Sequence[dict[str, Any]]) -> list[BaseNode]:
-    return [row_to_node(row, text_key=vector_store.text_key, embedding_field=None) for row in rows]
-
-
-def query_nodes(vector_store: Any, expression: str, limit: int) -> list[BaseNode]:
-    """All nodes of the store matching a filter built with ``eq_filter``/``in_filter``."""
-    rows = vector_store.client.query(
-        vector_store.collection_name,
-        filter=expression,
-        output_fields=_node_fields(vector_store),
-        limit=limit,
-    )
-    return _to_nodes(vector_store, rows)
-
-
-async def aquery_nodes(vector_store: Any, expression: str, limit: int) -> list[BaseNode]:
-    """Async :func:`query_nodes` over the store's ``AsyncMilvusClient``."""
-    rows = await vector_store.aclient.query(
-        vector_store.collection_name,
-        filter=expression,
-        output_fields=_node_fields(vector_store),
-        limit=limit,
-    )
-    return _to_nodes(vector_store, rows)
-
-
-class AsyncLoopBinding:
-    """Keep the async clients of ``MilvusVectorStore``\\ s usable across event loops.
-
-    pymilvus' ``AsyncMilvusClient`` keeps the gRPC handler of the event loop it first ran
-    on; once that loop is closed (a second ``asyncio.run``, a notebook cell, a test) every
-    call fails with "Event loop is closed". :meth:`bind` gives the stores fresh async clients
-    (they connect lazily) whenever it is called from a loop other than the previous one.
-    """
-
-    def __init__(self, uri: str | None, token: str = "") -> None:
-        self._uri = uri
-        self._token = token
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def bind(self, *stores: Any) -> None:
-        loop = asyncio.get_running_loop()
-        if loop is self._loop:
-            return
-        if self._loop is not None and self._uri is not None:
-            uri = resolve_uri(self._uri)
-            for store in stores:
-                if not isinstance(store.aclient, AsyncReconnectingClient):  # those rebind
-                    store._async_milvusclient = AsyncReconnectingClient(uri, self._token)
-            logger.debug("rebound async Milvus clients to a new event loop")
-        self._loop = loop
+__all__ = [
+    "LAYOUT_COLLECTION",
+    "PLACEHOLDER_DIM",
+    "PLACEHOLDER_VECTOR",
+    "IndexLayoutError",
+    "delete_layout",
+    "list_layouts",
+    "load_layout",
+    "prepare_build",
+    "read_layout",
+    "record_layout",
+    "write_layout",
+]
