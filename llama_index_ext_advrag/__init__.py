@@ -28,6 +28,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.judges import LanguageRoutedJudge as LanguageRoutedJudge
     from llama_index_ext_advrag.judges import LLMRelevanceJudge as LLMRelevanceJudge
     from llama_index_ext_advrag.layout import IndexLayoutError as IndexLayoutError
+    from llama_index_ext_advrag.milvus import (
+        MilvusAuthenticationError as MilvusAuthenticationError,
+    )
+    from llama_index_ext_advrag.milvus import MilvusConnectionError as MilvusConnectionError
     from llama_index_ext_advrag.models import ModelResolutionError as ModelResolutionError
     from llama_index_ext_advrag.models import decide_embed_model as decide_embed_model
     from llama_index_ext_advrag.models import resolve_embed_model as resolve_embed_model
@@ -55,6 +59,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from llama_index_ext_advrag.query_engine import SafePandasQueryEngine as SafePandasQueryEngine
     from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine as SelfRAGQueryEngine
+    from llama_index_ext_advrag.query_engine import UnsafeCodeError as UnsafeCodeError
     from llama_index_ext_advrag.retrievers import BM25Retriever as BM25Retriever
     from llama_index_ext_advrag.retrievers import (
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
@@ -84,6 +89,9 @@ _EXPORTS = {
     "WindowReplacementPostprocessor": "llama_index_ext_advrag.postprocessor",
     "IndexLayoutError": "llama_index_ext_advrag.layout",
     "ModelResolutionError": "llama_index_ext_advrag.models",
+    "MilvusConnectionError": "llama_index_ext_advrag.milvus",
+    "MilvusAuthenticationError": "llama_index_ext_advrag.milvus",
+    "UnsafeCodeError": "llama_index_ext_advrag.query_engine",
     "MultilingualE5Embedding": "llama_index_ext_advrag.embeddings",
     "CachedEmbedding": "llama_index_ext_advrag.embeddings",
     "is_english_only": "llama_index_ext_advrag.embeddings",

@@ -58,7 +58,13 @@ _NOT_LOADED = 101  # Milvus CollectionNotLoaded
 
 
 class MilvusConnectionError(ConnectionError):
-    """A Milvus call failed again after one reconnect (or was not safe to repeat)."""
+    """A Milvus call failed again after one reconnect (or was not safe to repeat).
+
+    Example:
+        >>> error = MilvusConnectionError("./rag.db", "search", "failed again after reconnecting")
+        >>> error.uri, error.operation, isinstance(error, ConnectionError)
+        ('./rag.db', 'search', True)
+    """
 
     def __init__(self, uri: str, operation: str, reason: str) -> None:
         self.uri = uri
@@ -68,7 +74,13 @@ class MilvusConnectionError(ConnectionError):
 
 class MilvusAuthenticationError(MilvusConnectionError):
     """The Milvus server refused the credentials (a wrong or missing token): never retried,
-    never answered from another store."""
+    never answered from another store.
+
+    Example:
+        >>> error = MilvusAuthenticationError("http://milvus:19530", "open", "auth check failure")
+        >>> "authentication refused" in str(error), isinstance(error, MilvusConnectionError)
+        (True, True)
+    """
 
     def __init__(self, uri: str, operation: str, detail: str) -> None:
         super().__init__(

@@ -65,7 +65,15 @@ _SEQUENCE_METHODS = frozenset({"tolist", "to_list", "join", "split", "lower", "u
 
 
 class UnsafeCodeError(ValueError):
-    """Generated code was refused; ``reason`` says what, ``code`` is the refused text."""
+    """Generated code was refused; ``reason`` says what, ``code`` is the refused text.
+
+    Example:
+        >>> try:
+        ...     check_pandas_code("__import__('os').system('id')")
+        ... except UnsafeCodeError as error:
+        ...     print(error.code)
+        __import__('os').system('id')
+    """
 
     def __init__(self, reason: str, code: str = "") -> None:
         super().__init__(f"refused to run generated pandas code: {reason}")
@@ -82,7 +90,7 @@ def check_pandas_code(code: str) -> None:
 
     Example:
         >>> check_pandas_code("df[df['Age'] > 60]['Name'].tolist()")
-        >>> check_pandas_code("df.agg('to_' + 'csv', 0, 'out.csv')")
+        >>> check_pandas_code("df.agg('to_' + 'csv')")
         Traceback (most recent call last):
         ...
         llama_index_ext_advrag.query_engine.pandas_check.UnsafeCodeError: refused to run generated pandas code: agg() takes a literal aggregation name (or a list or dict of them), got BinOp
