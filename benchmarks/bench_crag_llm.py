@@ -216,7 +216,15 @@ def llm_thresholds(
                 continue
             scores.append(grade.score)
             labels.append(item.is_positive(text))
-    picked = pick_thresholds(scores, labels, args.target_precision, args.max_positive_loss)
+    try:
+        picked = pick_thresholds(scores, labels, args.target_precision, args.max_positive_loss)
+    except ValueError as exc:  # the known grades hold one class only: the plain P(yes) cut
+        logger.warning("thresholds not picked (%s); using upper = lower = 0.5", exc)
+        return {
+            "thresholds": {"upper": 0.5, "lower": 0.5, "fallback": str(exc)},
+            "pairs": len(pairs),
+            "unknown": unknown,
+        }
     return {"thresholds": picked.__dict__, "pairs": len(pairs), "unknown": unknown}
 
 
