@@ -65,25 +65,39 @@ def parse_yes_no(reply: str) -> bool | None:
     return True if word in _YES else False if word in _NO else None
 
 
+# The least probability a verdict missing from the returned alternatives is given.
+ABSENT_FLOOR = 1e-6
+
+
 def yes_probability(alternatives: Sequence[tuple[str, float]]) -> tuple[float, float] | None:
     """``(P(yes) / (P(yes) + P(no)), log-odds)`` from a token's ``(token, logprob)``
     alternatives, or ``None`` when neither a yes nor a no token is among them.
 
+    When only one side is among the alternatives, the other's probability is not known, only
+    bounded: it ranks below every listed token and shares the mass the list leaves. That bound
+    (``min(smallest listed, 1 - listed total)``, at least ``ABSENT_FLOOR``) stands in for it, so
+    a reply whose "no" fell outside the top 5 scores high but finite instead of a certain 1.0.
+
     >>> round(yes_probability([("Yes", math.log(0.6)), (" no", math.log(0.2)), ("x", -1.0)])[0], 6)
     0.75
+    >>> round(yes_probability([("Yes", math.log(0.9)), ("Sure", math.log(0.05))])[0], 3)  # no "no"
+    0.947
     """
     mass = {True: 0.0, False: 0.0}
+    listed: list[float] = []
     for token, logprob in alternatives:
+        if not math.isfinite(logprob):
+            continue
+        listed.append(math.exp(logprob))
         verdict = parse_yes_no(token.strip())
-        if verdict is not None and math.isfinite(logprob):
+        if verdict is not None:
             mass[verdict] += math.exp(logprob)
     if mass[True] == 0.0 and mass[False] == 0.0:
         return None
-    if mass[False] == 0.0:
-        return 1.0, math.inf
-    if mass[True] == 0.0:
-        return 0.0, -math.inf
-    return mass[True] / (mass[True] + mass[False]), math.log(mass[True] / mass[False])
+    absent = max(min(min(listed), 1.0 - sum(listed)), ABSENT_FLOOR)
+    yes = mass[True] or absent
+    no = mass[False] or absent
+    return yes / (yes + no), math.log(yes / no)
 
 
 def first_token_alternatives(

@@ -112,7 +112,16 @@ def test_yes_probability_by_hand() -> None:
     score, log_odds = yes_probability([("yes", math.log(0.3)), ("No", math.log(0.1)), ("x", -0.1)])
     assert score == pytest.approx(0.75) and log_odds == pytest.approx(math.log(3))
     assert yes_probability([("maybe", -0.1)]) is None
-    assert yes_probability([("no", -0.5)])[0] == 0.0
+    # a side missing from the alternatives is bounded, not zero: below every listed token and
+    # within the mass the list leaves
+    only_no = [("no", math.log(0.9)), ("No", math.log(0.05)), ("x", math.log(0.02)),
+               ("y", math.log(0.01)), ("z", math.log(0.005))]  # fmt: skip
+    score, log_odds = yes_probability(only_no)
+    assert score == pytest.approx(0.005 / 0.955) and math.isfinite(log_odds)
+    top1_yes, _ = yes_probability([("yes", math.log(0.7))])  # the other 0.3 may be "no"
+    assert top1_yes == pytest.approx(0.7)
+    certain, certain_log_odds = yes_probability([("Yes", 0.0)])  # all mass on yes: the floor
+    assert 0.999 < certain < 1.0 and certain_log_odds == pytest.approx(math.log(1e6))
 
 
 def test_logprobs_are_used_when_present() -> None:
