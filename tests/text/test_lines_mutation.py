@@ -156,3 +156,15 @@ def test_a_fence_with_an_info_string_does_not_close_a_block() -> None:
     lines = scan_lines(text)
     assert [line.kind for line in lines] == [LineKind.CODE, LineKind.PLAIN]
     assert text[lines[0].start : lines[0].end] == "```\ncode\n```python\nmore\n```"
+
+
+def test_only_list_items_carry_a_body_start() -> None:
+    text = "Plain text.\n\n- item\n\n# Title\n\n```\ncode\n```"
+    lines = scan_lines(text)
+    assert [line.kind for line in lines] == [
+        LineKind.PLAIN,
+        LineKind.LIST_ITEM,
+        LineKind.HEADING,
+        LineKind.CODE,
+    ]
+    assert [line.body_start for line in lines] == [-1, text.index("item"), -1, -1]
