@@ -4,7 +4,9 @@ mutation testing: each case flips when one comparison or one default changes).""
 from __future__ import annotations
 
 import pytest
-from llama_index.core.schema import NodeWithScore, TextNode
+from advrag_testing import ScriptedLLM
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.judges import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.postprocessor import CRAGPostprocessor
@@ -171,3 +173,72 @@ def test_rerank_keeps_top_n_exactly() -> None:
     trace = [n.node.metadata["advrag_trace"]["judge_rerank"] for n in top]
     assert [(t["retrieval_rank"], t["rank"]) for t in trace] == [(1, 0), (2, 1)]
     assert hits[1].score == 0.0  # the input is not rescored
+
+
+# --- corrective retrieval: rewrites and web results ----------------------------------------------
+
+
+class _Retriever(BaseRetriever):
+    """Returns nothing; records the queries it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.queries.append(query_bundle.query_str)
+        return []
+
+
+def _irrelevant(max_rounds: int, llm: ScriptedLLM | None) -> tuple[CRAGPostprocessor, _Retriever]:
+    class _Zero(BaseRelevanceJudge):
+        def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+            return [self.grade(0.0) for _ in texts]
+
+    retriever = _Retriever()
+    crag = CRAGPostprocessor(
+        judge=_Zero(), upper=0.7, lower=0.3, refine=False, max_rounds=max_rounds,
+        corrective_retriever=retriever, llm=llm,
+    )  # fmt: skip
+    return crag, retriever
+
+
+def _hit(text: str) -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=text, id_="n0"), score=1.0)]
+
+
+def test_llm_rewrite_first_line_without_quotes_and_avoiding_tried_ones() -> None:
+    llm = ScriptedLLM(['"eiffel tower location"\nbecause...', "eiffel tower location", "paris"])
+    crag, retriever = _irrelevant(3, llm)
+    result = crag.postprocess_nodes(_hit("Cats."), query_str="Where is the Eiffel Tower?")
+    assert result == []
+    # 2nd reply repeats a tried query: the keyword rewrite replaces it; the 3rd is new
+    assert retriever.queries == ["eiffel tower location", "where eiffel tower", "paris"]
+    assert "Not: eiffel tower location\n" in llm.prompts[1]
+    assert "Not:" not in llm.prompts[0]
+
+
+def test_without_llm_rewrites_run_out_after_keywords_and_the_original() -> None:
+    crag, retriever = _irrelevant(5, None)
+    crag.postprocess_nodes(_hit("Cats."), query_str="Where is the Eiffel Tower?")
+    assert retriever.queries == ["where eiffel tower", "Where is the Eiffel Tower?"]
+
+
+def test_web_results_become_marked_text_nodes() -> None:
+    class _Half(BaseRelevanceJudge):
+        def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+            return [self.grade(0.5) for _ in texts]
+
+    crag = CRAGPostprocessor(
+        judge=_Half(), upper=0.7, lower=0.3, refine=False, web_search=lambda q: ["Web page."]
+    )
+    result = crag.postprocess_nodes(_hit("Maybe."), query_str="q")
+    web = [n for n in result if n.node.metadata.get("source") == "web_search"]
+    assert len(web) == 1 and web[0].node.node_id.startswith("web-")
+    assert len(web[0].node.node_id) == len("web-") + 16
+    assert web[0].node.metadata["advrag_trace"]["crag"]["source"] == "web_search"
+    bad = CRAGPostprocessor(
+        judge=_Half(), upper=0.7, lower=0.3, refine=False, web_search=lambda q: [3]
+    )
+    rounds = bad.postprocess_nodes(_hit("Maybe."), query_str="q")[0].node.metadata
+    assert "web_search returned a int; allowed: str, NodeWithScore" in str(rounds)
