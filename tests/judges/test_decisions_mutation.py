@@ -18,7 +18,12 @@ from llama_index_ext_advrag.judges.base import (
     GradeLabel,
     ScoreCalibration,
 )
-from llama_index_ext_advrag.judges.calibration import CRAGThresholds, pick_thresholds
+from llama_index_ext_advrag.judges.calibration import (
+    CRAGThresholds,
+    calibrate_judge_thresholds,
+    grade_labelled_pairs,
+    pick_thresholds,
+)
 
 
 class _FixedJudge(BaseRelevanceJudge):
@@ -192,3 +197,55 @@ def test_upper_is_the_lowest_score_reaching_the_precision() -> None:
 def test_thresholds_as_kwargs() -> None:
     thresholds = CRAGThresholds(0.7, 0.2, 0.9, 0.05, 10, 20)
     assert thresholds.as_kwargs() == {"upper": 0.7, "lower": 0.2}
+
+
+# --- grading labelled pairs --------------------------------------------------------------------
+
+
+class _LengthJudge(BaseRelevanceJudge):
+    """Scores a text by its length / 10; unknown when it contains '?'."""
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        return [
+            Grade.unknown(self.name, "?") if "?" in t else self.grade(len(t) / 10, raw=len(t))
+            for t in texts
+        ]
+
+
+PAIRS = [
+    ("q1", "xxxxxxxxx", True),  # 0.9
+    ("q2", "xxxxxxxx", True),  # 0.8
+    ("q1", "xx", True),  # 0.2
+    ("q2", "x?", False),  # unknown: dropped
+    ("q1", "x", False),  # 0.1
+]
+
+
+def test_dropped_unknown_grades_are_logged_with_their_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="llama_index_ext_advrag.judges.calibration")
+    grade_labelled_pairs(_LengthJudge(), PAIRS)
+    assert [r.getMessage() for r in caplog.records] == ["dropped 1 unknown grades of 5"]
+    caplog.clear()
+    grade_labelled_pairs(_LengthJudge(), [p for p in PAIRS if "?" not in p[1]])
+    assert caplog.records == []
+
+
+def test_calibrate_judge_thresholds_passes_the_positive_loss_on() -> None:
+    # A negative scoring 1.0 keeps precision 1.0 out of reach: upper is 1.0 and does not cap
+    # lower. Positives 0.2, 0.8, 0.9: allowing a third of them below lower moves it to 0.8.
+    pairs = [*PAIRS, ("q2", "x" * 10, False)]
+    strict = calibrate_judge_thresholds(_LengthJudge(), pairs, 1.0, 0.0)
+    loose = calibrate_judge_thresholds(_LengthJudge(), pairs, 1.0, 0.34)
+    assert (strict.upper, strict.lower) == (1.0, 0.2)
+    assert (loose.upper, loose.lower) == (1.0, 0.8)
+    assert calibrate_judge_thresholds(_LengthJudge(), pairs, 0.6).upper == 0.1  # 3 of 5
+
+
+def test_class_names() -> None:
+    from llama_index_ext_advrag.postprocessor import CRAGPostprocessor, JudgeRerankPostprocessor
+
+    assert BaseRelevanceJudge.class_name() == "BaseRelevanceJudge"
+    assert CRAGPostprocessor.class_name() == "CRAGPostprocessor"
+    assert JudgeRerankPostprocessor.class_name() == "JudgeRerankPostprocessor"
