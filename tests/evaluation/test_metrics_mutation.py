@@ -116,3 +116,8 @@ def test_standard_error_by_hand() -> None:
     assert standard_error(0.9, 100) == pytest.approx(0.03)
     assert standard_error(1.0, 10) == 0.0
     assert standard_error(0.5, -1) != standard_error(0.5, -1)  # NaN for no questions
+
+
+def test_default_budget_count_and_one_question() -> None:
+    assert common_budgets({"a": [(100, 0.1), (400, 0.2)]}) == [100.0, 200.0, 300.0, 400.0]
+    assert standard_error(0.5, 1) == 0.5

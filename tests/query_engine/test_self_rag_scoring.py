@@ -181,3 +181,13 @@ def test_extractive_answer_unknown_last_and_reading_order() -> None:
     assert critique.extractive_answer(pool, [None, 0.0, 0.5, 0.5], 3) == ("B. C. D.", [1, 2, 3])
     assert critique.extractive_answer(pool, [0.1, None, 0.9, 0.2], 4)[1] == [0, 1, 2, 3]
     assert critique.extractive_answer(pool, [0.1, 0.1, 0.1, 0.1], 1) == ("A.", [0])
+
+
+def test_first_tokens_are_read_lower_case_by_prefix_then_by_word() -> None:
+    # "Nope" starts like "no"; "Yes" and "Supported" are read by the support parser.
+    nope = critique.read_support(reply("fully", [("Nope", 0.9)]))
+    assert (nope.value, nope.method, nope.label) == (0.0, "logprobs", "no")
+    yes = critique.read_support(reply("no", [("Yes", 0.8), ("No", 0.2)]))
+    assert yes.value == pytest.approx(0.8) and yes.label == "fully"
+    supported = critique.read_support(reply("no", [(" Supported", 0.5)]))
+    assert (supported.value, supported.method) == (1.0, "logprobs")
