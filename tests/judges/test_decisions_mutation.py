@@ -249,3 +249,16 @@ def test_class_names() -> None:
     assert BaseRelevanceJudge.class_name() == "BaseRelevanceJudge"
     assert CRAGPostprocessor.class_name() == "CRAGPostprocessor"
     assert JudgeRerankPostprocessor.class_name() == "JudgeRerankPostprocessor"
+
+
+def test_fit_calibration_errors_say_what_is_wrong() -> None:
+    from llama_index_ext_advrag.judges.calibration import fit_calibration
+
+    with pytest.raises(
+        ValueError, match=r"^raw values must be finite \(drop unknown grades first\)$"
+    ):
+        fit_calibration([math.inf, 1.0], [False, True])
+    with pytest.raises(
+        ValueError, match="^labels need at least one relevant and one irrelevant example$"
+    ):
+        fit_calibration([0.0, 1.0], [False, False])

@@ -242,3 +242,49 @@ def test_web_results_become_marked_text_nodes() -> None:
     )
     rounds = bad.postprocess_nodes(_hit("Maybe."), query_str="q")[0].node.metadata
     assert "web_search returned a int; allowed: str, NodeWithScore" in str(rounds)
+
+
+def test_rewrite_prompt_carries_the_question() -> None:
+    llm = ScriptedLLM(["eiffel"])
+    crag, _ = _irrelevant(1, llm)
+    crag.postprocess_nodes(_hit("Cats."), query_str="Where is the Eiffel Tower?")
+    assert "Question: Where is the Eiffel Tower?\nQuery:" in llm.prompts[0]
+
+
+class _Broken(BaseRelevanceJudge):
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        raise RuntimeError("boom")
+
+
+def test_a_failing_judge_is_logged_with_the_error(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING")
+    crag = CRAGPostprocessor(judge=_Broken(name="broken"), refine=False)
+    crag.postprocess_nodes(_hit("Cats."), query_str="q")
+    assert (
+        "CRAG keeps the nodes as retrieved: judge failed: RuntimeError('boom')" in caplog.messages
+    )
+
+
+async def test_async_rerank_with_a_failing_judge_keeps_order_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from llama_index_ext_advrag.postprocessor import JudgeRerankPostprocessor
+
+    caplog.set_level("WARNING")
+    hits = [NodeWithScore(node=TextNode(text=t, id_=t), score=0.1) for t in ("a", "b", "c")]
+    rerank = JudgeRerankPostprocessor(judge=_Broken(name="broken"), top_n=2)
+    for result in (
+        await rerank.apostprocess_nodes(hits, query_str="q"),
+        rerank.postprocess_nodes(hits, query_str="q"),
+    ):
+        assert [n.node.node_id for n in result] == ["a", "b"]
+        trace = result[0].node.metadata["advrag_trace"]["judge_rerank"]
+        assert trace == {
+            "retrieval_rank": 0,
+            "rank": 0,
+            "error": "judge failed: RuntimeError('boom')",
+        }
+    assert (
+        caplog.messages
+        == ["judge broken failed; keeping the retrieval order: RuntimeError('boom')"] * 2
+    )
