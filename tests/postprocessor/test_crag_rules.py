@@ -288,3 +288,102 @@ async def test_async_rerank_with_a_failing_judge_keeps_order_and_says_why(
         caplog.messages
         == ["judge broken failed; keeping the retrieval order: RuntimeError('boom')"] * 2
     )
+
+
+class _Failing(BaseRetriever):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.queries.append(query_bundle.query_str)
+        raise ConnectionError("index down")
+
+
+class _Half(BaseRelevanceJudge):
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        return [self.grade(0.5) for _ in texts]
+
+
+def _rounds(result: list[NodeWithScore]) -> list[dict]:
+    return result[0].node.metadata["advrag_trace"]["crag"]["rounds"]
+
+
+async def test_async_failures_web_search_and_rewrites_match_sync(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("WARNING")
+
+    async def web_async(query: str) -> list[str]:
+        return [f"Async page for {query}."]
+
+    def web_sync(query: str) -> list[str]:
+        return [f"Page for {query}."]
+
+    def web_failing(query: str) -> list[str]:
+        raise TimeoutError("search timed out")
+
+    # (sync postprocessing cannot await an async web_search: it is recorded as a failed search)
+    for web in (web_async, web_sync, web_failing):
+        results = []
+        for run_async in (True,) if web is web_async else (False, True):
+            retriever = _Failing()
+            crag = CRAGPostprocessor(
+                judge=_Half(), upper=0.7, lower=0.3, refine=False, max_rounds=2,
+                corrective_retriever=retriever, web_search=web, llm=ScriptedLLM(["tower", "eiffel"]),
+            )  # fmt: skip
+            hit = _hit("Maybe.")
+            if run_async:
+                result = await crag.apostprocess_nodes(hit, query_str="Where is the Eiffel Tower?")
+            else:
+                result = crag.postprocess_nodes(hit, query_str="Where is the Eiffel Tower?")
+            assert retriever.queries == ["tower", "eiffel"]
+            results.append([n.model_dump() for n in result])
+            rounds = _rounds(result)
+            assert [r.get("error") for r in rounds[:2]] == [
+                "retrieve failed: ConnectionError('index down')"
+            ] * 2
+            # the web search runs once, with the first rewritten query
+            assert rounds[2]["query"] == "tower" and rounds[2]["source"] == "web_search"
+            if web is web_failing:
+                assert rounds[2]["error"] == "websearch failed: TimeoutError('search timed out')"
+            else:
+                assert rounds[2]["new"] == 1 and rounds[2]["kept"] == 1
+                assert any("page for tower." in n.node.get_content().lower() for n in result)
+        assert results[0] == results[-1]
+    assert "CRAG Retrieve failed: ConnectionError('index down')" in caplog.messages
+
+
+def test_the_web_search_query_without_rewrites_is_the_distinctive_terms() -> None:
+    seen: list[str] = []
+    crag = CRAGPostprocessor(
+        judge=_Half(), upper=0.7, lower=0.3, refine=False,
+        web_search=lambda q: seen.append(q) or [],
+    )  # fmt: skip
+    crag.postprocess_nodes(_hit("Maybe."), query_str="Where is the Eiffel Tower?")
+    assert seen == ["where eiffel tower"]
+
+
+def test_no_web_search_after_a_confident_corrective_node() -> None:
+    class _ByWord(BaseRelevanceJudge):
+        def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+            return [self.grade(0.7 if "Paris" in t else 0.5) for t in texts]
+
+    class _Paris(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            return [NodeWithScore(node=TextNode(text="Paris.", id_="p"), score=1.0)]
+
+    searched: list[str] = []
+    crag = CRAGPostprocessor(
+        judge=_ByWord(), upper=0.7, lower=0.3, refine=False, max_rounds=3,
+        corrective_retriever=_Paris(), web_search=lambda q: searched.append(q) or [],
+    )  # fmt: skip
+    result = crag.postprocess_nodes(_hit("Maybe."), query_str="q")
+    assert searched == [] and len(_rounds(result)) == 1  # 0.7 == upper is confident
+    assert _rounds(result)[0] == {
+        "query": "q",
+        "rewrite": "keywords",
+        "retrieved": 1,
+        "new": 1,
+        "kept": 1,
+    }
