@@ -489,7 +489,15 @@ class CRAGPostprocessor(BaseNodePostprocessor):
                 return self._retriever.retrieve(request.query)
             if isinstance(request, _WebSearch):
                 assert self._web_search is not None
-                return _as_nodes(self._web_search(request.query))
+                found = self._web_search(request.query)
+                if inspect.isawaitable(found):  # an async web_search: only the async path awaits
+                    if inspect.iscoroutine(found):
+                        found.close()
+                    raise TypeError(
+                        "web_search is async and cannot run in sync postprocessing: use "
+                        "apostprocess_nodes (an async query engine) or pass a sync callable"
+                    )
+                return _as_nodes(found)
         except Exception as exc:
             logger.warning("CRAG %s failed: %r", type(request).__name__.strip("_"), exc)
             return _Failed(f"{type(request).__name__.strip('_').lower()} failed: {exc!r}")

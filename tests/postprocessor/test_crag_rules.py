@@ -323,7 +323,7 @@ async def test_async_failures_web_search_and_rewrites_match_sync(
     def web_failing(query: str) -> list[str]:
         raise TimeoutError("search timed out")
 
-    # (sync postprocessing cannot await an async web_search: it is recorded as a failed search)
+    # (sync postprocessing cannot await an async web_search: see the test below)
     for web in (web_async, web_sync, web_failing):
         results = []
         for run_async in (True,) if web is web_async else (False, True):
@@ -387,3 +387,19 @@ def test_no_web_search_after_a_confident_corrective_node() -> None:
         "new": 1,
         "kept": 1,
     }
+
+
+def test_an_async_web_search_in_sync_use_is_a_clear_recorded_failure(caplog) -> None:
+    async def web_async(query: str) -> list[str]:
+        return [f"Async page for {query}."]
+
+    crag = CRAGPostprocessor(
+        judge=_Half(), upper=0.7, lower=0.3, refine=False, max_rounds=2,
+        corrective_retriever=_Failing(), web_search=web_async, llm=ScriptedLLM(["tower", "eiffel"]),
+    )  # fmt: skip
+    with caplog.at_level("WARNING"):
+        result = crag.postprocess_nodes(_hit("Maybe."), query_str="Where is the Eiffel Tower?")
+    error = _rounds(result)[-1]["error"]
+    assert error.startswith("websearch failed: TypeError('web_search is async")
+    assert "apostprocess_nodes" in error and "coroutine" not in error
+    assert not any("never awaited" in message for message in caplog.messages)
