@@ -69,6 +69,18 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _bindable(port: int) -> bool:
+    """Whether ``port`` can be bound as milvus-server checks it (no SO_REUSEADDR): a killed
+    server's connections linger in TIME_WAIT for about a minute, and while they do
+    milvus-server silently moves that service to the next free port."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def _serving(uri: str, deadline: float) -> bool:
     from pymilvus import MilvusClient
 
@@ -90,6 +102,12 @@ class OwnedServer:
         self.log = open(self.data / "server.log", "ab")  # noqa: SIM115 - closed in close()
 
     def start(self) -> None:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all(map(_bindable, PORTS.values())):
+            time.sleep(2)
+        busy = [f"{name} {port}" for name, port in PORTS.items() if not _bindable(port)]
+        if busy:
+            raise RuntimeError(f"ports still in use after 180 s, the server would move: {busy}")
         etcd = self.data / "etcd.yaml"
         peer = PORTS["--etcd-port"] + 1
         etcd.write_text(ETCD_CONFIG.format(data=self.data, peer=peer, client=PORTS["--etcd-port"]))
