@@ -239,9 +239,19 @@ def _given_model(explicit: BaseEmbedding | str | None) -> tuple[BaseEmbedding | 
         raise TypeError(
             f"embed_model must be a BaseEmbedding, a string or None, got {type(explicit).__name__}"
         )
-    # Read the private slot: the public property would build OpenAI's default on first access.
-    user_set = getattr(Settings, "_embed_model", None)
+    user_set = settings_embed_model()
     return (user_set, "settings") if user_set is not None else (None, "default")
+
+
+def settings_embed_model() -> BaseEmbedding | None:
+    """The ``Settings.embed_model`` the user set, or ``None`` (never builds a default).
+
+    Example:
+        >>> settings_embed_model() is None  # nothing set in this session
+        True
+    """
+    # Read the private slot: the public property would build OpenAI's default on first access.
+    return getattr(Settings, "_embed_model", None)
 
 
 def resolve_embed_model(
@@ -334,4 +344,5 @@ __all__ = [
     "packaged_embed_model_path",
     "resolve_embed_model",
     "resolve_llm",
+    "settings_embed_model",
 ]

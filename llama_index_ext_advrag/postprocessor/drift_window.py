@@ -26,7 +26,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.layout import NodeLayout
-from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.models import resolve_embed_model, settings_embed_model
 from llama_index_ext_advrag.postprocessor._growth import (
     GrowthLimits,
     StopReason,
@@ -155,9 +155,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         not loaded for this."""
         model = self._resolved_embed_model or self.embed_model
         if model is None:
-            from llama_index.core import Settings
-
-            model = getattr(Settings, "_embed_model", None)  # None: the packaged default
+            model = settings_embed_model()  # None: the packaged default
         min_sim, prune_sim, family = default_thresholds(model, query)
         if self.min_sim is not None and self.prune_sim is not None:
             return self.min_sim, self.prune_sim, "given"
