@@ -1,0 +1,1 @@
+"""Placeholder: decision tests added by the mutation work of session 6."""
