@@ -233,3 +233,34 @@ def test_follows_piece() -> None:
     assert _follows_piece([Sentence("a", 10, 110, cut=True)], sentence)  # its first piece
     assert _follows_piece([Sentence("a", 309, 310, cut=True)], sentence)  # its last char
     assert not _follows_piece([Sentence("a", 310, 311, cut=True)], sentence)  # after it
+
+
+def test_cut_point_backs_off_a_single_combining_mark_by_one() -> None:
+    text = "a" * 19 + "e\u0301" + "b" * 10  # the mark at 20 belongs to the 'e' at 19
+    assert _cut_point(text, 0, 20) == 19
+    assert _cut_point(text, 0, 21) == 21
+
+
+def test_cut_long_sentences_a_sentence_of_exactly_the_bound_stays_whole_beside_a_long_one() -> None:
+    source = "a" * 100 + " " + "b" * 150
+    sentences = [Sentence("a" * 100, 0, 100), Sentence("b" * 150, 101, 251)]
+    out, cut = cut_long_sentences(source, sentences, 100)
+    assert cut == 1
+    assert out[0] == sentences[0]  # not cut, not flagged
+    assert [(p.start, p.end, p.cut) for p in out] == [
+        (0, 100, False),
+        (101, 201, True),
+        (201, 251, True),
+    ]
+
+
+def test_cut_long_sentences_a_last_piece_of_exactly_the_bound_is_not_cut_again() -> None:
+    source = "x" * 160 + " " + "y" * 39  # 200 characters, one space at 160
+    out, cut = cut_long_sentences(source, [Sentence(source, 0, 200)], 100)
+    assert cut == 1
+    # first piece: no break in [50, 100) -> hard cut at 100; the rest is exactly 100 characters
+    # and stays one piece (cutting it again would break at the space at 160)
+    assert [(p.start, p.end) for p in out] == [(0, 100), (100, 200)]
+    source = "x" * 200
+    out, _ = cut_long_sentences(source, [Sentence(source, 0, 200)], 100)
+    assert [(p.start, p.end) for p in out] == [(0, 100), (100, 200)]
