@@ -438,3 +438,12 @@ def test_a_reply_without_text_counts_as_empty() -> None:
         "keywords",
         "empty LLM reply",
     )
+
+
+def test_refinement_joins_adjacent_kept_strips_with_the_source_text_between() -> None:
+    text = "Paris has the tower.  Paris is in France. Cats are tall."
+    post = crag(by_text({"Paris": 0.9, "Cats": 0.1}), refine=True, strip_tokens=5)
+    result = post.postprocess_nodes(nodes(text), query_str=QUERY)
+    assert result[0].node.text == "Paris has the tower.  Paris is in France."
+    refinement = trace(result[0])["refinement"]
+    assert refinement["strips"] == 3 and refinement["kept"] == [0, 1]
