@@ -38,7 +38,7 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
-from llama_index.core.llms import LLM, MockLLM
+from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
@@ -444,8 +444,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
     # ----- I/O: the only part sync and async do differently -----
 
     def _resolved_llm(self) -> LLM | None:
-        llm = resolve_llm(self._llm)
-        return None if llm is None or isinstance(llm, MockLLM) else llm
+        return resolve_llm(self._llm)  # None for no LLM and for core's MockLLM
 
     def _rewrite_prompt(self, request: _Rewrite) -> str:
         avoid = "".join(f"Not: {q}\n" for q in request.tried)
