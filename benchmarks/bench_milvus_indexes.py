@@ -100,8 +100,42 @@ def insert(client: Any, vectors: np.ndarray) -> float:
     return time.perf_counter() - started
 
 
+def run_queries(client: Any, queries: np.ndarray, k: int,
+                search: dict[str, Any]) -> tuple[list[list[int]], list[float]]:  # fmt: skip
+    """One search per query: the ids found and each query's latency in ms."""
+    latencies, found = [], []
+    for query in queries:
+        t0 = time.perf_counter()
+        hits = client.search(COLLECTION, [query.tolist()], limit=k, search_params=search)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        found.append([h["id"] for h in hits[0]])
+    return found, latencies
+
+
+def summarise(found: list[list[int]], latencies: list[float], flat: list[list[int]] | None,
+              k: int) -> dict[str, float]:  # fmt: skip
+    """p50 / p95 latency and recall@k against FLAT's results (against itself for FLAT)."""
+    reference = flat if flat is not None else found
+    recall = np.mean([len(set(f) & set(r)) / k for f, r in zip(found, reference, strict=True)])
+    return {"p50_ms": float(np.percentile(latencies, 50)),
+            "p95_ms": float(np.percentile(latencies, 95)), "recall": float(recall)}  # fmt: skip
+
+
+def sweep_params(index_type: str, built: dict[str, Any], k: int) -> list[dict[str, Any]]:
+    """Search settings around the preset's, to choose its default: IVF nprobe, HNSW ef."""
+    kind = index_type.upper()
+    if kind.startswith("IVF"):
+        nlist = int(built.get("nlist", 128))
+        values = sorted({v for v in (8, 16, 32, 64, 128, 256, 512) if v <= nlist})
+        return [{"params": {"nprobe": v}} for v in values]
+    if kind.startswith("HNSW"):
+        return [{"params": {"ef": v}} for v in (16, 32, 64, 128, 256) if v >= k]
+    return []
+
+
 def measure(client: Any, uri: str, index_type: str, rows: int, dim: int, queries: np.ndarray,
-            k: int, flat: list[list[int]] | None, raw: bool = False) -> dict[str, Any]:  # fmt: skip
+            k: int, flat: list[list[int]] | None, raw: bool = False,
+            sweep: bool = False) -> dict[str, Any]:  # fmt: skip
     row: dict[str, Any] = {"index": index_type + (" (raw)" if raw else "")}
     try:
         client.release_collection(COLLECTION)
@@ -123,20 +157,20 @@ def measure(client: Any, uri: str, index_type: str, rows: int, dim: int, queries
         row["rss_growth_mb"] = (process_rss(uri) - before) / 2**20
         described = client.describe_index(COLLECTION, client.list_indexes(COLLECTION)[0])
         row["built_as"] = described.get("index_type", index_type)
-        search = build_search_params(str(row["built_as"]), top_k=k)
-        latencies, found = [], []
-        for query in queries:
-            t0 = time.perf_counter()
-            hits = client.search(COLLECTION, [query.tolist()], limit=k, search_params=search)
-            latencies.append((time.perf_counter() - t0) * 1000)
-            found.append([h["id"] for h in hits[0]])
-        row["p50_ms"] = float(np.percentile(latencies, 50))
-        row["p95_ms"] = float(np.percentile(latencies, 95))
-        reference = flat if flat is not None else found
-        row["recall"] = float(np.mean([len(set(f) & set(r)) / k
-                                       for f, r in zip(found, reference, strict=True)]))  # fmt: skip
-        row["search"] = search
-        row["_found"] = found
+        flat_view = {**described, **(described.get("params") or {})}  # Lite nests them
+        built = {
+            key: flat_view[key] for key in ("nlist", "M", "efConstruction") if key in flat_view
+        }
+        row["build_params"] = built
+        # the search parameters the pack uses for this index (nprobe sized from the built nlist)
+        search = build_search_params(str(row["built_as"]), built, top_k=k)
+        found, latencies = run_queries(client, queries, k, search)
+        row.update(summarise(found, latencies, flat, k), search=search, _found=found)
+        if sweep:
+            row["sweep"] = [
+                {"search": params, **summarise(*run_queries(client, queries, k, params), flat, k)}
+                for params in sweep_params(str(row["built_as"]), built, k)
+            ]
     except Exception as exc:  # an index type the backend cannot build or load
         row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         logger.warning("%s: %s", index_type, row["error"])
@@ -180,6 +214,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--backends", default="lite,server")
+    parser.add_argument(
+        "--index-types",
+        default=",".join(INDEX_TYPES),
+        help="comma-separated; FLAT always runs first (the recall reference)",
+    )
+    parser.add_argument("--sweep", action="store_true",
+                        help="also measure IVF nprobe / HNSW ef around the presets' values")  # fmt: skip
     parser.add_argument("--server-uri", default="http://127.0.0.1:19530")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="milvus_indexes", help="results file name")
@@ -213,9 +254,13 @@ def main(argv: list[str] | None = None) -> None:
             insert_s = insert(client, vectors)
             rows = []
             flat_ids: list[list[int]] | None = None
-            for index_type in INDEX_TYPES:
+            wanted = [t.strip().upper() for t in args.index_types.split(",") if t.strip()]
+            unknown = sorted(set(wanted) - set(INDEX_TYPES))
+            if unknown:
+                parser.error(f"--index-types: unknown {unknown}; expected some of {INDEX_TYPES}")
+            for index_type in ["FLAT", *[t for t in INDEX_TYPES if t in wanted and t != "FLAT"]]:
                 row = measure(client, uri, index_type, args.vectors, args.dim, queries, args.k,
-                              flat_ids)  # fmt: skip
+                              flat_ids, sweep=args.sweep)  # fmt: skip
                 found = row.pop("_found", None)
                 if index_type == "FLAT" and found is not None:
                     flat_ids = found
@@ -235,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(f"\n{backend} ({'server' if is_server_uri(uri) else 'Milvus Lite'}), "
                          f"insert {insert_s:.0f} s")  # fmt: skip
             lines.append(f"{'index':14s} {'built as':9s} {'recall@k':>8s} {'p50 ms':>7s} "
-                         f"{'p95 ms':>7s} {'build s':>8s} {'RSS +MB':>8s}")  # fmt: skip
+                         f"{'p95 ms':>7s} {'build s':>8s} {'RSS +MB':>8s}  search")  # fmt: skip
             for row in rows:
                 if "error" in row:
                     lines.append(f"{row['index']:14s} not supported: {row['error']}")
@@ -243,8 +288,13 @@ def main(argv: list[str] | None = None) -> None:
                 lines.append(
                     f"{row['index']:14s} {row['built_as']:9s} {row['recall']:8.3f} "
                     f"{row['p50_ms']:7.2f} {row['p95_ms']:7.2f} {row['build_s']:8.1f} "
-                    f"{row['rss_growth_mb']:8.0f}"
+                    f"{row['rss_growth_mb']:8.0f}  {row['search']['params'] or ''}"
                 )
+            for row in rows:
+                for point in row.get("sweep", []):
+                    lines.append(f"  sweep {row['index']:8s} {str(point['search']['params']):16s} "
+                                 f"recall {point['recall']:.3f}  p50 {point['p50_ms']:7.2f} ms  "
+                                 f"p95 {point['p95_ms']:7.2f} ms")  # fmt: skip
             flat = next((r for r in rows if r["index"] == "FLAT" and "error" not in r), None)
             if flat is not None:
                 lines.append(f"FLAT vs numpy exact: recall {flat['recall_vs_numpy']:.3f}")
