@@ -1,9 +1,23 @@
-"""Named aggregations in the pandas guard: the keyword and the message (found by mutation
-testing)."""
+"""The pandas guard's refusals pinned exactly: named aggregations, limits (inclusive), messages,
+sequence repetition, aggregation dict keys; hostile code refused, safe code accepted (found by
+mutation testing)."""
 
 from __future__ import annotations
 
-from llama_index_ext_advrag.query_engine.pandas_check import check_pandas_code, refusal_reason
+import ast
+
+import pytest
+
+from llama_index_ext_advrag.query_engine.pandas_allowlist import (
+    AGGREGATIONS,
+    MAX_DEPTH,
+    MAX_NODES,
+)
+from llama_index_ext_advrag.query_engine.pandas_check import (
+    UnsafeCodeError,
+    check_pandas_code,
+    refusal_reason,
+)
 
 NAMED = 'keyword {} of agg() must be a named aggregation ("column", "<listed aggregation>")'
 
@@ -19,17 +33,6 @@ def test_named_aggregation_refusal_says_what_is_allowed() -> None:
 
 
 # --- exact refusals of hostile or malformed code (each pins one decision or message) ------------
-
-import ast  # noqa: E402
-
-import pytest  # noqa: E402
-
-from llama_index_ext_advrag.query_engine.pandas_allowlist import (  # noqa: E402
-    AGGREGATIONS,
-    MAX_DEPTH,
-    MAX_NODES,
-)
-from llama_index_ext_advrag.query_engine.pandas_check import UnsafeCodeError  # noqa: E402
 
 LONG = "a" * 50
 
