@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 
 import pytest
 
@@ -72,6 +73,9 @@ def test_lone_surrogates_are_replaced_with_a_warning_naming_judge_and_count(
 
 def test_sigmoid_uses_the_positive_branch_from_zero() -> None:
     assert sigmoid(0.0) == 0.5
-    # 1/(1+e^-x) and e^x/(1+e^x) differ in the last bit here: the positive branch is used.
-    assert sigmoid(0.9) == 0.7109495026250039
-    assert sigmoid(-0.9) == pytest.approx(1 - 0.7109495026250039)
+    # 1/(1+e^-x) and e^x/(1+e^x) differ in the last bit for some x in [0, 1) (0.9 here): the
+    # positive branch is the first formula from 0 on.
+    for value in [i / 100 for i in range(100)]:
+        assert sigmoid(value) == 1.0 / (1.0 + math.exp(-value))
+    for value in [-i / 100 for i in range(1, 100)]:
+        assert sigmoid(value) == math.exp(value) / (1.0 + math.exp(value))
