@@ -178,7 +178,8 @@ def measure(client: Any, uri: str, index_type: str, rows: int, dim: int, queries
 
 
 def write_chart(report: dict[str, Any], path: Path) -> None:
-    """recall@k against p50 latency, one marker per index type, one panel per backend."""
+    """recall@k against p50 latency, one panel per backend: a marker per index type at the
+    presets' search setting and, after ``--sweep``, a line through its nprobe / ef values."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -193,12 +194,22 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
         for row in data["rows"]:
             if "error" in row:
                 continue
-            axes.scatter(row["p50_ms"], row["recall"], s=60)
+            points = axes.scatter(row["p50_ms"], row["recall"], s=60)
+            sweep = row.get("sweep") or []
+            if sweep:
+                axes.plot([p["p50_ms"] for p in sweep], [p["recall"] for p in sweep], alpha=0.5,
+                          color=points.get_facecolor()[0], marker=".")  # fmt: skip
+                for p in sweep:
+                    value = next(iter(p["search"]["params"].values()))
+                    axes.annotate(str(value), (p["p50_ms"], p["recall"]), fontsize=6,
+                                  xytext=(2, -8), textcoords="offset points")  # fmt: skip
             axes.annotate(f"{row['index']} (build {row['build_s']:.0f} s)",
                           (row["p50_ms"], row["recall"]), fontsize=8, xytext=(4, 4),
                           textcoords="offset points")  # fmt: skip
-        axes.set_title(f"{backend}: {report['args']['vectors']:,} x {report['args']['dim']}-d")
-        axes.set_xlabel("p50 query latency (ms)")
+        name = "Milvus Lite" if backend == "lite" else "Milvus 2.3 server"
+        axes.set_title(f"{name}: {report['args']['vectors']:,} x {report['args']['dim']}-d")
+        axes.set_xscale("log")
+        axes.set_xlabel("p50 query latency (ms, log scale); small numbers: nprobe / ef")
         axes.set_ylabel(f"recall@{report['args']['k']} vs FLAT")
         axes.grid(alpha=0.3)
     figure.tight_layout()
@@ -225,13 +236,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="milvus_indexes", help="results file name")
     parser.add_argument("--chart", type=Path, default=None, help="also write this PNG chart")
-    parser.add_argument("--chart-from", type=Path, default=None,
-                        help="only draw --chart from a results JSON written earlier")  # fmt: skip
+    parser.add_argument("--chart-from", type=Path, nargs="+", default=None,
+                        help="only draw --chart from results JSON written earlier "
+                             "(several: one panel per backend)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.chart_from is not None:
         import json
 
-        write_chart(json.loads(args.chart_from.read_text(encoding="utf-8")), args.chart)
+        reports = [json.loads(p.read_text(encoding="utf-8")) for p in args.chart_from]
+        merged = {"args": reports[0]["args"], "backends": {}}
+        for one in reports:
+            merged["backends"].update(one["backends"])
+        write_chart(merged, args.chart)
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
