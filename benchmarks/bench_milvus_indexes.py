@@ -41,6 +41,7 @@ from llama_index_ext_advrag.milvus import (  # noqa: E402
     is_server_uri,
     open_client,
 )
+from llama_index_ext_advrag.milvus.indexes import DEFAULT_NLIST  # noqa: E402
 
 logger = logging.getLogger("bench_milvus_indexes")
 
@@ -125,7 +126,7 @@ def sweep_params(index_type: str, built: dict[str, Any], k: int) -> list[dict[st
     """Search settings around the preset's, to choose its default: IVF nprobe, HNSW ef."""
     kind = index_type.upper()
     if kind.startswith("IVF"):
-        nlist = int(built.get("nlist", 128))
+        nlist = int(built.get("nlist", DEFAULT_NLIST))
         values = sorted({v for v in (8, 16, 32, 64, 128, 256, 512) if v <= nlist})
         return [{"params": {"nprobe": v}} for v in values]
     if kind.startswith("HNSW"):

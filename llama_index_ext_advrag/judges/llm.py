@@ -23,7 +23,7 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.llms import LLM, MockLLM
+from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
 
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
@@ -152,8 +152,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         return "LLMRelevanceJudge"
 
     def _resolved_llm(self) -> LLM | None:
-        llm = resolve_llm(self._llm)
-        return None if llm is None or isinstance(llm, MockLLM) else llm
+        return resolve_llm(self._llm)  # None for no LLM and for core's MockLLM
 
     def _format(self, query: str, text: str) -> str:
         return self.prompt.format(query=query, text=text[: self.max_passage_chars])

@@ -84,10 +84,7 @@ def extract_code(llm_output: str) -> str:
 def resolve_code_llm(explicit: LLM | None) -> LLM | None:
     """The LLM that writes code, ``None`` when there is none; core's ``MockLLM`` (what
     ``Settings.llm = None`` installs) echoes prompts and counts as none."""
-    from llama_index.core.llms.mock import MockLLM
-
-    llm = resolve_llm(explicit)
-    return None if isinstance(llm, MockLLM) else llm
+    return resolve_llm(explicit)  # resolve_llm already maps MockLLM to None
 
 
 def render_frame(df: Any, rows: int) -> str:
