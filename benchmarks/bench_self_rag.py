@@ -405,6 +405,11 @@ def main() -> None:
     parser.add_argument("--judge-timeout", type=float, default=900.0, help="seconds per ISREL call")
     parser.add_argument("--tag", default="")
     parser.add_argument("--from-rows", type=Path, default=None, help="only summarise a rows file")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows file of an interrupted run with the same --tag and skip its questions",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -445,7 +450,19 @@ def main() -> None:
     )
     name = f"bench_self_rag_{args.llm}{args.tag}"
     log_path = RESULTS_DIR / f"{name}.rows.jsonl"
-    log_path.write_text("", encoding="utf-8")
+    done: list[dict[str, Any]] = []
+    if args.resume and log_path.exists():
+        done = [
+            row
+            for row in (
+                json.loads(x) for x in log_path.read_text(encoding="utf-8").splitlines() if x
+            )
+            if "decision" not in row
+        ]
+        print(f"resuming: {len(done)} questions already in {log_path.name}", flush=True)
+    else:
+        log_path.write_text("", encoding="utf-8")
+    done_ids = {row["id"] for row in done}
     try:
         decisions = []
         if args.decision_limit is not None and llm is not None:
@@ -453,8 +470,10 @@ def main() -> None:
                 decisions.append(decision_only(engine, q))
                 _append(log_path, {"decision": decisions[-1]})
                 print(f"decision {q['id']}: {decisions[-1]['retrieve']}", flush=True)
-        rows = []
+        rows = list(done)
         for q in stratified(list(questions), args.limit):
+            if q["id"] in done_ids:
+                continue
             rows.append(run_question(engine, retriever, llm, q))
             _append(log_path, rows[-1])
             print(
