@@ -228,6 +228,8 @@ def ours_adaptive(args: argparse.Namespace, embed_unit: str, embed_model: Any) -
         breakpoint_percentile=args.percentile
         if embed_unit == "window"
         else args.sentence_percentile,
+        breakpoint_signal=args.breakpoint_signal,
+        breakpoint_buffer=args.breakpoint_buffer,
         embed_model=embed_model,
     )
 
@@ -432,6 +434,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=percentile,
         default=None,
         help="adaptive, sentence unit ('none': off)",
+    )
+    parser.add_argument(
+        "--breakpoint-signal",
+        choices=("embedding", "lexical"),
+        default="embedding",
+        help="adaptive: what breakpoints compare (sentence embeddings or TF-IDF words)",
+    )
+    parser.add_argument(
+        "--breakpoint-buffer", type=int, default=1, help="adaptive: sentences on each side"
     )
     parser.add_argument("--seed", type=int, default=0, help="COVID-QA question sample")
     parser.add_argument("--name", default="node_parsers", help="results file name")

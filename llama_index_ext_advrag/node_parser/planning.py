@@ -125,15 +125,29 @@ def find_breakpoints(
         list[bool]: ``break_after`` with one flag per sentence (the last one is always ``False``).
     """
     count = len(embeddings)
-    flags = [False] * count
     if count < 2 or (percentile is None and threshold is None):
-        return flags
+        return [False] * count
     vectors = np.asarray(embeddings, dtype=np.float64)
     prefix = np.vstack([np.zeros((1, vectors.shape[1])), np.cumsum(vectors, axis=0)])
     cut = np.arange(1, count)  # a cut before sentence `cut`
     left = prefix[cut] - prefix[np.maximum(cut - buffer, 0)]
     right = prefix[np.minimum(cut + buffer, count)] - prefix[cut]
-    similarity = paired_cosines(left, right)
+    return breaks_from_similarities(paired_cosines(left, right), percentile, threshold)
+
+
+def breaks_from_similarities(
+    similarity: np.ndarray, percentile: float | None, threshold: float | None
+) -> list[bool]:
+    """``break_after`` flags from the similarity across each of the ``n - 1`` cuts of ``n``
+    sentences: below ``threshold``, or (without one) a distance ``1 - similarity`` above the
+    ``percentile``-th percentile of the document's distances.
+
+    >>> breaks_from_similarities(np.array([0.9, 0.1, 0.8]), None, 0.5)
+    [False, True, False, False]
+    """
+    flags = [False] * (len(similarity) + 1)
+    if len(similarity) == 0 or (percentile is None and threshold is None):
+        return flags
     if threshold is not None:
         breaks = similarity < threshold
     else:
@@ -142,6 +156,51 @@ def find_breakpoints(
     for index in np.flatnonzero(breaks):
         flags[int(index)] = True
     return flags
+
+
+def lexical_similarities(terms: Sequence[Sequence[str]], buffer: int = 3) -> np.ndarray:
+    """TextTiling-style similarity across each cut between sentences, from their terms.
+
+    Each term is weighted by its count times its inverse document frequency among the
+    document's sentences (``log((1 + n) / (1 + df)) + 1``); the similarity across the cut before
+    sentence ``i`` is the cosine of the summed weights of the ``buffer`` sentences on each side
+    (0.0 when a side has no term). No model is called: a cheap stand-in for embedding
+    similarity, as in Hearst's TextTiling, which compares blocks of sentences for the same
+    reason (two single sentences rarely share words).
+
+    >>> lexical_similarities([["virus", "cell"], ["virus", "cell"], ["court", "law"]], 1).round(2).tolist()
+    [1.0, 0.0]
+    """
+    count = len(terms)
+    if count < 2:
+        return np.zeros(0)
+    frequency: dict[str, int] = {}
+    for sentence in terms:
+        for term in set(sentence):
+            frequency[term] = frequency.get(term, 0) + 1
+    idf = {t: float(np.log((1 + count) / (1 + df)) + 1.0) for t, df in frequency.items()}
+    weights: list[dict[str, float]] = []
+    for sentence in terms:
+        bag: dict[str, float] = {}
+        for term in sentence:
+            bag[term] = bag.get(term, 0.0) + idf[term]
+        weights.append(bag)
+    similarity = np.zeros(count - 1)
+    for cut in range(1, count):
+        left = _summed(weights[max(cut - buffer, 0) : cut])
+        right = _summed(weights[cut : min(cut + buffer, count)])
+        dot = sum(w * right.get(t, 0.0) for t, w in left.items())
+        norm = np.sqrt(sum(w * w for w in left.values()) * sum(w * w for w in right.values()))
+        similarity[cut - 1] = dot / norm if norm > 0 else 0.0
+    return similarity
+
+
+def _summed(bags: Sequence[dict[str, float]]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for bag in bags:
+        for term, weight in bag.items():
+            total[term] = total.get(term, 0.0) + weight
+    return total
 
 
 def find_question_glue(texts: Sequence[str]) -> list[bool]:
@@ -390,6 +449,8 @@ def extend_embedded_sentence(tokens: Sequence[int], centre: int, last: int, min_
 
 
 __all__ = [
+    "breaks_from_similarities",
+    "lexical_similarities",
     "Unit",
     "WindowSpan",
     "WindowStop",

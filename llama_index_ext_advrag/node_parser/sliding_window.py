@@ -48,10 +48,12 @@ from llama_index_ext_advrag.node_parser._nodes import (
 )
 from llama_index_ext_advrag.node_parser.planning import (
     WindowSpan,
+    breaks_from_similarities,
     build_units,
     extend_embedded_sentence,
     find_breakpoints,
     find_question_glue,
+    lexical_similarities,
     merge_flags,
     plan_adaptive_centred,
     plan_adaptive_windows,
@@ -83,6 +85,13 @@ class EmbedUnit(str, Enum):
 
     WINDOW = "window"
     SENTENCE = "sentence"
+
+
+class BreakpointSignal(str, Enum):
+    """What semantic breakpoints compare across a cut between sentences."""
+
+    EMBEDDING = "embedding"  # cosine of sentence embeddings: one model call per sentence
+    LEXICAL = "lexical"  # TF-IDF cosine of the sentences' words (TextTiling): no model call
 
 
 class AdaptiveSlidingWindowNodeParser(NodeParser):
@@ -173,6 +182,10 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         ge=1,
         le=10,
         description="Sentences averaged on each side when comparing adjacent sentences.",
+    )
+    breakpoint_signal: BreakpointSignal = Field(
+        default=BreakpointSignal.EMBEDDING,
+        description="Adaptive: 'embedding' compares sentence embeddings (one model call per sentence); 'lexical' compares TF-IDF word weights (no model call).",
     )
     min_embed_tokens: int = Field(
         default=0,
@@ -295,9 +308,25 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         )
 
     def _needs_embeddings(self, plans: Sequence[DocumentPlan]) -> list[DocumentPlan]:
-        if not self.uses_breakpoints:
+        if not self.uses_breakpoints or self.breakpoint_signal is BreakpointSignal.LEXICAL:
             return []
         return [plan for plan in plans if len(plan.sentences) >= 2]
+
+    def _set_lexical_breakpoints(self, plans: Sequence[DocumentPlan]) -> None:
+        if not self.uses_breakpoints or self.breakpoint_signal is not BreakpointSignal.LEXICAL:
+            return
+        from llama_index_ext_advrag.text.words import WordTokenizer
+
+        tokenizer = WordTokenizer()
+        for plan in plans:
+            if len(plan.sentences) < 2:
+                continue
+            terms = tokenizer.tokenize_many([s.text for s in plan.sentences])
+            plan.break_after = breaks_from_similarities(
+                lexical_similarities(terms, self.breakpoint_buffer),
+                self.breakpoint_percentile,
+                self.breakpoint_threshold,
+            )
 
     def _set_breakpoints(
         self, plans: Sequence[DocumentPlan], vectors: Sequence[Sequence[float]]
@@ -417,6 +446,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
         plans = plan_documents(nodes, self.max_sentence_chars)
+        self._set_lexical_breakpoints(plans)
         pending = self._needs_embeddings(plans)
         if pending:
             embed_model = resolve_embed_model(self.embed_model)
@@ -430,6 +460,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:
         plans = plan_documents(nodes, self.max_sentence_chars)
+        self._set_lexical_breakpoints(plans)
         pending = self._needs_embeddings(plans)
         if pending:
             embed_model = resolve_embed_model(self.embed_model)
@@ -448,4 +479,4 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         return nodes
 
 
-__all__ = ["AdaptiveSlidingWindowNodeParser", "EmbedUnit", "WindowMode"]
+__all__ = ["AdaptiveSlidingWindowNodeParser", "BreakpointSignal", "EmbedUnit", "WindowMode"]

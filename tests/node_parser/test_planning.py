@@ -334,3 +334,42 @@ def test_adaptive_stride_boundary_and_zero_token_units():
     empty = build_units([0, 0, 0, 0], [0] * 4)
     windows = plan_adaptive_windows(empty, [0] * 4, 20, 0.5, max_sentences=2)
     assert spans(windows) == [(0, 2), (1, 3), (2, 4)]
+
+
+def test_lexical_similarities_by_hand():
+    from llama_index_ext_advrag.node_parser.planning import lexical_similarities
+
+    terms = [["virus", "cell"], ["virus", "host"], ["court", "law"], ["court", "judge"]]
+    # idf over 4 sentences: df 2 -> log(5/3) + 1, df 1 -> log(5/2) + 1
+    two, one = np.log(5 / 3) + 1, np.log(5 / 2) + 1
+    got = lexical_similarities(terms, buffer=1)
+    # cut 1: {virus: two, cell: one} . {virus: two, host: one} = two^2 / (two^2 + one^2)
+    assert got[0] == pytest.approx(two**2 / (two**2 + one**2))
+    assert got[1] == 0.0  # no shared word across the topic change
+    assert got[2] == pytest.approx(two**2 / (two**2 + one**2))
+    # buffer 2: the cut in the middle compares {virus: 2 two, cell, host} with {court: 2 two, ...}
+    assert lexical_similarities(terms, buffer=2)[1] == 0.0
+    # a side without terms (punctuation-only sentence) is 0.0, not NaN
+    assert lexical_similarities([[], ["a"]], buffer=1).tolist() == [0.0]
+    assert lexical_similarities([["a"]], buffer=1).size == 0
+
+
+def test_lexical_buffer_sums_the_blocks_on_each_side():
+    from llama_index_ext_advrag.node_parser.planning import lexical_similarities
+
+    terms = [["a"], ["b"], ["a"], ["b"]]
+    # buffer 1: no shared word across any cut; buffer 2 at the middle cut: {a, b} vs {a, b}
+    assert lexical_similarities(terms, buffer=1).tolist() == [0.0, 0.0, 0.0]
+    middle = lexical_similarities(terms, buffer=2)[1]
+    assert middle == pytest.approx(1.0)
+
+
+def test_breaks_from_similarities_threshold_and_percentile():
+    from llama_index_ext_advrag.node_parser.planning import breaks_from_similarities
+
+    similarity = np.array([0.9, 0.2, 0.8, 0.85])
+    assert breaks_from_similarities(similarity, None, 0.5) == [False, True, False, False, False]
+    # distances 0.1, 0.8, 0.2, 0.15: only 0.8 is above their 70th percentile
+    assert breaks_from_similarities(similarity, 70.0, None) == [False, True, False, False, False]
+    assert breaks_from_similarities(similarity, None, None) == [False] * 5
+    assert breaks_from_similarities(np.zeros(0), 50.0, None) == [False]

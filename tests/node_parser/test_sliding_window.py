@@ -541,3 +541,68 @@ def test_custom_window_keys_are_the_only_window_keys():
         [NodeWithScore(node=nodes[2], score=1.0)]
     )
     assert replaced[0].node.get_content() == "Beta two. Gamma three. Delta four."
+
+
+TWO_TOPICS = (
+    "The virus binds the host cell receptor. The virus then enters the host cell. "
+    "Inside the cell the virus copies its genome. New virus particles leave the host cell. "
+    "The court heard the contract case. The judge read the contract clause aloud. "
+    "The court ruled the contract void. The judge closed the court session."
+)
+TWO_TOPICS_ZH = (
+    "病毒结合宿主细胞的受体。病毒随后进入宿主细胞。病毒在细胞内复制基因组。新的病毒颗粒离开宿主细胞。"
+    "法院审理了合同案件。法官宣读了合同条款。法院裁定合同无效。法官结束了法院的庭审。"
+)
+
+
+@pytest.mark.parametrize("text", [TWO_TOPICS, TWO_TOPICS_ZH])
+def test_lexical_breakpoints_split_at_the_topic_change_without_any_model_call(text):
+    class FailingEmbedding(HashEmbedding):
+        def _get_text_embeddings(self, texts):
+            raise AssertionError("lexical breakpoints must not call the embedding model")
+
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive",
+        max_window_tokens=400,
+        stride_ratio=1.0,
+        breakpoint_signal="lexical",
+        breakpoint_buffer=2,
+        breakpoint_threshold=0.05,
+        embed_model=FailingEmbedding(),
+    )
+    nodes = parser.get_nodes_from_documents([Document(text=text)])
+    assert len(nodes) == 2  # the whole text fits one window; the break alone splits it
+    first, second = nodes
+    assert ("virus" in first.text or "病毒" in first.text) and not (
+        "court" in first.text or "法院" in first.text
+    )
+    assert ("court" in second.text or "法院" in second.text) and not (
+        "virus" in second.text or "病毒" in second.text
+    )
+    assert first.metadata["advrag_trace"]["sliding_window"]["stop"] == "breakpoint"
+
+
+def test_lexical_breakpoints_sync_and_async_agree_and_embedding_signal_still_embeds():
+    docs = [Document(text=TWO_TOPICS, id_="a"), Document(text=TWO_TOPICS_ZH, id_="b")]
+    lexical = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", max_window_tokens=400, breakpoint_signal="lexical", breakpoint_buffer=2
+    )
+    sync_nodes = lexical.get_nodes_from_documents(docs)
+    async_nodes = asyncio.run(lexical.aget_nodes_from_documents(docs))
+    assert [(n.node_id, n.text) for n in sync_nodes] == [(n.node_id, n.text) for n in async_nodes]
+    calls = []
+
+    class CountingEmbedding(HashEmbedding):
+        def _get_text_embeddings(self, texts):
+            calls.append(len(texts))
+            return [self._vector(t) for t in texts]
+
+    AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", breakpoint_signal="embedding", embed_model=CountingEmbedding()
+    ).get_nodes_from_documents(docs)
+    assert sum(calls) == 16  # 8 + 8 sentences embedded for the embedding signal
+
+
+def test_unknown_breakpoint_signal_is_named():
+    with pytest.raises(ValueError, match="breakpoint_signal"):
+        AdaptiveSlidingWindowNodeParser(breakpoint_signal="bm25")
