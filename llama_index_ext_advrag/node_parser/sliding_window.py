@@ -259,7 +259,8 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
 
     @property
     def uses_breakpoints(self) -> bool:
-        """Whether parsing needs sentence embeddings (adaptive mode with breakpoints on)."""
+        """Whether adaptive mode places semantic breakpoints (from sentence embeddings, or from
+        words with ``breakpoint_signal="lexical"``)."""
         return self.mode is WindowMode.ADAPTIVE and (
             self.breakpoint_percentile is not None or self.breakpoint_threshold is not None
         )
