@@ -5,10 +5,11 @@ are the corpus and its questions the labelled set (answers are alternatives; the
 evidence is the question's paper). Wall time of the whole run (ingest included, a fresh index
 unless ``--reuse``) is printed and recorded, with the CPU time, since this machine is shared.
 
-Usage::
+Usage (the embedding model uses both cores; on a machine shared with other jobs, set
+``OMP_NUM_THREADS=1``: torch's two threads spin-wait on a busy core and run slower than one)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_compare.py            # all 1,380 q
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_compare.py --max-questions 100
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_compare.py            # all 1,380 q
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_compare.py --max-questions 100
 """
 
 from __future__ import annotations
