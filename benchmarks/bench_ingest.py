@@ -50,9 +50,9 @@ def parsers(embed_model: Any) -> list[tuple[str, Callable[[], NodeParser], bool,
     return [
         ("core SentenceSplitter(256)", lambda: SentenceSplitter(chunk_size=256, chunk_overlap=20), False, False),
         ("core SentenceWindowNodeParser(3)", lambda: SentenceWindowNodeParser.from_defaults(window_size=3), False, False),
+        # the presets' own breakpoints (embedding signal), then the model-free signal
         ("ours adaptive, preset general", lambda: AdaptiveSlidingWindowNodeParser(preset="general", embed_model=embed_model), False, True),
         ("ours adaptive, preset technical", lambda: AdaptiveSlidingWindowNodeParser(preset="technical", embed_model=embed_model), False, True),
-        ("ours adaptive, general, embedding breakpoints", lambda: AdaptiveSlidingWindowNodeParser(preset="general", breakpoint_signal="embedding", breakpoint_buffer=1, embed_model=embed_model), False, True),
         ("ours adaptive, general, lexical breakpoints", lambda: AdaptiveSlidingWindowNodeParser(preset="general", breakpoint_signal="lexical", breakpoint_buffer=3, embed_model=embed_model), False, True),
         ("ours adaptive, technical, lexical breakpoints", lambda: AdaptiveSlidingWindowNodeParser(preset="technical", breakpoint_signal="lexical", breakpoint_buffer=3, embed_model=embed_model), False, True),
         ("ours adaptive, preset article", lambda: AdaptiveSlidingWindowNodeParser(preset="article"), False, True),
