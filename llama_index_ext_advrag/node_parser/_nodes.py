@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.node_parser.node_utils import default_id_func
@@ -149,6 +149,9 @@ class ParseStats:
     nodes: int
     source_chars: int
     window_chars: int
+    breakpoint_signals: dict[str, int] = field(default_factory=dict)
+    """Documents whose semantic breakpoints came from each signal (``"embedding"``,
+    ``"lexical"``); empty when no breakpoints were placed."""
 
     @property
     def storage_expansion(self) -> float:

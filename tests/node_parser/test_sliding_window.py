@@ -11,8 +11,14 @@ from llama_index.core.postprocessor import MetadataReplacementPostProcessor
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, TextNode
 
 from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
-from llama_index_ext_advrag.node_parser.sliding_window import EmbedUnit, WindowMode
+from llama_index_ext_advrag.node_parser.sliding_window import (
+    AUTO_EMBEDDING_MIN_CJK_SHARE,
+    BreakpointSignal,
+    EmbedUnit,
+    WindowMode,
+)
 from llama_index_ext_advrag.text import split_sentences
+from llama_index_ext_advrag.text.words import cjk_share
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 FIVE = "Alpha one. Beta two. Gamma three. Delta four. Epsilon five."
@@ -281,6 +287,7 @@ def test_adaptive_semantic_breakpoint_splits_topics():
     parser = AdaptiveSlidingWindowNodeParser(
         mode="adaptive",
         max_window_tokens=1000,
+        breakpoint_signal="embedding",
         breakpoint_threshold=0.3,
         embed_model=HashEmbedding(dim=256),
     )
@@ -323,9 +330,17 @@ def test_embed_model_resolved_only_when_breakpoints_are_needed(spy):
     AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents(
         [Document(text="Only one sentence here.")]
     )
-    assert calls == []
+    # "auto" compares an English document's words: no model either.
     AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents([Document(text=FIVE)])
+    assert calls == []
+    AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents(
+        [Document(text=CHINESE)]
+    )
     assert calls == [None]
+    AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", breakpoint_signal="embedding"
+    ).get_nodes_from_documents([Document(text=FIVE)])
+    assert calls == [None, None]
 
 
 def test_sentence_embeddings_are_batched_across_documents():
@@ -337,7 +352,9 @@ def test_sentence_embeddings_are_batched_across_documents():
             return [self._vector(t) for t in texts]
 
     parser = AdaptiveSlidingWindowNodeParser(
-        mode="adaptive", embed_model=CountingEmbedding(embed_batch_size=100)
+        mode="adaptive",
+        breakpoint_signal="embedding",
+        embed_model=CountingEmbedding(embed_batch_size=100),
     )
     parser.get_nodes_from_documents([Document(text=FIVE), Document(text=CHINESE)])
     assert batches == [10]  # 5 English + 5 Chinese sentences in one call
@@ -496,10 +513,12 @@ def test_deterministic_ids_are_uuid5_of_document_and_position() -> None:
 
 
 def test_include_prev_next_rel_false_links_nothing():
-    for mode in ("fixed", "adaptive"):
-        linked = parse(AdaptiveSlidingWindowNodeParser(mode=mode), FIVE)
+    for mode, budget in (("fixed", {}), ("adaptive", {"max_window_tokens": 12})):
+        linked = parse(AdaptiveSlidingWindowNodeParser(mode=mode, **budget), FIVE)
         assert linked[1].prev_node is not None and linked[0].next_node is not None
-        nodes = parse(AdaptiveSlidingWindowNodeParser(mode=mode, include_prev_next_rel=False), FIVE)
+        nodes = parse(
+            AdaptiveSlidingWindowNodeParser(mode=mode, include_prev_next_rel=False, **budget), FIVE
+        )
         assert texts(nodes) == texts(linked) and len(nodes) > 1
         for node in nodes:
             assert NodeRelationship.PREVIOUS not in node.relationships
@@ -601,6 +620,52 @@ def test_lexical_breakpoints_sync_and_async_agree_and_embedding_signal_still_emb
         mode="adaptive", breakpoint_signal="embedding", embed_model=CountingEmbedding()
     ).get_nodes_from_documents(docs)
     assert sum(calls) == 16  # 8 + 8 sentences embedded for the embedding signal
+
+
+def test_auto_signal_embeds_only_the_chinese_document_and_uses_each_signals_buffer():
+    calls: list[list[str]] = []
+
+    class CountingEmbedding(HashEmbedding):
+        def _get_text_embeddings(self, texts):
+            calls.append(list(texts))
+            return [self._vector(t) for t in texts]
+
+    docs = [Document(text=TWO_TOPICS, id_="en"), Document(text=TWO_TOPICS_ZH, id_="zh")]
+    parser = AdaptiveSlidingWindowNodeParser(mode="adaptive", embed_model=CountingEmbedding())
+    assert parser.breakpoint_signal is BreakpointSignal.AUTO
+    assert parser.signal_for(TWO_TOPICS) is BreakpointSignal.LEXICAL
+    assert parser.signal_for(TWO_TOPICS_ZH) is BreakpointSignal.EMBEDDING
+    assert parser.buffer_for(BreakpointSignal.LEXICAL) == 3
+    assert parser.buffer_for(BreakpointSignal.EMBEDDING) == 1
+    nodes = parser.get_nodes_from_documents(docs)
+    # One batch of the 8 Chinese sentences; no English sentence is embedded.
+    assert [len(batch) for batch in calls] == [8]
+    assert all("病毒" in t or "法院" in t or "法官" in t for t in calls[0])
+    assert parser.last_parse_stats.breakpoint_signals == {"embedding": 1, "lexical": 1}
+    # Each document got exactly the breaks its own signal gives it alone.
+    for doc, signal, buffer in [
+        (docs[0], "lexical", 3),
+        (docs[1], "embedding", 1),
+    ]:
+        alone = AdaptiveSlidingWindowNodeParser(
+            mode="adaptive",
+            breakpoint_signal=signal,
+            breakpoint_buffer=buffer,
+            embed_model=HashEmbedding(),
+        ).get_nodes_from_documents([doc])
+        assert [n.text for n in nodes if n.ref_doc_id == doc.id_] == [n.text for n in alone]
+    async_nodes = asyncio.run(parser.aget_nodes_from_documents(docs))
+    assert [(n.node_id, n.text) for n in nodes] == [(n.node_id, n.text) for n in async_nodes]
+
+
+def test_explicit_buffer_overrides_the_signals_default():
+    parser = AdaptiveSlidingWindowNodeParser(mode="adaptive", breakpoint_buffer=2)
+    assert parser.buffer_for(BreakpointSignal.LEXICAL) == 2
+    assert parser.buffer_for(BreakpointSignal.EMBEDDING) == 2
+    mixed = "Alpha beta gamma. " * 3 + "病毒结合受体。" * 3  # a third of the letters are CJK
+    assert cjk_share(mixed) < AUTO_EMBEDDING_MIN_CJK_SHARE <= cjk_share("病毒结合受体。" * 5)
+    fixed = AdaptiveSlidingWindowNodeParser(mode="adaptive", breakpoint_signal="lexical")
+    assert fixed.signal_for("病毒结合受体。") is BreakpointSignal.LEXICAL
 
 
 def test_unknown_breakpoint_signal_is_named():
