@@ -330,12 +330,57 @@ def resolve_llm(explicit: LLM | None = None) -> LLM | None:
     return None
 
 
+def _length_order(texts: list[str]) -> list[int]:
+    return sorted(range(len(texts)), key=lambda i: len(texts[i]))
+
+
+def _unsort(order: list[int], vectors: list[list[float]]) -> list[list[float]]:
+    out: list[list[float]] = [[] for _ in order]
+    for position, vector in zip(order, vectors, strict=True):
+        out[position] = vector
+    return out
+
+
+def embed_in_length_order(
+    embed_model: BaseEmbedding, texts: list[str], show_progress: bool = False
+) -> list[list[float]]:
+    """``embed_model.get_text_embedding_batch(texts)`` with the texts embedded shortest first
+    and the vectors returned in the given order.
+
+    A model batch is padded to its longest text, so sentences in reading order (a 5-word line
+    next to a 60-word one) waste most of each batch; sorting the whole call first made the
+    sentence pass of two COVID-QA papers about 2x faster with all-MiniLM-L6-v2 on CPU.
+
+    >>> from llama_index.core.embeddings import MockEmbedding
+    >>> len(embed_in_length_order(MockEmbedding(embed_dim=2), ["a long one", "b"]))
+    2
+    """
+    order = _length_order(texts)
+    vectors = embed_model.get_text_embedding_batch(
+        [texts[i] for i in order], show_progress=show_progress
+    )
+    return _unsort(order, vectors)
+
+
+async def aembed_in_length_order(
+    embed_model: BaseEmbedding, texts: list[str], show_progress: bool = False
+) -> list[list[float]]:
+    """Async :func:`embed_in_length_order`."""
+    order = _length_order(texts)
+    vectors = await embed_model.aget_text_embedding_batch(
+        [texts[i] for i in order], show_progress=show_progress
+    )
+    return _unsort(order, vectors)
+
+
 __all__ = [
     "DEFAULT_EMBED_DIM",
     "DEFAULT_EMBED_MODEL_NAME",
     "EmbedLanguage",
     "EmbedModelDecision",
     "ModelResolutionError",
+    "aembed_in_length_order",
+    "embed_in_length_order",
     "is_mock_llm",
     "corpus_cjk_share",
     "decide_embed_model",

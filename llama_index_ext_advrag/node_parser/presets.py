@@ -19,11 +19,11 @@ The numbers follow common practice rather than tuning on one benchmark:
   at blank lines; no semantic breakpoints (paragraphs already end topics). Unlike the others
   these numbers were measured: chosen on COVID-QA questions 401-1,380, see docs/node_parsers.md.
 
-The four window presets place their breakpoints with the ``auto`` signal: sentence embeddings
-for a Chinese (CJK) document, TF-IDF word blocks for any other. Measured at equal context tokens
-(benchmarks/results/breakpoint_signal.txt), the lexical signal ties the embedding one on COVID-QA
-and embeds nothing extra (ingest at the embedding-only floor instead of 2.6-3.9x); on CMRC 2018
-the embedding signal wins by about 2.6 coverage points, worth its cost there.
+The four window presets place their breakpoints with the ``lexical`` signal (TF-IDF word blocks,
+no model call). Measured at equal context tokens (benchmarks/results/breakpoint_signal.txt): on
+COVID-QA it ties sentence embeddings and keeps ingest at the embedding-only floor (embeddings:
+2.5-3.7x); on CMRC 2018 embeddings cover about 2.6 points more. ``breakpoint_signal="auto"``
+takes embeddings for Chinese documents only, for that gain at that cost.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class DocumentPreset(str, Enum):
 
 _COMMON: dict[str, Any] = {
     "mode": "adaptive",
-    "breakpoint_signal": "auto",
+    "breakpoint_signal": "lexical",
     "breakpoint_buffer": None,
     "breakpoint_threshold": None,
 }

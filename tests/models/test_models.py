@@ -99,3 +99,26 @@ def test_embed_model_string_is_resolved_by_llama_index(clean_settings) -> None:
     assert type(model).__name__ == "HuggingFaceEmbedding"
     assert model.model_name == str(folder)
     assert len(model.get_text_embedding("a harbour")) == models.DEFAULT_EMBED_DIM
+
+
+def test_embed_in_length_order_embeds_shortest_first_and_answers_in_the_given_order():
+    import asyncio
+
+    seen: list[list[str]] = []
+
+    class Recording(HashEmbedding):
+        def _get_text_embeddings(self, texts):
+            seen.append(list(texts))
+            return [self._vector(t) for t in texts]
+
+        async def _aget_text_embeddings(self, texts):
+            return self._get_text_embeddings(texts)
+
+    texts = ["a much longer sentence here", "tiny", "mid length one", "tiny"]
+    model = Recording(embed_batch_size=100)
+    expected = [model._vector(t) for t in texts]
+    assert models.embed_in_length_order(model, texts) == expected
+    assert seen[-1] == ["tiny", "tiny", "mid length one", "a much longer sentence here"]
+    assert asyncio.run(models.aembed_in_length_order(model, texts)) == expected
+    assert seen[-1] == ["tiny", "tiny", "mid length one", "a much longer sentence here"]
+    assert models.embed_in_length_order(model, []) == []

@@ -136,9 +136,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "embed_model": "hash",
     },
     # The per-document signal: embeddings for the Chinese document, words for the English ones
-    # (at the 80th percentile the three signals give three different outputs).
+    # (at the 80th percentile the three signals give three different outputs). The presets'
+    # default (lexical) is pinned by preset_*, the embedding signal by preset_*_embedding.
     "adaptive_window_auto_p80": {
         "mode": "adaptive",
+        "breakpoint_signal": "auto",
         "breakpoint_percentile": 80.0,
         "embed_model": "hash",
     },
@@ -178,22 +180,30 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "original_text_metadata_key": "sentence",
     },
     "adaptive_sentence_custom_ids": {**ADAPTIVE_SENTENCE, "id_func": _custom_id},
-    "preset_general": {
+    "preset_general": {"preset": "general", "embed_model": "hash"},
+    "preset_general_embedding": {
         "preset": "general",
         "breakpoint_signal": "embedding",
         "embed_model": "hash",
     },
-    "preset_general_auto": {"preset": "general", "embed_model": "hash"},
-    "preset_technical": {
+    "preset_technical": {"preset": "technical", "embed_model": "hash"},
+    "preset_technical_embedding": {
         "preset": "technical",
         "breakpoint_signal": "embedding",
         "embed_model": "hash",
     },
-    "preset_technical_auto": {"preset": "technical", "embed_model": "hash"},
-    "preset_legal": {"preset": "legal", "breakpoint_signal": "embedding", "embed_model": "hash"},
-    "preset_legal_auto": {"preset": "legal", "embed_model": "hash"},
-    "preset_qa": {"preset": "qa", "breakpoint_signal": "embedding", "embed_model": "hash"},
-    "preset_qa_auto": {"preset": "qa", "embed_model": "hash"},
+    "preset_legal": {"preset": "legal", "embed_model": "hash"},
+    "preset_legal_embedding": {
+        "preset": "legal",
+        "breakpoint_signal": "embedding",
+        "embed_model": "hash",
+    },
+    "preset_qa": {"preset": "qa", "embed_model": "hash"},
+    "preset_qa_embedding": {
+        "preset": "qa",
+        "breakpoint_signal": "embedding",
+        "embed_model": "hash",
+    },
 }
 
 EXPECTED: dict[str, str] = {
@@ -213,16 +223,14 @@ EXPECTED: dict[str, str] = {
     "adaptive_sentence_breakpoints": "775c1739920166e2f06f2c4ce702b7408098b7045354435dbe2dc3b52e2f28b1",
     "adaptive_sentence_plain": "9da575ed1a2b319a04bc6e337f985f6487b29e2c19bc66a01feaf0bd835f952d",
     "adaptive_sentence_custom_ids": "13c37b025656ec5d21961a7a03a2f0f15e82784f8140e0e5ec05941d6372c894",
-    "preset_general": "48b142bd7d67cd4026f2fc41bbb051bc84af8926e0f728c64ea2cab1dfe56d4a",
-    # auto equals embedding here: on these samples the English documents' p95/p97 breaks do
-    # not move a window under either signal (adaptive_window_auto_p80 shows the difference).
-    "preset_general_auto": "48b142bd7d67cd4026f2fc41bbb051bc84af8926e0f728c64ea2cab1dfe56d4a",
-    "preset_technical": "bfb09b2a0a5797582fc504c6496d920c103828b0bea2fe1da4c79b48537ce248",
-    "preset_technical_auto": "bfb09b2a0a5797582fc504c6496d920c103828b0bea2fe1da4c79b48537ce248",
-    "preset_legal": "0946f393abab7efa941fc28cf7f1fee174bd928eb7643d5506ddf94fa100fc6f",
-    "preset_legal_auto": "0946f393abab7efa941fc28cf7f1fee174bd928eb7643d5506ddf94fa100fc6f",
-    "preset_qa": "94a4f0ac0295e82ebe09d58a909af44fa61a3291196fdbfb6af50b60b9179bd7",
-    "preset_qa_auto": "94a4f0ac0295e82ebe09d58a909af44fa61a3291196fdbfb6af50b60b9179bd7",
+    "preset_general": "1a0b0544e8314e2a27ca956c27a69c1faa40766b26dda385f906b1d20c74edc4",
+    "preset_general_embedding": "48b142bd7d67cd4026f2fc41bbb051bc84af8926e0f728c64ea2cab1dfe56d4a",
+    "preset_technical": "d92fe1e27bbf05758810fe2607b051b427de886feecb51331c8bed12aabff38c",
+    "preset_technical_embedding": "bfb09b2a0a5797582fc504c6496d920c103828b0bea2fe1da4c79b48537ce248",
+    "preset_legal": "4cf39c3d9c3fd4d2693a5a604ec38e130953f0957827b21e862d0c7253ee7a23",
+    "preset_legal_embedding": "0946f393abab7efa941fc28cf7f1fee174bd928eb7643d5506ddf94fa100fc6f",
+    "preset_qa": "3305a97cc919f49254b6c49f31ef29ac8ef6ceeff24fb17633b7b48450d10602",
+    "preset_qa_embedding": "94a4f0ac0295e82ebe09d58a909af44fa61a3291196fdbfb6af50b60b9179bd7",
     "hierarchical": "45365e1e9dae14f4c5068edec60513f27002e125454825b9a1c1acbe303d4637",
 }
 

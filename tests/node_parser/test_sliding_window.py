@@ -330,12 +330,17 @@ def test_embed_model_resolved_only_when_breakpoints_are_needed(spy):
     AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents(
         [Document(text="Only one sentence here.")]
     )
-    # "auto" compares an English document's words: no model either.
-    AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents([Document(text=FIVE)])
+    # The default (lexical) signal needs no model, in either language.
+    for text in (FIVE, CHINESE):
+        AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents(
+            [Document(text=text)]
+        )
     assert calls == []
-    AdaptiveSlidingWindowNodeParser(mode="adaptive").get_nodes_from_documents(
-        [Document(text=CHINESE)]
-    )
+    # "auto" compares an English document's words, a Chinese one's embeddings.
+    auto = AdaptiveSlidingWindowNodeParser(mode="adaptive", breakpoint_signal="auto")
+    auto.get_nodes_from_documents([Document(text=FIVE)])
+    assert calls == []
+    auto.get_nodes_from_documents([Document(text=CHINESE)])
     assert calls == [None]
     AdaptiveSlidingWindowNodeParser(
         mode="adaptive", breakpoint_signal="embedding"
@@ -631,8 +636,10 @@ def test_auto_signal_embeds_only_the_chinese_document_and_uses_each_signals_buff
             return [self._vector(t) for t in texts]
 
     docs = [Document(text=TWO_TOPICS, id_="en"), Document(text=TWO_TOPICS_ZH, id_="zh")]
-    parser = AdaptiveSlidingWindowNodeParser(mode="adaptive", embed_model=CountingEmbedding())
-    assert parser.breakpoint_signal is BreakpointSignal.AUTO
+    assert AdaptiveSlidingWindowNodeParser().breakpoint_signal is BreakpointSignal.LEXICAL
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", breakpoint_signal="auto", embed_model=CountingEmbedding()
+    )
     assert parser.signal_for(TWO_TOPICS) is BreakpointSignal.LEXICAL
     assert parser.signal_for(TWO_TOPICS_ZH) is BreakpointSignal.EMBEDDING
     assert parser.buffer_for(BreakpointSignal.LEXICAL) == 3
