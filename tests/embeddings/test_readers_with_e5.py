@@ -37,7 +37,11 @@ def test_semantic_breakpoint_splits_chinese_topics(e5: MultilingualE5Embedding) 
     # The percentile rule does not depend on the model's cosine scale (e5 scores every
     # Chinese pair above 0.7, all-MiniLM below 0.3), so it works unchanged.
     parser = AdaptiveSlidingWindowNodeParser(
-        mode="adaptive", max_window_tokens=1000, breakpoint_percentile=80.0, embed_model=e5
+        mode="adaptive",
+        max_window_tokens=1000,
+        breakpoint_signal="embedding",
+        breakpoint_percentile=80.0,
+        embed_model=e5,
     )
     nodes = parser.get_nodes_from_documents([Document(text=CATS + ROCKETS, id_="doc")])
     assert [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes] == [CATS, ROCKETS]
