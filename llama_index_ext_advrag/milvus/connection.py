@@ -23,7 +23,9 @@ from typing import Any
 from pymilvus import MilvusClient
 from pymilvus.client.types import LoadState
 
+from llama_index_ext_advrag.milvus.lite_files import diagnose_lite_path
 from llama_index_ext_advrag.milvus.reconnect import ReconnectingClient
+from llama_index_ext_advrag.milvus.recovery import MilvusConnectionError
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
         ValueError: For an empty ``uri``, a scheme other than ``http``, ``https``, ``tcp`` and
             ``unix`` (``grpc://x`` would otherwise become a local folder ``grpc:``), or a Lite path
             that does not end in ``.db`` (pymilvus only treats ``*.db`` paths as Milvus Lite).
+        MilvusConnectionError: The folder of a Lite file cannot be created (the message names
+            the path and why).
     """
     text = str(uri).strip() if uri is not None else ""
     if not text:
@@ -75,7 +79,12 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
             f"Milvus Lite file path {text!r} must end in '{LITE_SUFFIX}' "
             "(for a server use http://host:19530)"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise MilvusConnectionError(
+            text, "open", f"failed: Milvus Lite cannot open {text}: {diagnose_lite_path(path)}"
+        ) from error
     return str(path)
 
 

@@ -52,6 +52,9 @@ def _lock_holder(lock_path: Path) -> str | None:
 
 def _write_problem(folder: Path) -> str | None:
     """Why files cannot be created in ``folder`` (created if missing), or ``None``."""
+    for ancestor in (folder, *folder.parents):
+        if ancestor.exists() and not ancestor.is_dir():
+            return f"its folder cannot be written ({ancestor} is a file, not a folder)"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".advrag-write-probe-{uuid.uuid4().hex}"

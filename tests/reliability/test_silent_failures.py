@@ -9,10 +9,12 @@ import asyncio
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ from llama_index_ext_advrag.milvus import (
     open_client,
     open_vector_store,
 )
+from llama_index_ext_advrag.milvus.lite_files import diagnose_lite_path
 from llama_index_ext_advrag.node_parser import (
     AdaptiveSlidingWindowNodeParser,
     HierarchicalSentenceNodeParser,
@@ -314,42 +317,75 @@ def test_a_lite_file_held_by_another_process_is_named(tmp_path) -> None:
         holder.wait()
 
 
-READ_ONLY_OPEN = textwrap.dedent(
+def _diagnose_as_another_user(uri: str) -> str:
+    """``diagnose_lite_path(uri)`` in a forked child that cannot write ``uri``'s folder.
+
+    The child is forked from this process, so it needs nothing from disk (the clone may sit in a
+    private folder that another user cannot read); as root it drops to uid/gid 65534 first,
+    because root writes anywhere. Bounded: killed after 60 s.
     """
-    import sys
-    sys.path[:0] = [{root!r}]
-    from llama_index_ext_advrag.milvus import open_client
-    try:
-        open_client({uri!r})
-    except Exception as error:
-        print(type(error).__name__, error)
-    else:
-        print("opened")
-    """
-)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            try:
+                os.stat(Path(uri).parent)
+            except OSError as error:
+                os.write(write_end, f"unreachable: {error}".encode("utf-8", "replace"))
+            else:
+                os.write(write_end, diagnose_lite_path(uri).encode("utf-8", "replace"))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    deadline = time.monotonic() + 60
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the diagnosing child did not finish in 60 s")
+        time.sleep(0.05)
+    with os.fdopen(read_end, "rb") as reader:
+        return reader.read().decode("utf-8")
 
 
-@pytest.mark.milvus_lite
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork to drop privileges")
 def test_a_lite_file_in_a_read_only_folder_is_named() -> None:
-    base = Path(tempfile.mkdtemp(prefix="advrag-ro-"))  # traversable by another user
+    # Not under pytest's tmp_path: its root (pytest-of-<user>) is private to this user.
+    base = Path(tempfile.mkdtemp(prefix="advrag-ro-"))
     try:
-        base.chmod(0o755)
+        base.chmod(0o755)  # the unprivileged child must reach the folder to be refused in it
         folder = base / "read_only"
         folder.mkdir()
         folder.chmod(0o555)
         uri = str(folder / "x.db")
-        command = [sys.executable, "-c", READ_ONLY_OPEN.format(root=str(REPO_ROOT), uri=uri)]
-        if os.geteuid() == 0:  # root writes anywhere: open it as an unprivileged user
-            setpriv = shutil.which("setpriv")
-            if setpriv is None:
-                pytest.skip("running as root without setpriv to drop privileges")
-            command = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *command]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=base)
-        assert done.stdout.startswith("MilvusConnectionError"), done.stdout + done.stderr[-2000:]
-        assert uri in done.stdout and "cannot be written" in done.stdout
-        assert "Permission denied" in done.stdout
+        reason = _diagnose_as_another_user(uri)
+        if reason.startswith("unreachable"):
+            pytest.skip(f"the temporary folder is private to this user: {reason}")
+        assert reason.startswith("its folder cannot be written"), reason
+        assert "Permission denied" in reason and str(folder) in reason
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.milvus_lite
+def test_a_lite_file_whose_folder_cannot_be_made_is_named(tmp_path) -> None:
+    # End to end through the public opener, for any user and wherever the clone lives: the
+    # folder of the file cannot be created because its parent is a regular file.
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file", encoding="utf-8")
+    uri = str(blocker / "x.db")
+    with pytest.raises(MilvusConnectionError) as raised:
+        open_client(uri)
+    message = str(raised.value)
+    assert uri in message and "cannot be written" in message, message
+    assert str(blocker) in message
 
 
 # --- logging: nothing adds a root handler -------------------------------------------------------
