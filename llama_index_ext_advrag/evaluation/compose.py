@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.evaluation.ingest import BuiltIndex, IndexStore, close_quietly
+from llama_index_ext_advrag.evaluation.ingest import BuiltIndex, IndexStore
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +193,24 @@ def _hybrid(
     return make
 
 
+class LayoutRetrievers:
+    """The retriever of a Milvus layout index (auto-merging, two-layer) at any k: the index is
+    opened once and each k is a :meth:`with_settings` copy on the same open collections, so no
+    client is opened per k; :meth:`close` closes the clients opened."""
+
+    def __init__(self, opened: Any, top_k_field: str, query_options: dict[str, Any]) -> None:
+        self._opened = opened
+        self._top_k_field = top_k_field
+        self._query_options = query_options
+        opened.with_settings(**query_options)  # check the query settings now
+
+    def __call__(self, n: int) -> Any:
+        return self._opened.with_settings(**{self._top_k_field: n}, **self._query_options)
+
+    def close(self) -> None:
+        self._opened.close()
+
+
 def _layout_retriever(
     retriever_class: Any,
     context: BuildContext,
@@ -201,32 +219,41 @@ def _layout_retriever(
     build_options: dict[str, Any],
     query_options: dict[str, Any],
     top_k_field: str,
-) -> RetrieverFactory:
+) -> LayoutRetrievers:
     """A Milvus layout retriever (auto-merging, two-layer): its own builder writes the index
-    once (reused while ``settings`` are unchanged), then it is reopened from the uri at each k
-    with ``top_k_field=k``."""
+    once (reused while ``settings`` are unchanged), it is opened once, and each k is a copy
+    with ``top_k_field=k`` on the same clients."""
     store = context.store
     location = {"embed_model": store.embed_model, "token": store.token}
+    opened: list[Any] = []
 
     def build(collection: str) -> None:
-        retriever_class.from_documents(
-            store.documents,
-            uri=store.uri,
-            collection_name=collection,
-            overwrite=True,
-            show_progress=store.show_progress,
-            **location,
-            **build_options,
+        opened.append(
+            retriever_class.from_documents(
+                store.documents,
+                uri=store.uri,
+                collection_name=collection,
+                overwrite=True,
+                show_progress=store.show_progress,
+                **location,
+                **build_options,
+            )
         )
 
-    def reopen(collection: str, **options: Any) -> Any:
-        return retriever_class.from_uri(
-            store.uri, collection_name=collection, **location, **options
-        )
+    def reopen(collection: str) -> None:
+        opened.append(retriever_class.from_uri(store.uri, collection_name=collection, **location))
 
     key = f"{settings['retriever']}:{json.dumps(settings, sort_keys=True)}"
     collection = store.layout_index(key, settings, build, reopen)
-    return lambda n: reopen(collection, **{top_k_field: n}, **query_options)
+    if not opened:  # built earlier in this run: open it once
+        reopen(collection)
+    for extra in opened[:-1]:
+        extra.close()
+    try:
+        return LayoutRetrievers(opened[-1], top_k_field, query_options)
+    except BaseException:
+        opened[-1].close()
+        raise
 
 
 def _auto_merging(
@@ -375,11 +402,10 @@ class ComposedPipeline:
 
     def close(self) -> None:
         """Close the Milvus clients this pipeline's retrievers opened themselves (the
-        auto-merging and two-layer retrievers open one per k)."""
-        for retriever in self._retrievers.values():
-            for value in vars(retriever).values():
-                if type(value).__name__ in ("MilvusClient", "MilvusVectorStore"):
-                    close_quietly(getattr(value, "client", value))
+        auto-merging and two-layer index, opened once for every k)."""
+        close = getattr(self._retriever_at, "close", None)
+        if callable(close):
+            close()
         self._retrievers.clear()
         self._memo = None
 
@@ -423,6 +449,7 @@ __all__ = [
     "BuildContext",
     "Component",
     "ComposedPipeline",
+    "LayoutRetrievers",
     "PARSERS",
     "POSTPROCESSORS",
     "PipelineSpec",

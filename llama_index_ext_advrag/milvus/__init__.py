@@ -12,6 +12,8 @@ the retrievers' indexes.
 from __future__ import annotations
 
 from llama_index_ext_advrag.milvus.connection import (
+    close_quietly,
+    close_stores,
     count_rows,
     ensure_loaded,
     flush,
@@ -93,8 +95,9 @@ __all__ = [
     "build_index_params",
     "build_search_params",
     "check_storable_nodes",
+    "close_quietly",
+    "close_stores",
     "count_reconnects",
-    "process_reconnects",
     "count_rows",
     "delete_layout",
     "ensure_loaded",
@@ -113,6 +116,7 @@ __all__ = [
     "open_client",
     "open_vector_store",
     "prepare_build",
+    "process_reconnects",
     "query_nodes",
     "quote_string",
     "read_layout",

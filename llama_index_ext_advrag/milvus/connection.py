@@ -217,7 +217,25 @@ def iter_collection(
         iterator.close()
 
 
+def close_quietly(client: Any) -> None:
+    """Close a Milvus client, ignoring a connection that is already gone."""
+    try:
+        client.close()
+    except Exception as exc:  # a dead channel cannot be closed twice; nothing to do
+        logger.debug("closing a Milvus client failed: %s", exc)
+
+
+def close_stores(*stores: Any) -> None:
+    """Close the (sync) Milvus clients of vector stores; ``None`` entries are skipped."""
+    for store in stores:
+        client = getattr(store, "client", None) if store is not None else None
+        if client is not None:
+            close_quietly(client)
+
+
 __all__ = [
+    "close_quietly",
+    "close_stores",
     "count_rows",
     "ensure_loaded",
     "flush",

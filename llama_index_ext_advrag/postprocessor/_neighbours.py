@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
 
 from llama_index_ext_advrag.layout import (
@@ -392,6 +394,42 @@ def build_neighbour_store(
     return MilvusNeighbourStore(vector_store, layout)
 
 
+class StoreBackedPostprocessor(BaseNodePostprocessor):
+    """A postprocessor that reads neighbours from a Milvus vector store or a docstore.
+
+    Both are live objects (private attributes set from the ``vector_store=`` / ``docstore=``
+    arguments), so ``to_dict()`` holds the settings only and ``from_dict(data,
+    docstore=...)`` takes the store back. Subclasses call ``super().__init__(vector_store,
+    docstore, **data)`` and then :meth:`_open_store`.
+    """
+
+    _vector_store: Any = PrivateAttr(default=None)
+    _docstore: Any = PrivateAttr(default=None)
+
+    def __init__(self, vector_store: Any = None, docstore: Any = None, **data: Any) -> None:
+        super().__init__(**data)
+        self._vector_store = vector_store
+        self._docstore = docstore
+
+    @property
+    def vector_store(self) -> Any:
+        """The ``MilvusVectorStore`` holding the nodes (``None`` with a docstore)."""
+        return self._vector_store
+
+    @property
+    def docstore(self) -> Any:
+        """The LlamaIndex docstore holding the nodes (``None`` with a vector store)."""
+        return self._docstore
+
+    @property
+    def has_store(self) -> bool:
+        return self._vector_store is not None or self._docstore is not None
+
+    def _open_store(self, layout: NodeLayout) -> NeighbourStore:
+        """The neighbour store over the given store (see :func:`build_neighbour_store`)."""
+        return build_neighbour_store(self._vector_store, self._docstore, layout)
+
+
 __all__ = [
     "DocstoreNeighbourStore",
     "FetchPlan",
@@ -400,5 +438,6 @@ __all__ = [
     "NeighbourRequest",
     "NeighbourStore",
     "Neighbourhood",
+    "StoreBackedPostprocessor",
     "build_neighbour_store",
 ]

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.layout import (
@@ -23,7 +22,10 @@ from llama_index_ext_advrag.layout import (
     ids_are_computable,
     locate_all,
 )
-from llama_index_ext_advrag.postprocessor._neighbours import NeighbourStore, build_neighbour_store
+from llama_index_ext_advrag.postprocessor._neighbours import (
+    NeighbourStore,
+    StoreBackedPostprocessor,
+)
 from llama_index_ext_advrag.postprocessor.pieces import (
     Member,
     Piece,
@@ -70,7 +72,7 @@ def hit_pieces(hits: Sequence[NodeWithScore], locations: dict[str, Location]) ->
     return pieces
 
 
-class ConsecutiveMergePostprocessor(BaseNodePostprocessor):
+class ConsecutiveMergePostprocessor(StoreBackedPostprocessor):
     """Merge hits that are adjacent in their document (chunks 5 and 6) into one node.
 
     Nodes are placed by the pack's parser metadata (``document_id``, ``sentence_span``), or, for
@@ -99,8 +101,6 @@ class ConsecutiveMergePostprocessor(BaseNodePostprocessor):
         [('B b. C c.', 0.9)]
     """
 
-    vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")
-    docstore: Any = Field(default=None, exclude=True, description="LlamaIndex docstore.")
     layout: NodeLayout = Field(default_factory=NodeLayout, description="Position metadata keys.")
     fill_gaps: bool = Field(default=False, description="Fill gaps of up to max_gap nodes.")
     max_gap: int = Field(default=DEFAULT_MAX_GAP, ge=1, le=50, description="Largest filled gap.")
@@ -108,13 +108,12 @@ class ConsecutiveMergePostprocessor(BaseNodePostprocessor):
 
     _store: NeighbourStore | None = PrivateAttr(default=None)
 
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        has_store = self.vector_store is not None or self.docstore is not None
-        if self.fill_gaps and not has_store:
+    def __init__(self, vector_store: Any = None, docstore: Any = None, **data: Any) -> None:
+        super().__init__(vector_store, docstore, **data)
+        if self.fill_gaps and not self.has_store:
             raise ValueError("fill_gaps=True needs vector_store= or docstore= to fetch the gaps")
-        if has_store:
-            self._store = build_neighbour_store(self.vector_store, self.docstore, self.layout)
+        if self.has_store:
+            self._store = self._open_store(self.layout)
 
     @classmethod
     def class_name(cls) -> str:

@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
-from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.layout import NodeLayout
@@ -35,7 +34,10 @@ from llama_index_ext_advrag.postprocessor._growth import (
     prune_window,
     window_change_limits,
 )
-from llama_index_ext_advrag.postprocessor._neighbours import NeighbourStore, build_neighbour_store
+from llama_index_ext_advrag.postprocessor._neighbours import (
+    NeighbourStore,
+    StoreBackedPostprocessor,
+)
 from llama_index_ext_advrag.postprocessor._window_session import WindowSession
 from llama_index_ext_advrag.postprocessor.calibration import default_thresholds
 from llama_index_ext_advrag.postprocessor.pieces import dedupe_hits, merge_pieces, piece_to_node
@@ -50,7 +52,7 @@ DEFAULT_MAX_WINDOW_TOKENS = 768
 # --- the postprocessor ------------------------------------------------------------------------
 
 
-class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
+class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
     """Grow each hit into the smallest window of neighbours that still pays, then prune it.
 
     Args:
@@ -94,11 +96,6 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         'max_expand_steps'
     """
 
-    vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")
-    docstore: Any = Field(default=None, exclude=True, description="LlamaIndex docstore.")
-    embed_model: SerializeAsAny[BaseEmbedding] | None = Field(
-        default=None, exclude=True, description="Query embedding model (same as the store's)."
-    )
     layout: NodeLayout = Field(default_factory=NodeLayout, description="Position metadata keys.")
     min_sim: float | None = Field(
         default=None, ge=-1, le=1, description="Growth threshold (None: the model's default)."
@@ -121,13 +118,26 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
     separator: str = Field(default=" ", description="Joins the texts of adjacent nodes.")
 
     _store: NeighbourStore = PrivateAttr()
+    _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
     _previous_units: int | None = PrivateAttr(default=None)
     _resolved_embed_model: BaseEmbedding | None = PrivateAttr(default=None)
     _warned_uncalibrated: bool = PrivateAttr(default=False)
 
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        self._store = build_neighbour_store(self.vector_store, self.docstore, self.layout)
+    def __init__(
+        self,
+        vector_store: Any = None,
+        docstore: Any = None,
+        embed_model: BaseEmbedding | None = None,
+        **data: Any,
+    ) -> None:
+        super().__init__(vector_store, docstore, **data)
+        self._embed_model = embed_model
+        self._store = self._open_store(self.layout)
+
+    @property
+    def embed_model(self) -> BaseEmbedding | None:
+        """The query embedding model as given (resolved at first use)."""
+        return self._embed_model
 
     @classmethod
     def class_name(cls) -> str:

@@ -18,9 +18,8 @@ import re
 from enum import Enum
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
-from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
@@ -32,7 +31,7 @@ from llama_index_ext_advrag.postprocessor._neighbours import (
     FetchResult,
     NeighbourRequest,
     NeighbourStore,
-    build_neighbour_store,
+    StoreBackedPostprocessor,
 )
 from llama_index_ext_advrag.postprocessor.pieces import (
     Member,
@@ -150,7 +149,7 @@ def unmerged_nodes(pieces: list[Piece], component: str, record: dict) -> list[No
     return output
 
 
-class PrevNextPostprocessor(BaseNodePostprocessor):
+class PrevNextPostprocessor(StoreBackedPostprocessor):
     """Add the nodes before and/or after each hit, from a Milvus vector store or a docstore.
 
     Args:
@@ -184,8 +183,6 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
         ['B b. C c. D d.']
     """
 
-    vector_store: Any = Field(default=None, exclude=True, description="MilvusVectorStore.")
-    docstore: Any = Field(default=None, exclude=True, description="LlamaIndex docstore.")
     layout: NodeLayout = Field(default_factory=NodeLayout, description="Position metadata keys.")
     mode: PrevNextMode = Field(default=PrevNextMode.FIXED, description="'fixed' or 'auto'.")
     num_nodes: int = Field(default=DEFAULT_NUM_NODES, ge=0, le=50, description="Nodes per side.")
@@ -195,23 +192,35 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
     )
     merge: bool = Field(default=True, description="Join consecutive nodes into one node.")
     separator: str = Field(default=" ", description="Joins the texts of adjacent nodes.")
-    llm: SerializeAsAny[LLM] | None = Field(default=None, exclude=True, description="Auto mode.")
     direction_template: str = Field(
         default=DEFAULT_DIRECTION_TEMPLATE,
         description="Auto mode prompt with {context_str} and {query_str}.",
     )
 
     _store: NeighbourStore = PrivateAttr()
+    _llm: LLM | None = PrivateAttr(default=None)
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(
+        self,
+        vector_store: Any = None,
+        docstore: Any = None,
+        llm: LLM | None = None,
+        **data: Any,
+    ) -> None:
         for name, enum in (("mode", PrevNextMode), ("direction", Direction)):
             if isinstance(data.get(name), str):
                 data[name] = parse_enum(enum, data[name], name)
-        super().__init__(**data)
+        super().__init__(vector_store, docstore, **data)
         missing = [v for v in ("{context_str}", "{query_str}") if v not in self.direction_template]
         if missing:
             raise ValueError(f"direction_template lacks {', '.join(missing)}")
-        self._store = build_neighbour_store(self.vector_store, self.docstore, self.layout)
+        self._llm = llm
+        self._store = self._open_store(self.layout)
+
+    @property
+    def llm(self) -> LLM | None:
+        """The LLM of auto mode as given (resolved at query time)."""
+        return self._llm
 
     @classmethod
     def class_name(cls) -> str:
@@ -238,7 +247,7 @@ class PrevNextPostprocessor(BaseNodePostprocessor):
             return None, {}, {"direction": self.direction.value, "source": "fixed"}
         if query_bundle is None:
             return None, {}, {"direction": self.fallback_direction.value, "source": "no_query"}
-        llm = resolve_llm(self.llm)
+        llm = resolve_llm(self._llm)
         if llm is None:
             return None, {}, {"direction": self.fallback_direction.value, "source": "no_llm"}
         context = hits[0].node.get_content(metadata_mode=MetadataMode.LLM)[:MAX_CONTEXT_CHARS]

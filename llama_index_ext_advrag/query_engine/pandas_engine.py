@@ -19,11 +19,13 @@ from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import Response
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import QueryBundle
 
+from llama_index_ext_advrag.configuration import Configured, PromptSetting
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.query_engine.pandas_check import refusal_reason
@@ -150,7 +152,7 @@ def should_retry(attempts: list[Attempt], max_retries: int) -> bool:
     return last.result is None or last.result.limit is None
 
 
-class SafePandasQueryEngine(BaseQueryEngine):
+class SafePandasQueryEngine(Configured, BaseQueryEngine):
     """Answer questions over a DataFrame with LLM-written pandas code, run deny-by-default.
 
     Drop-in for llama-index-experimental's ``PandasQueryEngine`` without its import chain.
@@ -182,6 +184,40 @@ class SafePandasQueryEngine(BaseQueryEngine):
         'no_llm'
     """
 
+    head: int = Field(default=5, ge=1, description="Rows of the table shown to the LLM.")
+    name: str = Field(default="table", description="The table's name, in the trace.")
+    description: str | None = Field(
+        default=None, description="The answer when no code answered (None: the first rows)."
+    )
+    instruction_str: str = Field(
+        default=DEFAULT_INSTRUCTION_STR, description="The code-writing instructions."
+    )
+    pandas_prompt: PromptSetting = Field(
+        default=DEFAULT_PANDAS_PROMPT, description="Prompt with df_str, query_str, instruction_str."
+    )
+    retry_prompt: PromptSetting = Field(
+        default=DEFAULT_RETRY_PROMPT, description="Retry prompt (adds code and reason)."
+    )
+    synthesize_response: bool = Field(
+        default=False, description="Ask the LLM to phrase the answer from the result."
+    )
+    response_synthesis_prompt: PromptSetting = Field(
+        default=DEFAULT_RESPONSE_SYNTHESIS_PROMPT, description="Prompt of the phrasing step."
+    )
+    max_retries: int = Field(
+        default=DEFAULT_MAX_RETRIES, ge=0, le=3, description="LLM retries after a refusal."
+    )
+    limits: SandboxLimits = Field(
+        default_factory=SandboxLimits, description="The sandbox limits of every run."
+    )
+    verbose: bool = Field(default=False, description="Log the code and its output at INFO.")
+    callback_manager: CallbackManager = Field(
+        default_factory=CallbackManager, exclude=True, description="LlamaIndex callbacks."
+    )
+
+    _df: Any = PrivateAttr(default=None)
+    _llm: LLM | None = PrivateAttr(default=None)
+
     def __init__(
         self,
         df: Any,
@@ -189,64 +225,39 @@ class SafePandasQueryEngine(BaseQueryEngine):
         instruction_parser: Any = None,
         pandas_prompt: BasePromptTemplate | None = None,
         output_kwargs: dict[str, Any] | None = None,
-        head: int = 5,
-        verbose: bool = False,
         llm: LLM | None = None,
-        synthesize_response: bool = False,
-        response_synthesis_prompt: BasePromptTemplate | None = None,
-        name: str = "table",
-        description: str | None = None,
         retry_prompt: BasePromptTemplate | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        response_synthesis_prompt: BasePromptTemplate | None = None,
         limits: SandboxLimits | None = None,
         callback_manager: CallbackManager | None = None,
+        **settings: Any,
     ) -> None:
         if instruction_parser is not None:
             raise ValueError(
                 "instruction_parser is not supported: SafePandasQueryEngine runs code only "
                 "through its allowlist and sandbox"
             )
-        if head < 1:
-            raise ValueError(f"head must be >= 1, got {head}")
-        if not 0 <= max_retries <= 3:
-            raise ValueError(f"max_retries must be in [0, 3], got {max_retries}")
-        self._df = df
-        self._head = head
-        self._name = name
-        self._llm = llm
-        self._verbose = verbose
-        self._instruction_str = instruction_str or DEFAULT_INSTRUCTION_STR
-        self._pandas_prompt = pandas_prompt or DEFAULT_PANDAS_PROMPT
-        self._retry_prompt = retry_prompt or DEFAULT_RETRY_PROMPT
-        self._synthesize_response = synthesize_response
-        self._response_synthesis_prompt = (
-            response_synthesis_prompt or DEFAULT_RESPONSE_SYNTHESIS_PROMPT
-        )
-        self._max_retries = max_retries
-        limits = limits or SandboxLimits()
+        given = {
+            "instruction_str": instruction_str,
+            "pandas_prompt": pandas_prompt,
+            "retry_prompt": retry_prompt,
+            "response_synthesis_prompt": response_synthesis_prompt,
+            "limits": limits,
+        }
+        settings.update({key: value for key, value in given.items() if value is not None})
         if output_kwargs:
-            display = dict(limits.display)
-            display.update({f"display.{k}": v for k, v in output_kwargs.items()})
-            limits = SandboxLimits(**{**limits.__dict__, "display": display})
-        self._limits = limits
-        self._description = description or render_frame(df, head)
-        super().__init__(callback_manager=callback_manager)
+            base = SandboxLimits.model_validate(settings.get("limits") or SandboxLimits())
+            display = {**base.display, **{f"display.{k}": v for k, v in output_kwargs.items()}}
+            settings["limits"] = SandboxLimits(**{**base.model_dump(), "display": display})
+        super().__init__(callback_manager=callback_manager or CallbackManager([]), **settings)
+        self._df = df
+        self._llm = llm
+        if self.description is None:
+            self.description = render_frame(df, self.head)
 
     @classmethod
     def class_name(cls) -> str:
         return "SafePandasQueryEngine"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def description(self) -> str:
-        return self._description
-
-    @property
-    def limits(self) -> SandboxLimits:
-        return self._limits
 
     # --- prompts -------------------------------------------------------------------------------
 
@@ -255,18 +266,18 @@ class SafePandasQueryEngine(BaseQueryEngine):
 
     def _get_prompts(self) -> dict[str, Any]:
         return {
-            "pandas_prompt": self._pandas_prompt,
-            "retry_prompt": self._retry_prompt,
-            "response_synthesis_prompt": self._response_synthesis_prompt,
+            "pandas_prompt": self.pandas_prompt,
+            "retry_prompt": self.retry_prompt,
+            "response_synthesis_prompt": self.response_synthesis_prompt,
         }
 
     def _update_prompts(self, prompts: dict[str, Any]) -> None:
         if "pandas_prompt" in prompts:
-            self._pandas_prompt = prompts["pandas_prompt"]
+            self.pandas_prompt = prompts["pandas_prompt"]
         if "retry_prompt" in prompts:
-            self._retry_prompt = prompts["retry_prompt"]
+            self.retry_prompt = prompts["retry_prompt"]
         if "response_synthesis_prompt" in prompts:
-            self._response_synthesis_prompt = prompts["response_synthesis_prompt"]
+            self.response_synthesis_prompt = prompts["response_synthesis_prompt"]
 
     # --- pure logic shared by sync and async ---------------------------------------------------
 
@@ -275,33 +286,33 @@ class SafePandasQueryEngine(BaseQueryEngine):
     ) -> tuple[BasePromptTemplate, dict[str, str]] | None:
         """The next code-writing prompt and its variables, ``None`` when done."""
         variables = {
-            "df_str": render_frame(self._df, self._head),
+            "df_str": render_frame(self._df, self.head),
             "query_str": query,
-            "instruction_str": self._instruction_str,
+            "instruction_str": self.instruction_str,
         }
         if not attempts:
-            return self._pandas_prompt, variables
-        if not should_retry(attempts, self._max_retries):
+            return self.pandas_prompt, variables
+        if not should_retry(attempts, self.max_retries):
             return None
         last = attempts[-1]
-        return self._retry_prompt, {**variables, "code": last.code, "reason": last.reason or ""}
+        return self.retry_prompt, {**variables, "code": last.code, "reason": last.reason or ""}
 
     def _log(self, attempt: Attempt) -> None:
         if attempt.refused is not None:
             logger.warning(
                 "table %r: refused generated pandas code (%s): %r",
-                self._name,
+                self.name,
                 attempt.refused,
                 attempt.code[:200],
             )
         elif attempt.result is not None and not attempt.result.ok:
-            logger.info("table %r: generated pandas code failed: %s", self._name, attempt.reason)
-        if self._verbose:
+            logger.info("table %r: generated pandas code failed: %s", self.name, attempt.reason)
+        if self.verbose:
             text = attempt.result.text[:500] if attempt.result else None
-            logger.info("table %r: code %r -> %r", self._name, attempt.code, text)
+            logger.info("table %r: code %r -> %r", self.name, attempt.code, text)
 
     def _fallback(self, why: str, record: dict[str, Any], llm_output: str = "") -> Response:
-        text = f"No answer was computed from table {self._name!r} ({why}).\n{self._description}"
+        text = f"No answer was computed from table {self.name!r} ({why}).\n{self.description}"
         metadata = {
             "pandas_instruction_str": llm_output,
             "raw_pandas_output": "",
@@ -311,15 +322,15 @@ class SafePandasQueryEngine(BaseQueryEngine):
 
     def _no_llm(self) -> Response:
         logger.info(
-            "table %r: no LLM to write pandas code; answering with its description", self._name
+            "table %r: no LLM to write pandas code; answering with its description", self.name
         )
-        record = {"table": self._name, "outcome": "no_llm", "attempts": []}
+        record = {"table": self.name, "outcome": "no_llm", "attempts": []}
         return self._fallback("no LLM to write pandas code", record)
 
     def _respond(self, attempts: list[Attempt], synthesized: str | None = None) -> Response:
         last = attempts[-1]
         record: dict[str, Any] = {
-            "table": self._name,
+            "table": self.name,
             "attempts": [attempt.as_record() for attempt in attempts],
         }
         if last.answered and last.result is not None:
@@ -361,14 +372,14 @@ class SafePandasQueryEngine(BaseQueryEngine):
         while (step := self._next_prompt(query_bundle.query_str, attempts)) is not None:
             attempt = write_attempt(llm.predict(step[0], **step[1]))
             if attempt.refused is None:
-                result = run_pandas_code(attempt.code, self._df, self._limits)
+                result = run_pandas_code(attempt.code, self._df, self.limits)
                 attempt = replace(attempt, result=result)
             self._log(attempt)
             attempts.append(attempt)
         synthesized = None
-        if self._synthesize_response and attempts[-1].answered:
+        if self.synthesize_response and attempts[-1].answered:
             synthesized = llm.predict(
-                self._response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
+                self.response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
             )
         return self._respond(attempts, synthesized)
 
@@ -381,14 +392,14 @@ class SafePandasQueryEngine(BaseQueryEngine):
         while (step := self._next_prompt(query_bundle.query_str, attempts)) is not None:
             attempt = write_attempt(await llm.apredict(step[0], **step[1]))
             if attempt.refused is None:
-                result = await arun_pandas_code(attempt.code, self._df, self._limits)
+                result = await arun_pandas_code(attempt.code, self._df, self.limits)
                 attempt = replace(attempt, result=result)
             self._log(attempt)
             attempts.append(attempt)
         synthesized = None
-        if self._synthesize_response and attempts[-1].answered:
+        if self.synthesize_response and attempts[-1].answered:
             synthesized = await llm.apredict(
-                self._response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
+                self.response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
             )
         return self._respond(attempts, synthesized)
 

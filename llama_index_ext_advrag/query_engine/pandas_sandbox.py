@@ -30,9 +30,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 
 from llama_index_ext_advrag.query_engine.pandas_allowlist import BUILTIN_FUNCTIONS, BUILTIN_TYPES
 from llama_index_ext_advrag.query_engine.pandas_check import check_pandas_code
@@ -58,9 +60,9 @@ _CHILD_ENV = {
 }
 
 
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Limits of one run.
+class SandboxLimits(BaseModel):
+    """Limits of one run (a frozen pydantic model: ``limits.model_copy(update=...)`` or
+    ``SandboxLimits(**{**limits.model_dump(), ...})`` for a variant).
 
     Args:
         timeout_seconds: wall-clock time of the whole child (start, pandas import, the program);
@@ -74,23 +76,22 @@ class SandboxLimits:
         ValueError: a limit out of range (the message names it and the allowed range).
     """
 
-    timeout_seconds: float = 30.0
-    cpu_seconds: int = 10
-    memory_mb: int = 512
-    max_chars: int = 20_000
-    display: dict[str, int | None] = field(default_factory=lambda: dict(DEFAULT_DISPLAY_OPTIONS))
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __post_init__(self) -> None:
-        bounds = {
-            "timeout_seconds": (1, 600),
-            "cpu_seconds": (1, 600),
-            "memory_mb": (32, 65_536),
-            "max_chars": (100, 10_000_000),
-        }
-        for name, (low, high) in bounds.items():
-            value = getattr(self, name)
-            if not low <= value <= high:
-                raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
+    timeout_seconds: float = Field(
+        default=30.0, ge=1, le=600, description="Wall-clock seconds of the whole child."
+    )
+    cpu_seconds: int = Field(default=10, ge=1, le=600, description="CPU seconds (RLIMIT_CPU).")
+    memory_mb: int = Field(
+        default=512, ge=32, le=65_536, description="Address space added to the child (MB)."
+    )
+    max_chars: int = Field(
+        default=20_000, ge=100, le=10_000_000, description="The answer is cut to this length."
+    )
+    display: dict[str, int | None] = Field(
+        default_factory=lambda: dict(DEFAULT_DISPLAY_OPTIONS),
+        description="pandas display options used to render the answer.",
+    )
 
 
 @dataclass(frozen=True)

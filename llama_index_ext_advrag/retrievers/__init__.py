@@ -38,8 +38,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         TwoLayerMilvusRetriever as TwoLayerMilvusRetriever,
     )
 
-# Every retriever is configured the same way: a validated pydantic ``config`` attribute
-# (the ``*Config`` classes below) and ``to_dict``/``from_dict`` that round-trip it.
+# Every retriever is configured the same way (docs/design.md, Configuration): its settings are
+# pydantic fields on the retriever, ``to_dict``/``from_dict`` round-trip them. The ``*Config``
+# classes are deprecated models generated from those fields, kept for backwards compatibility.
 _EXPORTS = {
     "HierarchicalAutoMergingRetriever": ".auto_merging",
     "AutoMergingConfig": ".auto_merging",

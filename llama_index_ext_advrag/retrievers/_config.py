@@ -1,55 +1,92 @@
-"""The retrievers' one configuration pattern: settings in a validated pydantic ``config``.
+"""The retrievers' side of the one configuration pattern (:mod:`llama_index_ext_advrag.configuration`).
 
-Every retriever keeps its settings in one pydantic model, the public ``config`` attribute, and
-round-trips it with ``to_dict``/``from_dict``. :class:`ConfigAttribute` keeps the settings
-readable and writable as plain attributes (``retriever.similarity_top_k = 5``, which
-``hybrid.with_top_k`` relies on): a write validates the new value and replaces ``config``.
+LlamaIndex's ``BaseRetriever`` is not a pydantic model; :class:`ConfiguredRetriever` makes the
+pack's retrievers one, like its postprocessors, parsers, judges and embeddings. The ``*Config``
+models of earlier versions are generated from the fields (:func:`settings_model`) and kept for
+backwards compatibility only: ``config=`` and ``.config`` warn.
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+import warnings
+from typing import Any, ClassVar
 
-from llama_index.core.bridge.pydantic import BaseModel
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 
-T = TypeVar("T")
+from llama_index_ext_advrag.configuration import (
+    Configured,
+    aclose_all,
+    check_class_name,
+    close_all,
+    merge_config,
+    setting_names,
+    settings_model,
+)
 
 
-class ConfiguredRetriever(BaseRetriever):
-    """A retriever whose settings are the validated pydantic model ``config``.
+class ConfiguredRetriever(Configured, BaseRetriever):
+    """A ``BaseRetriever`` whose settings are pydantic fields on the retriever itself.
 
-    ``to_dict`` returns them as plain JSON data; each subclass's ``from_dict`` takes that data
-    back plus what is not settings (nodes, legs, routing dicts, a Milvus uri) and validates it.
+    Subclasses declare their settings as ``Field``\\ s (description, bounds) and their live
+    objects as ``PrivateAttr``\\ s set in ``__init__`` after ``super().__init__(**settings)``.
+    ``callback_manager`` is, as in LlamaIndex's postprocessors, an excluded field.
     """
 
-    config: BaseModel
+    callback_manager: CallbackManager = Field(
+        default_factory=CallbackManager, exclude=True, description="LlamaIndex callbacks."
+    )
+    # the setting with_top_k writes (the number of results), None when there is none
+    top_k_setting: ClassVar[str | None] = "similarity_top_k"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as JSON data (live objects such as nodes or legs are not included)."""
-        return self.config.model_dump(mode="json")
+    _object_map: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _verbose: bool = PrivateAttr(default=False)
+
+    def __init__(
+        self,
+        *,
+        config: BaseModel | dict[str, Any] | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **settings: Any,
+    ) -> None:
+        settings = merge_config(type(self), config, settings)
+        super().__init__(callback_manager=callback_manager or CallbackManager(), **settings)
+        self._verbose = verbose
+
+    @property
+    def object_map(self) -> dict[str, Any]:
+        """Core's ``IndexNode`` object map (unused by the pack's retrievers)."""
+        return self._object_map
+
+    @property
+    def config(self) -> BaseModel:
+        """Deprecated: the settings as the old ``*Config`` model (read the attributes)."""
+        warnings.warn(
+            f"{type(self).__name__}.config is deprecated: read the settings as attributes "
+            "(retriever.similarity_top_k) or use to_dict()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        values = {name: getattr(self, name) for name in setting_names(type(self))}
+        return settings_model(type(self)).model_validate(values)
+
+    def close(self) -> None:
+        """Release what this retriever opened itself (nothing here; Milvus retrievers close
+        their clients, hybrid and recursive their legs)."""
+
+    async def aclose(self) -> None:
+        """Async :meth:`close` (also closes async Milvus clients)."""
+        self.close()
 
 
-def config_kwargs(config: BaseModel) -> dict[str, Any]:
-    """The constructor keyword arguments that rebuild ``config`` (its fields, not dumped)."""
-    return {name: getattr(config, name) for name in type(config).model_fields}
-
-
-class ConfigAttribute(Generic[T]):
-    """An attribute that reads one field of its owner's ``config`` and writes it validated."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, instance: Any, owner: type | None = None) -> T:
-        if instance is None:
-            return self  # type: ignore[return-value]  # the descriptor, for introspection
-        value: T = getattr(instance.config, self.name)
-        return value
-
-    def __set__(self, instance: Any, value: T) -> None:
-        config = instance.config
-        instance.config = type(config).model_validate({**dict(config), self.name: value})
-
-
-__all__ = ["ConfigAttribute", "ConfiguredRetriever", "config_kwargs"]
+__all__ = [
+    "ConfiguredRetriever",
+    "aclose_all",
+    "check_class_name",
+    "close_all",
+    "merge_config",
+    "setting_names",
+    "settings_model",
+]

@@ -11,58 +11,68 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import BaseModel
-from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from llama_index_ext_advrag.milvus import AsyncLoopBinding
+from llama_index_ext_advrag.milvus import AsyncLoopBinding, close_stores
 from llama_index_ext_advrag.models import resolve_embed_model
-from llama_index_ext_advrag.retrievers._config import ConfiguredRetriever
+from llama_index_ext_advrag.retrievers._config import (
+    ConfiguredRetriever,
+    check_class_name,
+    settings_model,
+)
 
 logger = logging.getLogger(__name__)
 
-ConfigT = TypeVar("ConfigT", bound=BaseModel)
-RetrieverT = TypeVar("RetrieverT", bound="MilvusLayoutRetriever[Any]")
-_RETRIEVER_OPTIONS = ("callback_manager", "verbose")  # constructor options that are not settings
+RetrieverT = TypeVar("RetrieverT", bound="MilvusLayoutRetriever")
+_RETRIEVER_OPTIONS = ("callback_manager", "verbose", "config")  # options that are not settings
 
 
-class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
+class MilvusLayoutRetriever(ConfiguredRetriever):
     """Base of the retrievers whose index is described by a layout record in Milvus.
 
-    The configuration pattern of every retriever of the package: the query settings are one
-    validated pydantic model, the public ``config`` attribute, and :meth:`to_dict` /
-    :meth:`from_dict` round-trip them (here with where the index lives). The constructor takes
-    the index's two stores, the embedding model, the recorded layout and where it lives, and
-    the settings as keyword arguments (``config_class(**settings)``). Subclasses set
-    ``config_class``, implement :meth:`_open_stores` (read the layout, open the two stores) and
-    :meth:`_collection_name`, and build through :meth:`_build_index` / reopen through
-    :meth:`_open_index`.
+    The pack's configuration pattern: the query settings are fields of the retriever, and so
+    are ``uri`` and ``collection_name`` (where the index lives, fixed); the two stores, the
+    embedding model, the recorded layout and the token are live objects set from ``__init__``
+    arguments. ``to_dict()`` holds no model, client or token; ``from_dict(data,
+    embed_model=..., token=...)`` reopens the index from the uri. :meth:`with_settings` gives
+    a copy with other settings on the same open stores; :meth:`close` closes the stores'
+    clients. Subclasses implement :meth:`_open_stores` (read the layout, open the two
+    stores) and :meth:`_collection_from_layout`, and build through :meth:`_build_index` /
+    reopen through :meth:`_open_index`.
     """
 
-    config: ConfigT
-    config_class: ClassVar[type[BaseModel]]
+    uri: str | None = Field(
+        default=None, frozen=True, description="The Milvus Lite file or server of the index."
+    )
+    collection_name: str = Field(
+        default="", frozen=True, description="The index's name (from_uri's collection_name)."
+    )
+
+    _stores: tuple[Any, Any] = PrivateAttr(default=(None, None))
+    _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
+    _layout: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _loop_binding: AsyncLoopBinding = PrivateAttr()
 
     def __init__(
         self,
-        first_store: Any,
-        second_store: Any,
+        first_store: Any = None,
+        second_store: Any = None,
         embed_model: BaseEmbedding | None = None,
         layout: dict[str, Any] | None = None,
-        uri: str | None = None,
         token: str = "",
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
         **settings: Any,
     ) -> None:
-        self.config = self.config_class(**settings)  # type: ignore[assignment]
+        layout = dict(layout or {})
+        if not settings.get("collection_name"):
+            settings["collection_name"] = self._collection_from_layout(layout)
+        super().__init__(**settings)
         self._stores = (first_store, second_store)
         self._embed_model = embed_model
-        self._layout = dict(layout or {})
-        self._uri = uri
-        self._loop_binding = AsyncLoopBinding(uri, token)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._layout = layout
+        self._loop_binding = AsyncLoopBinding(self.uri, token)
 
     @classmethod
     def class_name(cls) -> str:
@@ -73,8 +83,9 @@ class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
         """The recorded layout: collection names, embedding dim and model, build settings."""
         return dict(self._layout)
 
-    def _collection_name(self) -> str:
-        """The name :meth:`from_uri` takes to reopen this index."""
+    @classmethod
+    def _collection_from_layout(cls, layout: dict[str, Any]) -> str:
+        """The name :meth:`from_uri` takes to reopen the index ``layout`` describes."""
         raise NotImplementedError
 
     @classmethod
@@ -108,9 +119,20 @@ class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
         layout, first, second = cls._open_stores(uri, collection_name, token)
         warn_on_model_mismatch(layout, embed_model, collection_name)
         construct: Callable[..., RetrieverT] = cls
-        return construct(
-            first, second, embed_model=embed_model, layout=layout, uri=uri, token=token, **options
-        )
+        try:
+            return construct(
+                first,
+                second,
+                embed_model=embed_model,
+                layout=layout,
+                uri=uri,
+                token=token,
+                collection_name=collection_name,
+                **options,
+            )
+        except BaseException:
+            close_stores(first, second)  # a bad setting must not leave the clients open
+            raise
 
     @classmethod
     def _build_index(
@@ -124,7 +146,7 @@ class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
         """What the builders do: check the query settings, resolve the embedding model, run
         ``build(embedder)`` (returns ``(layout, first_store, second_store)``) and open it."""
         settings = {k: v for k, v in options.items() if k not in _RETRIEVER_OPTIONS}
-        cls.config_class(**settings)  # fail before minutes of building, not after
+        settings_model(cls).model_validate(settings)  # fail before minutes of building
         embedder = resolve_embed_model(embed_model)
         layout, first, second = build(embedder)
         construct: Callable[..., RetrieverT] = cls
@@ -132,31 +154,35 @@ class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
             first, second, embed_model=embedder, layout=layout, uri=uri, token=token, **options
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Where the index lives and the query settings (no model, no client, no token)."""
-        return {
-            "class_name": self.class_name(),
-            "uri": self._uri,
-            "collection_name": self._collection_name(),
-            **self.config.model_dump(mode="json"),
-        }
-
     @classmethod
-    def from_dict(
-        cls: type[RetrieverT],
-        data: dict[str, Any],
-        embed_model: BaseEmbedding | None = None,
-        token: str = "",
-    ) -> RetrieverT:
-        """Reopen what :meth:`to_dict` describes.
+    def from_dict(cls: type[RetrieverT], data: dict[str, Any], **kwargs: Any) -> RetrieverT:
+        """Reopen what :meth:`to_dict` describes; ``kwargs``: ``embed_model``, ``token``.
 
         Raises:
-            ValueError: ``data`` has no ``uri``.
+            ValueError: ``data`` has no ``uri`` or describes another class.
         """
-        if not data.get("uri"):
-            raise ValueError(f"from_dict needs a 'uri', got {data.get('uri')!r}")
-        options = {k: v for k, v in data.items() if k not in ("class_name", "uri")}
-        return cls.from_uri(data["uri"], embed_model=embed_model, token=token, **options)
+        options = {**check_class_name(cls, data), **kwargs}
+        uri = options.pop("uri", None)
+        if not uri:
+            raise ValueError(f"from_dict needs a 'uri', got {uri!r}")
+        return cls.from_uri(uri, **options)
+
+    def close(self) -> None:
+        """Close the Milvus clients of the two stores (shared with the copies made by
+        :meth:`with_settings`, which are closed with them). After async use, call
+        :meth:`aclose` to close the async clients too."""
+        close_stores(*self._stores)
+
+    async def aclose(self) -> None:
+        """Close the sync and the async Milvus clients of the two stores."""
+        close_stores(*self._stores)
+        for store in self._stores:
+            client = getattr(store, "_async_milvusclient", None)
+            if client is not None:
+                try:
+                    await client.close()
+                except Exception as exc:  # a dead channel cannot be closed twice
+                    logger.debug("closing an async Milvus client failed: %s", exc)
 
     def _embedder(self) -> BaseEmbedding:
         """The query embedding model, resolved at first use (never in ``__init__``)."""
@@ -170,7 +196,7 @@ class MilvusLayoutRetriever(ConfiguredRetriever, Generic[ConfigT]):
         if expected is not None and len(embedding) != expected:
             raise ValueError(
                 f"query embedding has {len(embedding)} dimensions but index "
-                f"{self._collection_name()!r} was built with {expected} "
+                f"{self.collection_name!r} was built with {expected} "
                 f"(model {self._layout.get('embed_model')!r}); pass that embed_model"
             )
 

@@ -24,13 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
-from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.milvus import afetch_nodes, count_reconnects, fetch_nodes
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
 from llama_index_ext_advrag.retrievers._auto_merging_store import (
@@ -38,6 +36,7 @@ from llama_index_ext_advrag.retrievers._auto_merging_store import (
     default_node_parser,
     open_hierarchy_stores,
 )
+from llama_index_ext_advrag.retrievers._config import settings_model
 from llama_index_ext_advrag.retrievers._hierarchy import (
     LEVEL_KEY,
     Entry,
@@ -57,10 +56,48 @@ DEFAULT_MERGE_RATIO = 0.5
 TRACE_COMPONENT = "auto_merging"
 
 
-class AutoMergingConfig(BaseModel):
-    """Query-time settings of :class:`HierarchicalAutoMergingRetriever` (serialisable)."""
+class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever):
+    """Search small chunks in Milvus, return their parents when enough siblings are hit.
 
-    model_config = ConfigDict(extra="forbid")
+    A parent replaces its retrieved children when ``children retrieved / children`` is greater
+    than ``merge_ratio``; rounds repeat up the levels until nothing merges. The parent's score
+    is the ``score_aggregation`` (max by default) of the scores of the nodes it replaces.
+    Results come grouped by document (best document first), in reading order inside each
+    document, without duplicates or overlaps. Each node carries
+    ``metadata["advrag_trace"]["auto_merging"]``: the retrieved leaf ids it stands for, every
+    merge that produced it (parent id, round, children retrieved / total, ratio, absorbed
+    nodes, the retrieved leaves merged into it), merges refused by the token budget and
+    ``milvus_reconnects`` (reconnects of its two stores so far).
+
+    Args:
+        vector_store: the leaves' ``MilvusVectorStore``.
+        parent_store: the parents' ``MilvusVectorStore`` (same uri).
+        embed_model: the model the leaves were embedded with; resolved when first needed
+            (explicit > ``Settings.embed_model`` > packaged all-MiniLM-L6-v2).
+        similarity_top_k, merge_ratio, score_aggregation, max_context_tokens: the query
+            settings (fields, see their descriptions).
+        layout: the recorded layout (set by ``from_uri``/``from_documents``).
+
+    ``to_dict()`` is the settings with ``uri`` and ``collection_name``;
+    ``from_dict(data, embed_model=...)`` reopens the index. ``with_settings(...)`` gives a copy
+    on the same open collections; :meth:`close` closes their clients.
+
+    Raises:
+        ValueError: an argument is out of bounds (the message names it and its value).
+
+    Example:
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> text = "## Setup\\n\\nPlug in the cable. Press the power button. Wait for the green light. Log in."
+        >>> built = HierarchicalAutoMergingRetriever.from_documents(  # e.g. chunk_sizes=[1024, 256, 64]
+        ...     [Document(text=text, id_="manual")], uri="./rag.db", chunk_sizes=[64, 8],
+        ...     similarity_top_k=4, embed_model=MockEmbedding(embed_dim=8))
+        >>> # ... and in any later process, from the uri alone:
+        >>> same = HierarchicalAutoMergingRetriever.from_uri("./rag.db", embed_model=MockEmbedding(embed_dim=8))
+        >>> trace = same.retrieve("When is the light green?")[0].node.metadata["advrag_trace"]["auto_merging"]
+        >>> trace["merged"], len(trace["leaf_ids"])
+        (True, 4)
+    """
 
     similarity_top_k: int = Field(
         default=DEFAULT_SIMILARITY_TOP_K,
@@ -87,81 +124,22 @@ class AutoMergingConfig(BaseModel):
         "past it is skipped (leaves are never dropped). None: no budget.",
     )
 
-
-class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig]):
-    """Search small chunks in Milvus, return their parents when enough siblings are hit.
-
-    A parent replaces its retrieved children when ``children retrieved / children`` is greater
-    than ``merge_ratio``; rounds repeat up the levels until nothing merges. The parent's score
-    is the ``score_aggregation`` (max by default) of the scores of the nodes it replaces.
-    Results come grouped by document (best document first), in reading order inside each
-    document, without duplicates or overlaps. Each node carries
-    ``metadata["advrag_trace"]["auto_merging"]``: the retrieved leaf ids it stands for, every
-    merge that produced it (parent id, round, children retrieved / total, ratio, absorbed
-    nodes, the retrieved leaves merged into it), merges refused by the token budget and
-    ``milvus_reconnects`` (reconnects of its two stores so far).
-
-    Args:
-        vector_store: the leaves' ``MilvusVectorStore``.
-        parent_store: the parents' ``MilvusVectorStore`` (same uri).
-        embed_model: the model the leaves were embedded with; resolved when first needed
-            (explicit > ``Settings.embed_model`` > packaged all-MiniLM-L6-v2).
-        similarity_top_k, merge_ratio, score_aggregation, max_context_tokens: see
-            :class:`AutoMergingConfig`.
-        layout: the recorded layout (set by ``from_uri``/``from_documents``).
-
-    Raises:
-        ValueError: an argument is out of bounds (the message names it and its value).
-
-    Example:
-        >>> from llama_index.core import Document
-        >>> from llama_index.core.embeddings import MockEmbedding
-        >>> text = "## Setup\\n\\nPlug in the cable. Press the power button. Wait for the green light. Log in."
-        >>> built = HierarchicalAutoMergingRetriever.from_documents(  # e.g. chunk_sizes=[1024, 256, 64]
-        ...     [Document(text=text, id_="manual")], uri="./rag.db", chunk_sizes=[64, 8],
-        ...     similarity_top_k=4, embed_model=MockEmbedding(embed_dim=8))
-        >>> # ... and in any later process, from the uri alone:
-        >>> same = HierarchicalAutoMergingRetriever.from_uri("./rag.db", embed_model=MockEmbedding(embed_dim=8))
-        >>> trace = same.retrieve("When is the light green?")[0].node.metadata["advrag_trace"]["auto_merging"]
-        >>> trace["merged"], len(trace["leaf_ids"])
-        (True, 4)
-    """
-
     def __init__(
         self,
-        vector_store: Any,
-        parent_store: Any,
+        vector_store: Any = None,
+        parent_store: Any = None,
         embed_model: BaseEmbedding | None = None,
-        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
-        merge_ratio: float = DEFAULT_MERGE_RATIO,
-        score_aggregation: ScoreAggregation | str = ScoreAggregation.MAX,
-        max_context_tokens: int | None = None,
-        layout: dict[str, Any] | None = None,
-        uri: str | None = None,
-        token: str = "",
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            vector_store,
-            parent_store,
-            embed_model,
-            layout,
-            uri,
-            token,
-            callback_manager,
-            verbose,
-            similarity_top_k=similarity_top_k,
-            merge_ratio=merge_ratio,
-            score_aggregation=parse_enum(ScoreAggregation, score_aggregation, "score_aggregation"),
-            max_context_tokens=max_context_tokens,
-        )
-
-    config_class = AutoMergingConfig
+        super().__init__(vector_store, parent_store, embed_model, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
         return "HierarchicalAutoMergingRetriever"
+
+    @classmethod
+    def _collection_from_layout(cls, layout: dict[str, Any]) -> str:
+        return str(layout.get("leaf_collection", DEFAULT_COLLECTION_NAME))
 
     @property
     def vector_store(self) -> Any:
@@ -225,7 +203,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
                 ``HierarchicalNodeParser``); default ``HierarchicalSentenceNodeParser``.
             overwrite: replace an index of the same name; otherwise building over an existing
                 one raises ``ValueError``.
-            **options: query settings (``merge_ratio``...), see :class:`AutoMergingConfig`.
+            **options: query settings (``merge_ratio``...), the retriever's fields.
         """
         parser = node_parser or default_node_parser(chunk_sizes)
         nodes = parser.get_nodes_from_documents(documents, show_progress=show_progress)
@@ -283,16 +261,11 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
             options,
         )
 
-    def _collection_name(self) -> str:
-        return str(self._layout.get("leaf_collection", DEFAULT_COLLECTION_NAME))
-
     # --- retrieval ----------------------------------------------------------------------------
 
     def _vector_query(self, embedding: list[float]) -> VectorStoreQuery:
         self._check_dimensions(embedding)
-        return VectorStoreQuery(
-            query_embedding=embedding, similarity_top_k=self.config.similarity_top_k
-        )
+        return VectorStoreQuery(query_embedding=embedding, similarity_top_k=self.similarity_top_k)
 
     def _start_session(self, result: VectorStoreQueryResult) -> MergeSession:
         scores = result.similarities or []
@@ -307,9 +280,9 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         ]
         return MergeSession(
             entries,
-            merge_ratio=self.config.merge_ratio,
-            aggregation=self.config.score_aggregation,
-            max_context_tokens=self.config.max_context_tokens,
+            merge_ratio=self.merge_ratio,
+            aggregation=self.score_aggregation,
+            max_context_tokens=self.max_context_tokens,
             token_counter=count_tokens,
         )
 
@@ -334,7 +307,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
                     else None,
                     "tokens": entry.tokens,
                     "rounds": session.rounds,
-                    "score_aggregation": self.config.score_aggregation.value,
+                    "score_aggregation": self.score_aggregation.value,
                     "milvus_reconnects": reconnects,
                 },
             )
@@ -368,6 +341,9 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
             )
         return self._finish(session)
 
+
+# Deprecated: the settings of earlier versions' ``config`` attribute (now fields).
+AutoMergingConfig = settings_model(HierarchicalAutoMergingRetriever, "AutoMergingConfig")
 
 __all__ = [
     "DEFAULT_COLLECTION_NAME",

@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
-from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
-from llama_index.core.callbacks import CallbackManager
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers._config import (
-    ConfigAttribute,
     ConfiguredRetriever,
-    config_kwargs,
+    setting_names,
+    settings_model,
 )
 from llama_index_ext_advrag.text.words import WordTokenizer
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
@@ -91,24 +90,6 @@ def top_k_indices(scores: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in positive[order[:k]]]
 
 
-class BM25Config(BaseModel):
-    """The serialisable settings of a :class:`BM25Retriever` (everything but the nodes)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    similarity_top_k: int = Field(
-        default=DEFAULT_SIMILARITY_TOP_K,
-        ge=1,
-        description="Results returned per query (only nodes sharing a term score > 0).",
-    )
-    tokenizer: WordTokenizer = Field(
-        default_factory=WordTokenizer, description="How texts and queries become terms."
-    )
-    k1: float = Field(default=1.5, ge=0.0, description="BM25 term-frequency saturation.")
-    b: float = Field(default=0.75, ge=0.0, le=1.0, description="BM25 length normalisation.")
-    method: BM25Method = Field(default="lucene", description="The bm25s scoring variant.")
-
-
 class BM25Retriever(ConfiguredRetriever):
     """Lexical retrieval with BM25 (bm25s), Chinese + English word tokenisation, persistable.
 
@@ -119,9 +100,9 @@ class BM25Retriever(ConfiguredRetriever):
         k1, b: BM25 parameters.
         method: a bm25s scoring variant (``"lucene"`` default).
 
-    The settings are the validated :class:`BM25Config` in ``config``; :meth:`to_dict` /
-    :meth:`from_dict` round-trip them, :meth:`persist` / :meth:`from_persist_dir` save and
-    reload the index with them.
+    The settings are fields (``tokenizer``, ``k1``, ``b`` and ``method`` shape the index and
+    are fixed once it is built); :meth:`to_dict` / ``from_dict(data, nodes=...)`` round-trip
+    them, :meth:`persist` / :meth:`from_persist_dir` save and reload the index with them.
 
     Raises:
         ValueError: ``similarity_top_k < 1``, a bad ``k1``/``b``/``method``, duplicate node ids.
@@ -133,33 +114,44 @@ class BM25Retriever(ConfiguredRetriever):
         ['a']
     """
 
-    config: BM25Config
+    similarity_top_k: int = Field(
+        default=DEFAULT_SIMILARITY_TOP_K,
+        ge=1,
+        description="Results returned per query (only nodes sharing a term score > 0).",
+    )
+    tokenizer: WordTokenizer = Field(
+        default_factory=WordTokenizer,
+        frozen=True,
+        description="How texts and queries become terms (fixed once indexed).",
+    )
+    k1: float = Field(
+        default=1.5, ge=0.0, frozen=True, description="BM25 term-frequency saturation."
+    )
+    b: float = Field(
+        default=0.75, ge=0.0, le=1.0, frozen=True, description="BM25 length normalisation."
+    )
+    method: BM25Method = Field(
+        default="lucene", frozen=True, description="The bm25s scoring variant."
+    )
+
+    _nodes: list[BaseNode] = PrivateAttr(default_factory=list)
+    _index: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
         nodes: Sequence[BaseNode] = (),
-        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
         tokenizer: WordTokenizer | None = None,
-        k1: float = 1.5,
-        b: float = 0.75,
-        method: str = "lucene",
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
+        **settings: Any,
     ) -> None:
-        self.config = BM25Config(
-            similarity_top_k=similarity_top_k,
-            tokenizer=tokenizer or WordTokenizer(),
-            k1=k1,
-            b=b,
-            method=method,  # type: ignore[arg-type]  # validated against the Literal
-        )
+        if tokenizer is not None:
+            settings["tokenizer"] = tokenizer
+        super().__init__(**settings)
         self._nodes = list(nodes)
         ids = [node.node_id for node in self._nodes]
         if len(set(ids)) != len(ids):
             duplicate = next(i for i in ids if ids.count(i) > 1)
             raise ValueError(f"node id {duplicate!r} occurs more than once")
         self._index = self._build_index()
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
     def class_name(cls) -> str:
@@ -169,19 +161,6 @@ class BM25Retriever(ConfiguredRetriever):
     def from_defaults(cls, nodes: Sequence[BaseNode], **kwargs: Any) -> BM25Retriever:
         """Build from nodes (``docstore`` users: pass ``list(docstore.docs.values())``)."""
         return cls(nodes=nodes, **kwargs)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], nodes: Sequence[BaseNode] = ()) -> BM25Retriever:
-        """A retriever over ``nodes`` with the :meth:`to_dict` settings ``data``."""
-        config = BM25Config.model_validate(data)
-        return cls(nodes, **config_kwargs(config))
-
-    # the settings as attributes (read by callers, written by ``hybrid.with_top_k``)
-    similarity_top_k: ConfigAttribute[int] = ConfigAttribute()
-    tokenizer: ConfigAttribute[WordTokenizer] = ConfigAttribute()
-    k1: ConfigAttribute[float] = ConfigAttribute()
-    b: ConfigAttribute[float] = ConfigAttribute()
-    method: ConfigAttribute[str] = ConfigAttribute()
 
     @property
     def nodes(self) -> list[BaseNode]:
@@ -260,13 +239,9 @@ class BM25Retriever(ConfiguredRetriever):
                 f"BM25 index in {str(folder)!r} is incomplete: {CONFIG_FILE} records {expected} "
                 f"nodes, {NODES_FILE} holds {len(nodes)}; persist it again"
             )
-        options = {
-            "similarity_top_k": config["similarity_top_k"],
-            "tokenizer": WordTokenizer.from_dict(config["tokenizer"]),
-            "k1": config["k1"],
-            "b": config["b"],
-            "method": config["method"],
-        }
+        options = {name: config[name] for name in setting_names(cls) if name in config}
+        # indexes saved before chinese_characters existed were built without it
+        options["tokenizer"] = WordTokenizer.from_dict(config["tokenizer"])
         options.update(overrides)
         retriever = cls(**options)  # no nodes yet: settings validated, nothing indexed
         retriever._attach_saved_index(folder, nodes)
@@ -302,6 +277,9 @@ class BM25Retriever(ConfiguredRetriever):
             logger.debug("BM25 found no node sharing a term with %r", query_bundle.query_str)
         return results
 
+
+# Deprecated: the settings of earlier versions' ``config`` attribute (now fields).
+BM25Config = settings_model(BM25Retriever, "BM25Config")
 
 __all__ = [
     "BM25_METHODS",

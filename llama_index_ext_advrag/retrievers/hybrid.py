@@ -24,14 +24,17 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field, model_validator
-from llama_index.core.callbacks import CallbackManager
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.queries import clean_query_bundle
-from llama_index_ext_advrag.retrievers._config import ConfiguredRetriever, config_kwargs
+from llama_index_ext_advrag.retrievers._config import (
+    ConfiguredRetriever,
+    aclose_all,
+    close_all,
+    settings_model,
+)
 from llama_index_ext_advrag.retrievers.fusion import (
     DEFAULT_CJK_WEIGHT_FLOOR,
     DEFAULT_RRF_K,
@@ -55,58 +58,16 @@ DEFAULT_OVERFETCH = 3  # leg_top_k = 3 * similarity_top_k unless given
 TRACE_COMPONENT = "hybrid_fusion"
 
 
-class HybridFusionConfig(BaseModel):
-    """The serialisable settings of a :class:`HybridFusionRetriever` (everything but the legs)."""
-
-    model_config = ConfigDict(frozen=True, use_enum_values=False)
-
-    weights: tuple[float, ...] | None = Field(
-        default=None, description="One weight >= 0 per leg; None = all 1.0."
-    )
-    mode: FusionMode = Field(default=FusionMode.RRF, description="'rrf' or 'score'.")
-    k: int = Field(default=DEFAULT_RRF_K, ge=0, le=100_000, description="RRF constant k.")
-    normalization: Normalization = Field(
-        default=Normalization.MINMAX, description="Per-leg normalisation in 'score' mode."
-    )
-    similarity_top_k: int = Field(
-        default=DEFAULT_SIMILARITY_TOP_K, ge=1, le=10_000, description="Fused results returned."
-    )
-    leg_top_k: int | None = Field(
-        default=None,
-        ge=1,
-        le=100_000,
-        description="Results fetched per leg before fusion; None = 3 * similarity_top_k.",
-    )
-    english_only_legs: tuple[str, ...] = Field(
-        default=(),
-        description="Leg names whose model reads English only (scaled down on CJK text).",
-    )
-    cjk_weight_floor: float = Field(
-        default=DEFAULT_CJK_WEIGHT_FLOOR,
-        ge=0.0,
-        le=1.0,
-        description="Weight factor of an English-only leg on wholly CJK text (0 mutes it).",
-    )
-    node_language: bool = Field(
-        default=True,
-        description="Scale English-only legs per candidate by the CJK share of the query "
-        "and of the node's text; False = by the query's share only.",
-    )
-
-    @model_validator(mode="after")
-    def _check_weights(self) -> HybridFusionConfig:
-        if self.weights is not None:
-            validate_weights(self.weights, len(self.weights))
-        return self
-
-    @property
-    def effective_leg_top_k(self) -> int:
-        return self.leg_top_k or DEFAULT_OVERFETCH * self.similarity_top_k
-
-
 def with_top_k(retriever: BaseRetriever, top_k: int) -> BaseRetriever:
-    """A shallow copy of ``retriever`` fetching ``top_k`` (the caller's object is untouched);
-    retrievers without a ``similarity_top_k`` attribute are returned as they are."""
+    """A copy of ``retriever`` fetching ``top_k`` (the caller's object is untouched).
+
+    The pack's retrievers are copied with ``with_settings`` (sharing their open stores) on
+    the setting that bounds their results (``top_k_setting``); other retrievers with a
+    ``similarity_top_k`` attribute (core's vector retrievers) are shallow-copied with it set;
+    the rest are returned as they are (logged at DEBUG)."""
+    setting = getattr(retriever, "top_k_setting", None)
+    if isinstance(retriever, ConfiguredRetriever) and setting:
+        return retriever.with_settings(**{setting: top_k})
     if not hasattr(retriever, "similarity_top_k"):
         logger.debug("%s has no similarity_top_k; used as configured", type(retriever).__name__)
         return retriever
@@ -123,7 +84,7 @@ def build_fused_nodes(
     fused: Sequence[FusedHit],
     legs: Sequence[Sequence[NodeWithScore]],
     leg_names: Sequence[str],
-    config: HybridFusionConfig,
+    config: HybridFusionRetriever,
     degraded: Sequence[dict[str, Any]],
     language: dict[str, Any] | None = None,
     node_factors: NodeFactors | None = None,
@@ -168,8 +129,8 @@ class HybridFusionRetriever(ConfiguredRetriever):
         mode: ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
         k: the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
         similarity_top_k: fused results returned. leg_top_k: results fetched per leg (default ``3 *
-            similarity_top_k``); legs with a ``similarity_top_k`` attribute are shallow-copied with
-            it set, the caller's retrievers are not modified.
+            similarity_top_k``); the legs are copied with it set (:func:`with_top_k`), the
+            caller's retrievers are not modified.
         leg_names: names used in the trace (default: the legs' class names).
         english_only_legs: names of legs whose model only reads English (e.g. ``["dense"]`` over
             all-MiniLM-L6-v2): such a leg's term for a candidate is multiplied by ``r + (1 - r) *
@@ -181,6 +142,10 @@ class HybridFusionRetriever(ConfiguredRetriever):
         node_language: ``True`` (default): the factor uses the query's and the candidate node's CJK
             share (the model can read neither a Chinese query nor a Chinese passage); ``False``: the
             query's share only, applied to the leg weight.
+
+    The settings are fields (``leg_names`` and ``weights`` are filled in when not given), so
+    ``to_dict()`` holds everything but the legs: ``from_dict(data, retrievers=legs)``.
+    :meth:`close` closes the legs that can be closed.
 
     Raises:
         ValueError: no legs, weights of the wrong length or negative, an unknown ``mode`` or
@@ -204,55 +169,98 @@ class HybridFusionRetriever(ConfiguredRetriever):
         ('rrf', 1.0, ['dense', 'bm25'])
     """
 
-    config: HybridFusionConfig
+    weights: tuple[float, ...] | None = Field(
+        default=None,
+        description="One weight >= 0 per leg, honoured in both modes; None (given) = all 1.0.",
+    )
+    mode: FusionMode = Field(default=FusionMode.RRF, description="'rrf' or 'score'.")
+    k: int = Field(default=DEFAULT_RRF_K, ge=0, le=100_000, description="RRF constant k.")
+    normalization: Normalization = Field(
+        default=Normalization.MINMAX, description="Per-leg normalisation in 'score' mode."
+    )
+    similarity_top_k: int = Field(
+        default=DEFAULT_SIMILARITY_TOP_K, ge=1, le=10_000, description="Fused results returned."
+    )
+    leg_top_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Results fetched per leg before fusion; None = 3 * similarity_top_k.",
+    )
+    leg_names: list[str] | None = Field(
+        default=None, description="Leg names in the trace; None (given) = the legs' class names."
+    )
+    english_only_legs: tuple[str, ...] = Field(
+        default=(),
+        description="Leg names whose model reads English only (scaled down on CJK text).",
+    )
+    cjk_weight_floor: float = Field(
+        default=DEFAULT_CJK_WEIGHT_FLOOR,
+        ge=0.0,
+        le=1.0,
+        description="Weight factor of an English-only leg on wholly CJK text (0 mutes it).",
+    )
+    node_language: bool = Field(
+        default=True,
+        description="Scale English-only legs per candidate by the CJK share of the query "
+        "and of the node's text; False = by the query's share only.",
+    )
 
-    def __init__(
-        self,
-        retrievers: Sequence[BaseRetriever],
-        weights: Sequence[float] | None = None,
-        mode: FusionMode | str = FusionMode.RRF,
-        k: int = DEFAULT_RRF_K,
-        normalization: Normalization | str = Normalization.MINMAX,
-        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
-        leg_top_k: int | None = None,
-        leg_names: Sequence[str] | None = None,
-        english_only_legs: Sequence[str] = (),
-        cjk_weight_floor: float = DEFAULT_CJK_WEIGHT_FLOOR,
-        node_language: bool = True,
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
-    ) -> None:
+    _legs: list[BaseRetriever] = PrivateAttr(default_factory=list)
+    _legs_at: dict[int, list[BaseRetriever]] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, retrievers: Sequence[BaseRetriever] = (), **settings: Any) -> None:
         if not retrievers:
             raise ValueError("retrievers must hold at least one retriever, got none")
-        self.config = HybridFusionConfig(
-            weights=None if weights is None else tuple(weights),
-            mode=parse_enum(FusionMode, mode, "mode"),
-            k=k,
-            normalization=parse_enum(Normalization, normalization, "normalization"),
-            similarity_top_k=similarity_top_k,
-            leg_top_k=leg_top_k,
-            english_only_legs=tuple(english_only_legs),
-            cjk_weight_floor=cjk_weight_floor,
-            node_language=node_language,
-        )
-        self.weights = validate_weights(self.config.weights, len(retrievers))
-        names = list(leg_names) if leg_names is not None else [type(r).__name__ for r in retrievers]
-        if len(names) != len(retrievers):
-            raise ValueError(
-                f"leg_names {names} has {len(names)} entries for {len(retrievers)} legs"
-            )
-        unknown = sorted(set(self.config.english_only_legs) - set(names))
+        if settings.get("leg_names") is None:
+            settings["leg_names"] = [type(r).__name__ for r in retrievers]
+        if settings.get("weights") is None:
+            settings["weights"] = (1.0,) * len(retrievers)
+        super().__init__(**settings)
+        self._legs = list(retrievers)
+        self._check_legs()
+
+    @model_validator(mode="after")
+    def _check_on_write(self) -> HybridFusionRetriever:
+        if self.__pydantic_private__ is not None and self._legs:  # after __init__
+            self._check_legs()
+        return self
+
+    def _check_legs(self) -> None:
+        count = len(self._legs)
+        validate_weights(self.weights, count)
+        names = list(self.leg_names or ())
+        if len(names) != count:
+            raise ValueError(f"leg_names {names} has {len(names)} entries for {count} legs")
+        unknown = sorted(set(self.english_only_legs) - set(names))
         if unknown:
             raise ValueError(f"english_only_legs {unknown} are not leg names {names}")
-        self.leg_names = names
-        self.english_only = tuple(name in self.config.english_only_legs for name in names)
-        top_k = self.config.effective_leg_top_k
-        self._legs = [with_top_k(r, top_k) for r in retrievers]
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
     def class_name(cls) -> str:
         return "HybridFusionRetriever"
+
+    @property
+    def effective_leg_top_k(self) -> int:
+        """Results fetched per leg: ``leg_top_k`` or ``3 * similarity_top_k``."""
+        return self.leg_top_k or DEFAULT_OVERFETCH * self.similarity_top_k
+
+    @property
+    def english_only(self) -> tuple[bool, ...]:
+        """Per leg, whether it is named in ``english_only_legs``."""
+        return tuple(name in self.english_only_legs for name in self.leg_names or ())
+
+    @property
+    def legs(self) -> list[BaseRetriever]:
+        """The legs as given (a new list)."""
+        return list(self._legs)
+
+    def _fetching_legs(self) -> list[BaseRetriever]:
+        """The legs set to fetch :attr:`effective_leg_top_k` (copies, made once per k)."""
+        top_k = self.effective_leg_top_k
+        if top_k not in self._legs_at:
+            self._legs_at[top_k] = [with_top_k(r, top_k) for r in self._legs]
+        return self._legs_at[top_k]
 
     @classmethod
     def from_defaults(
@@ -287,17 +295,12 @@ class HybridFusionRetriever(ConfiguredRetriever):
             logger.debug("dense leg english_only=%s (model %r)", english, embed_model)
         return cls(retrievers=legs, **kwargs)
 
-    @classmethod
-    def from_dict(
-        cls,
-        data: dict[str, Any],
-        retrievers: Sequence[BaseRetriever],
-        leg_names: Sequence[str] | None = None,
-    ) -> HybridFusionRetriever:
-        """Rebuild from :meth:`to_dict` settings and live legs (``leg_names`` as at build time,
-        needed when ``english_only_legs`` names them)."""
-        config = HybridFusionConfig.model_validate(data)
-        return cls(retrievers=retrievers, leg_names=leg_names, **config_kwargs(config))
+    def close(self) -> None:
+        """Close the legs that can be closed (e.g. the pack's Milvus retrievers)."""
+        close_all(self._legs)
+
+    async def aclose(self) -> None:
+        await aclose_all(self._legs)
 
     def query_weights(self, query_str: str) -> tuple[tuple[float, ...], dict[str, Any] | None]:
         """The leg weights for ``query_str`` scaled by its CJK share (as with
@@ -306,7 +309,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
             return self.weights, None
         share = cjk_share(query_str)
         weights = language_scaled_weights(
-            self.weights, self.english_only, share, self.config.cjk_weight_floor
+            self.weights, self.english_only, share, self.cjk_weight_floor
         )
         return weights, {"cjk_share": round(share, 4), "weights": list(weights)}
 
@@ -316,7 +319,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
         """Per leg, ``{node_id: language_factor(query_share, node share)}`` for English-only
         legs (``None`` for the others), over the nodes of every leg: a node the leg did not
         return is scored with the leg's absent floor, which the factor scales too."""
-        floor = self.config.cjk_weight_floor
+        floor = self.cjk_weight_floor
         texts = {r.node.node_id: r.node.get_content() for leg in legs for r in leg}
         factors = {
             node_id: language_factor(query_share, cjk_share(text), floor)
@@ -329,7 +332,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
     ) -> list[NodeWithScore]:
         legs, degraded = self._triage(outcomes)
         factors: NodeFactors | None = None
-        if self.config.node_language and any(self.english_only):
+        if self.node_language and any(self.english_only):
             share = cjk_share(query_str)
             weights, factors = self.weights, self.node_factors(share, legs)
             language: dict[str, Any] | None = {"cjk_share": round(share, 4)}
@@ -337,14 +340,14 @@ class HybridFusionRetriever(ConfiguredRetriever):
             weights, language = self.query_weights(query_str)
         fused = fuse(
             [leg_hits(leg) for leg in legs],
-            mode=self.config.mode,
+            mode=self.mode,
             weights=weights,
-            k=self.config.k,
-            normalization=self.config.normalization,
+            k=self.k,
+            normalization=self.normalization,
             node_factors=factors,
         )
         return build_fused_nodes(
-            fused, legs, self.leg_names, self.config, degraded, language, factors
+            fused, legs, self.leg_names or [], self, degraded, language, factors
         )
 
     def _triage(
@@ -356,8 +359,8 @@ class HybridFusionRetriever(ConfiguredRetriever):
             raise errors[0]
         legs: list[list[NodeWithScore]] = []
         degraded = []
-        top_k = self.config.effective_leg_top_k
-        for name, outcome in zip(self.leg_names, outcomes, strict=True):
+        top_k = self.effective_leg_top_k
+        for name, outcome in zip(self.leg_names or [], outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 logger.warning("hybrid leg %s failed (%r); fusing the other legs", name, outcome)
                 degraded.append({"leg": name, "reason": f"error: {outcome!r}"})
@@ -373,7 +376,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         outcomes: list[list[NodeWithScore] | BaseException] = []
-        for leg in self._legs:
+        for leg in self._fetching_legs():
             try:
                 outcomes.append(leg.retrieve(query_bundle))
             except Exception as exc:
@@ -383,7 +386,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         gathered = await asyncio.gather(
-            *(leg.aretrieve(query_bundle) for leg in self._legs), return_exceptions=True
+            *(leg.aretrieve(query_bundle) for leg in self._fetching_legs()), return_exceptions=True
         )
         outcomes: list[list[NodeWithScore] | BaseException] = []
         for outcome in gathered:
@@ -392,6 +395,9 @@ class HybridFusionRetriever(ConfiguredRetriever):
             outcomes.append(outcome)
         return self._fuse(query_bundle.query_str, outcomes)
 
+
+# Deprecated: the settings of earlier versions' ``config`` attribute (now fields).
+HybridFusionConfig = settings_model(HybridFusionRetriever, "HybridFusionConfig")
 
 __all__ = [
     "HybridFusionConfig",

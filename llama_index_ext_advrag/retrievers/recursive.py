@@ -24,14 +24,13 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
-from llama_index.core.callbacks import CallbackManager
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
 from llama_index.core.llms import LLM
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
@@ -47,9 +46,10 @@ from llama_index_ext_advrag.query_engine.tables import (
     table_pointers,
 )
 from llama_index_ext_advrag.retrievers._config import (
-    ConfigAttribute,
     ConfiguredRetriever,
-    config_kwargs,
+    aclose_all,
+    close_all,
+    settings_model,
 )
 from llama_index_ext_advrag.retrievers.pointer_index import (
     DEFAULT_ROOT_WEIGHTS,
@@ -117,23 +117,6 @@ def answer_id(target_id: str, query: str) -> str:
     return f"{target_id}::answer::{digest}"
 
 
-class RecursiveConfig(BaseModel):
-    """The serialisable settings of a :class:`RecursiveIndexNodeRetriever` (not the dicts)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    root_id: str = Field(description="The id in retriever_dict of the top-level retriever.")
-    max_depth: int = Field(
-        default=DEFAULT_MAX_DEPTH, ge=1, le=20, description="Pointers followed in a row."
-    )
-    max_concurrency: int = Field(
-        default=DEFAULT_MAX_CONCURRENCY, ge=1, le=64, description="Hops run at once in async."
-    )
-    include_sub_sources: bool = Field(
-        default=True, description="Also return the source nodes of a query engine's answer."
-    )
-
-
 class RecursiveIndexNodeRetriever(ConfiguredRetriever):
     """Follow IndexNode hits into sub-retrievers and query engines, with depth and cycle limits.
 
@@ -148,8 +131,8 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
         max_concurrency: hops run at once in async.
         include_sub_sources: also return the source nodes of a query engine's answer.
 
-    The settings are the validated :class:`RecursiveConfig` in ``config``; :meth:`to_dict` /
-    :meth:`from_dict` round-trip them.
+    The settings are fields; :meth:`to_dict` / ``from_dict(data, retriever_dict=...,
+    query_engine_dict=..., node_dict=...)`` round-trip them (the dicts are live objects).
 
     Raises:
         ValueError: ``root_id`` missing from ``retriever_dict``, an id in two dicts, a bound out
@@ -167,7 +150,21 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
         >>> tables = RecursiveIndexNodeRetriever.from_excel("tables.xlsx", llm=llm)  # doctest: +SKIP
     """
 
-    config: RecursiveConfig
+    root_id: str = Field(description="The id in retriever_dict of the top-level retriever.")
+    max_depth: int = Field(
+        default=DEFAULT_MAX_DEPTH, ge=1, le=20, description="Pointers followed in a row."
+    )
+    max_concurrency: int = Field(
+        default=DEFAULT_MAX_CONCURRENCY, ge=1, le=64, description="Hops run at once in async."
+    )
+    include_sub_sources: bool = Field(
+        default=True, description="Also return the source nodes of a query engine's answer."
+    )
+    top_k_setting: ClassVar[str | None] = None  # the number of results follows the routes
+
+    _retriever_dict: dict[str, BaseRetriever] = PrivateAttr(default_factory=dict)
+    _query_engine_dict: dict[str, BaseQueryEngine] = PrivateAttr(default_factory=dict)
+    _node_dict: dict[str, BaseNode] = PrivateAttr(default_factory=dict)
 
     def __init__(
         self,
@@ -175,57 +172,55 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
         retriever_dict: Mapping[str, BaseRetriever],
         query_engine_dict: Mapping[str, BaseQueryEngine] | None = None,
         node_dict: Mapping[str, BaseNode] | None = None,
-        max_depth: int = DEFAULT_MAX_DEPTH,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        include_sub_sources: bool = True,
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
+        **settings: Any,
     ) -> None:
-        self.config = RecursiveConfig(
-            root_id=root_id,
-            max_depth=max_depth,
-            max_concurrency=max_concurrency,
-            include_sub_sources=include_sub_sources,
-        )
-        if root_id not in retriever_dict:
-            raise ValueError(
-                f"root_id {root_id!r} is not in retriever_dict {sorted(retriever_dict)}"
-            )
+        super().__init__(root_id=root_id, **settings)
         dicts = (dict(retriever_dict), dict(query_engine_dict or {}), dict(node_dict or {}))
         for first in range(3):
             for second in range(first + 1, 3):
                 shared = sorted(set(dicts[first]) & set(dicts[second]))
                 if shared:
                     raise ValueError(f"ids {shared} appear in two of the routing dicts")
-        self.retriever_dict, self.query_engine_dict, self.node_dict = dicts
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._retriever_dict, self._query_engine_dict, self._node_dict = dicts
+        self._check_root()
+
+    @model_validator(mode="after")
+    def _check_on_write(self) -> RecursiveIndexNodeRetriever:
+        if self.__pydantic_private__ is not None and self._retriever_dict:  # after __init__
+            self._check_root()
+        return self
+
+    def _check_root(self) -> None:
+        if self.root_id not in self._retriever_dict:
+            raise ValueError(
+                f"root_id {self.root_id!r} is not in retriever_dict {sorted(self._retriever_dict)}"
+            )
 
     @classmethod
     def class_name(cls) -> str:
         return "RecursiveIndexNodeRetriever"
 
-    @classmethod
-    def from_dict(
-        cls,
-        data: dict[str, Any],
-        retriever_dict: Mapping[str, BaseRetriever],
-        query_engine_dict: Mapping[str, BaseQueryEngine] | None = None,
-        node_dict: Mapping[str, BaseNode] | None = None,
-    ) -> RecursiveIndexNodeRetriever:
-        """Rebuild from :meth:`to_dict` settings and the live routing dicts."""
-        config = RecursiveConfig.model_validate(data)
-        return cls(
-            retriever_dict=retriever_dict,
-            query_engine_dict=query_engine_dict,
-            node_dict=node_dict,
-            **config_kwargs(config),
-        )
+    @property
+    def retriever_dict(self) -> dict[str, BaseRetriever]:
+        """id -> retriever (the root and the sub-retrievers)."""
+        return self._retriever_dict
 
-    # the settings as attributes; a write is validated (root_id must stay a retriever_dict key)
-    root_id: ConfigAttribute[str] = ConfigAttribute()
-    max_depth: ConfigAttribute[int] = ConfigAttribute()
-    max_concurrency: ConfigAttribute[int] = ConfigAttribute()
-    include_sub_sources: ConfigAttribute[bool] = ConfigAttribute()
+    @property
+    def query_engine_dict(self) -> dict[str, BaseQueryEngine]:
+        """id -> query engine."""
+        return self._query_engine_dict
+
+    @property
+    def node_dict(self) -> dict[str, BaseNode]:
+        """id -> node."""
+        return self._node_dict
+
+    def close(self) -> None:
+        """Close the retrievers and query engines that can be closed."""
+        close_all([*self._retriever_dict.values(), *self._query_engine_dict.values()])
+
+    async def aclose(self) -> None:
+        await aclose_all([*self._retriever_dict.values(), *self._query_engine_dict.values()])
 
     # --- builders ------------------------------------------------------------------------------
 
@@ -275,7 +270,8 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
             ValueError: ``frames`` is empty, or a limit is out of range.
         """
         if timeout_seconds is not None:
-            limits = replace(limits or SandboxLimits(), timeout_seconds=timeout_seconds)
+            base = (limits or SandboxLimits()).model_dump()
+            limits = SandboxLimits(**{**base, "timeout_seconds": timeout_seconds})
         pointers, engines = table_pointers(frames, llm, summaries, summarize, limits)
         return cls.from_pointers(pointers, query_engine_dict=engines, **kwargs)
 
@@ -454,6 +450,9 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
             steps = expanded
         return self._finish([step for step in steps if isinstance(step, Leaf)])
 
+
+# Deprecated: the settings of earlier versions' ``config`` attribute (now fields).
+RecursiveConfig = settings_model(RecursiveIndexNodeRetriever, "RecursiveConfig")
 
 __all__ = [
     "DEFAULT_ROOT_WEIGHTS",

@@ -21,10 +21,10 @@ import logging
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
@@ -33,6 +33,7 @@ from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.milvus import aquery_nodes, count_reconnects, in_filter, query_nodes
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
+from llama_index_ext_advrag.retrievers._config import settings_model
 from llama_index_ext_advrag.retrievers._milvus_base import MilvusLayoutRetriever
 from llama_index_ext_advrag.retrievers._routing import (
     KEY_FIELD,
@@ -69,10 +70,35 @@ class DetailsMode(str, Enum):
     SEARCH = "search"  # vector search restricted to the routed units' detail rows
 
 
-class TwoLayerConfig(BaseModel):
-    """Query-time settings of :class:`TwoLayerMilvusRetriever` (serialisable)."""
+class TwoLayerMilvusRetriever(MilvusLayoutRetriever):
+    """Route a query to the best units through their summaries, answer from their details.
 
-    model_config = ConfigDict(extra="forbid")
+    Args:
+        summary_store: ``MilvusVectorStore`` of the summaries.
+        details_store: ``MilvusVectorStore`` of the details (same uri).
+        embed_model: the model both were embedded with; resolved when first needed.
+        route_top_k, details_mode, details_top_k, route_candidates, cue_weight: the query
+            settings (fields, see their descriptions).
+        layout: the recorded layout (set by the builders and ``from_uri``).
+
+    ``to_dict()`` is the settings with ``uri`` and ``collection_name``;
+    ``from_dict(data, embed_model=...)`` reopens the index. ``with_settings(...)`` gives a copy
+    on the same open collections; :meth:`close` closes their clients.
+
+    Raises:
+        ValueError: an argument is out of bounds (the message names it and its value).
+
+    Example:
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.embeddings import MockEmbedding
+        >>> docs = [Document(text="Sales in 2022 were 10 units.", metadata={"title": "Sales 2022"}, id_="a"),
+        ...         Document(text="Sales in 2023 were 12 units.", metadata={"title": "Sales 2023"}, id_="b")]
+        >>> retriever = TwoLayerMilvusRetriever.from_documents(  # or .from_excel("tables.xlsx", uri=...)
+        ...     docs, uri="./units.db", embed_model=MockEmbedding(embed_dim=8), route_top_k=1)
+        >>> hit = retriever.retrieve("How many units were sold in 2023?")[0]
+        >>> hit.node.text, hit.node.metadata["advrag_trace"]["two_layer"]["route"][0]["unit_name"]
+        ('Sales in 2023 were 12 units.', 'Sales 2023')
+    """
 
     route_top_k: int = Field(default=2, ge=1, le=1024, description="Units routed to per query.")
     details_mode: DetailsMode | None = Field(
@@ -96,39 +122,27 @@ class TwoLayerConfig(BaseModel):
         description="Weight of the overlap between the query's entity/number cues and a unit "
         "name's, added to the summary similarity; 0 routes on the embedding alone.",
     )
+    top_k_setting: ClassVar[str | None] = "details_top_k"
 
-
-class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
-    """Route a query to the best units through their summaries, answer from their details.
-
-    Args:
-        summary_store: ``MilvusVectorStore`` of the summaries.
-        details_store: ``MilvusVectorStore`` of the details (same uri).
-        embed_model: the model both were embedded with; resolved when first needed.
-        route_top_k, details_mode, details_top_k, route_candidates, cue_weight: see
-            :class:`TwoLayerConfig`.
-        layout: the recorded layout (set by the builders and ``from_uri``).
-
-    Raises:
-        ValueError: an argument is out of bounds (the message names it and its value).
-
-    Example:
-        >>> from llama_index.core import Document
-        >>> from llama_index.core.embeddings import MockEmbedding
-        >>> docs = [Document(text="Sales in 2022 were 10 units.", metadata={"title": "Sales 2022"}, id_="a"),
-        ...         Document(text="Sales in 2023 were 12 units.", metadata={"title": "Sales 2023"}, id_="b")]
-        >>> retriever = TwoLayerMilvusRetriever.from_documents(  # or .from_excel("tables.xlsx", uri=...)
-        ...     docs, uri="./units.db", embed_model=MockEmbedding(embed_dim=8), route_top_k=1)
-        >>> hit = retriever.retrieve("How many units were sold in 2023?")[0]
-        >>> hit.node.text, hit.node.metadata["advrag_trace"]["two_layer"]["route"][0]["unit_name"]
-        ('Sales in 2023 were 12 units.', 'Sales 2023')
-    """
-
-    config_class = TwoLayerConfig
+    def __init__(
+        self,
+        summary_store: Any = None,
+        details_store: Any = None,
+        embed_model: BaseEmbedding | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(summary_store, details_store, embed_model, **kwargs)
+        if self.details_mode is None and "details_mode" in self._layout:
+            self.details_mode = DetailsMode(self._layout["details_mode"])  # the builder's choice
 
     @classmethod
     def class_name(cls) -> str:
         return "TwoLayerMilvusRetriever"
+
+    @classmethod
+    def _collection_from_layout(cls, layout: dict[str, Any]) -> str:
+        name = str(layout.get("summary_collection", "")).removesuffix("_summary")
+        return name or DEFAULT_COLLECTION_NAME
 
     @property
     def _summary_store(self) -> Any:
@@ -138,9 +152,8 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
     def _details_store(self) -> Any:
         return self._stores[1]
 
-    @property
-    def details_mode(self) -> DetailsMode:
-        return self.config.details_mode or DetailsMode(self._layout.get("details_mode", "fetch"))
+    def _mode(self) -> DetailsMode:
+        return self.details_mode or DetailsMode(self._layout.get("details_mode", "fetch"))
 
     # --- construction -------------------------------------------------------------------------
 
@@ -254,17 +267,13 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
             units, uri, embed_model=embed_model, llm=llm, source="documents", **kwargs
         )
 
-    def _collection_name(self) -> str:
-        name = str(self._layout.get("summary_collection", "")).removesuffix("_summary")
-        return name or DEFAULT_COLLECTION_NAME
-
     # --- retrieval ----------------------------------------------------------------------------
 
     def _summary_query(self, embedding: list[float]) -> VectorStoreQuery:
         self._check_dimensions(embedding)
-        top_k = self.config.route_top_k
-        if self.config.cue_weight > 0:
-            top_k = max(top_k, self.config.route_candidates)
+        top_k = self.route_top_k
+        if self.cue_weight > 0:
+            top_k = max(top_k, self.route_candidates)
         return VectorStoreQuery(query_embedding=embedding, similarity_top_k=top_k)
 
     def _route(self, query: str, result: VectorStoreQueryResult) -> list[RouteHit]:
@@ -272,16 +281,14 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
             result.nodes or [],
             result.similarities or [],
             query,
-            self.config.route_top_k,
-            self.config.cue_weight,
+            self.route_top_k,
+            self.cue_weight,
         )
 
     def _details_request(self, route: list[RouteHit], embedding: list[float]) -> dict[str, Any]:
         expression = in_filter(KEY_FIELD, [hit.unit_key for hit in route])
-        if self.details_mode is DetailsMode.SEARCH:
-            query = VectorStoreQuery(
-                query_embedding=embedding, similarity_top_k=self.config.details_top_k
-            )
+        if self._mode() is DetailsMode.SEARCH:
+            query = VectorStoreQuery(query_embedding=embedding, similarity_top_k=self.details_top_k)
             return {"query": query, "string_expr": expression}
         limit = min(MAX_QUERY_LIMIT, len(route) * int(self._layout.get("max_parts", 1) or 1))
         return {"expression": expression, "limit": limit}
@@ -289,7 +296,7 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
     def _finish(
         self, route: list[RouteHit], nodes: Sequence[BaseNode], similarities: Sequence[float]
     ) -> list[NodeWithScore]:
-        mode = self.details_mode
+        mode = self._mode()
         if mode is DetailsMode.SEARCH:
             results = searched_details(route, nodes, similarities)
         else:
@@ -349,5 +356,8 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever[TwoLayerConfig]):
         nodes = await aquery_nodes(self._details_store, request["expression"], request["limit"])
         return self._finish(route, nodes, [])
 
+
+# Deprecated: the settings of earlier versions' ``config`` attribute (now fields).
+TwoLayerConfig = settings_model(TwoLayerMilvusRetriever, "TwoLayerConfig")
 
 __all__ = ["DEFAULT_COLLECTION_NAME", "DetailsMode", "TwoLayerConfig", "TwoLayerMilvusRetriever"]

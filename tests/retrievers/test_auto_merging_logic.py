@@ -19,7 +19,7 @@ from llama_index_ext_advrag.retrievers._hierarchy import (
     node_span,
     order_for_reading,
 )
-from llama_index_ext_advrag.retrievers.auto_merging import AutoMergingConfig
+from llama_index_ext_advrag.retrievers.auto_merging import HierarchicalAutoMergingRetriever
 
 
 def words(text: str) -> int:
@@ -200,16 +200,22 @@ def test_aggregate_scores() -> None:
     assert aggregate_scores([], ScoreAggregation.MEAN) == 0.0
 
 
-def test_config_defaults_and_invalid_values() -> None:
-    config = AutoMergingConfig()
-    assert (config.similarity_top_k, config.merge_ratio) == (12, 0.5)
-    assert config.score_aggregation is ScoreAggregation.MAX and config.max_context_tokens is None
+def test_settings_defaults_and_invalid_values() -> None:
+    retriever = HierarchicalAutoMergingRetriever()  # no stores: the settings alone
+    assert (retriever.similarity_top_k, retriever.merge_ratio) == (12, 0.5)
+    assert retriever.score_aggregation is ScoreAggregation.MAX
+    assert retriever.max_context_tokens is None
     for bad in ({"merge_ratio": 1.5}, {"similarity_top_k": 0}, {"max_context_tokens": 0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            AutoMergingConfig(**bad)
+            HierarchicalAutoMergingRetriever(**bad)
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            retriever.with_settings(**bad)
     with pytest.raises(ValueError, match="median"):
-        AutoMergingConfig(score_aggregation="median")
-    assert AutoMergingConfig.model_validate(config.model_dump(mode="json")) == config
+        HierarchicalAutoMergingRetriever(score_aggregation="median")
+    retriever.score_aggregation = "mean"  # a validated write
+    assert retriever.score_aggregation is ScoreAggregation.MEAN
+    with pytest.raises(ValueError, match="merge_ratio"):
+        retriever.merge_ratio = -0.1
 
 
 def test_positions_of_stored_nodes_give_containment() -> None:

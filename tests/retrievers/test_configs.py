@@ -1,13 +1,14 @@
-"""One configuration pattern for every retriever: a validated pydantic ``config`` attribute
-and ``to_dict``/``from_dict`` that round-trip it (the Milvus retrievers' round trip through a
-real uri is in test_auto_merging.py and test_two_layer.py)."""
+"""One configuration pattern for every retriever: settings are validated pydantic fields on
+the retriever, ``to_dict``/``from_dict`` round-trip them, ``with_settings`` copies, and the old
+``*Config`` / ``config=`` still work with a DeprecationWarning (the Milvus retrievers' round
+trip through a real uri is in test_auto_merging.py and test_two_layer.py; every public class's
+round trip in tests/unit/test_configuration.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import IndexNode, NodeWithScore, QueryBundle, TextNode
 
@@ -50,7 +51,7 @@ def results(retriever: BaseRetriever, query: str) -> list[tuple[str, float | Non
     return [(r.node.node_id, r.score) for r in retriever.retrieve(query)]
 
 
-def test_bm25_round_trip_gives_equal_config_and_results(nodes) -> None:
+def test_bm25_round_trip_gives_equal_settings_and_results(nodes) -> None:
     bm25 = BM25Retriever(
         nodes,
         similarity_top_k=3,
@@ -61,8 +62,9 @@ def test_bm25_round_trip_gives_equal_config_and_results(nodes) -> None:
     )
     data = bm25.to_dict()
     assert json.loads(json.dumps(data)) == data  # plain JSON
-    again = BM25Retriever.from_dict(data, nodes)
-    assert again.config == bm25.config and isinstance(bm25.config, BM25Config)
+    assert data["class_name"] == "BM25Retriever"
+    again = BM25Retriever.from_dict(data, nodes=nodes)
+    assert again.to_dict() == data
     assert (again.k1, again.b, again.method, again.tokenizer.stem) == (1.2, 0.5, "bm25+", False)
     assert results(again, "FX-40 battery") == results(bm25, "FX-40 battery") != []
 
@@ -70,9 +72,11 @@ def test_bm25_round_trip_gives_equal_config_and_results(nodes) -> None:
 def test_bm25_from_dict_validates(nodes) -> None:
     data = {**BM25Retriever(nodes).to_dict(), "method": "tfidf"}
     with pytest.raises(ValueError, match="tfidf"):
-        BM25Retriever.from_dict(data, nodes)
+        BM25Retriever.from_dict(data, nodes=nodes)
     with pytest.raises(ValueError, match="unknown_setting"):
-        BM25Retriever.from_dict({"unknown_setting": 1}, nodes)
+        BM25Retriever.from_dict({"unknown_setting": 1}, nodes=nodes)
+    with pytest.raises(ValueError, match="HybridFusionRetriever"):
+        BM25Retriever.from_dict({"class_name": "HybridFusionRetriever"}, nodes=nodes)
 
 
 def test_bm25_settings_stay_attributes_and_writes_are_validated(nodes) -> None:
@@ -80,17 +84,39 @@ def test_bm25_settings_stay_attributes_and_writes_are_validated(nodes) -> None:
     clone = with_top_k(bm25, 1)
     assert (clone.similarity_top_k, bm25.similarity_top_k) == (1, 4)  # the caller's is kept
     assert len(clone.retrieve("FX-40")) == 1 and len(bm25.retrieve("FX-40")) == 2
+    assert clone.nodes == bm25.nodes  # the copy shares the index
     with pytest.raises(ValueError, match="similarity_top_k"):
         bm25.similarity_top_k = 0
-    assert bm25.config.similarity_top_k == 4
+    assert bm25.similarity_top_k == 4
+    with pytest.raises(ValueError, match="k1"):
+        bm25.k1 = 2.0  # shapes the built index: fixed
+    with pytest.raises(ValueError, match="no settings \\['top_k'\\]"):
+        bm25.with_settings(top_k=2)
 
 
-def test_bm25_persist_writes_the_config_keys(nodes, tmp_path) -> None:
+def test_bm25_persist_writes_the_settings(nodes, tmp_path) -> None:
     BM25Retriever(nodes, k1=1.1).persist(tmp_path / "bm25")
     saved = json.loads((tmp_path / "bm25" / "advrag_bm25.json").read_text(encoding="utf-8"))
-    assert set(saved) == {"format_version", "num_nodes", *BM25Config.model_fields}
+    settings = BM25Retriever(nodes, k1=1.1).to_dict()
+    assert set(saved) == {"format_version", "num_nodes", *settings}
     reloaded = BM25Retriever.from_persist_dir(tmp_path / "bm25")
-    assert reloaded.config == BM25Retriever(nodes, k1=1.1).config
+    assert reloaded.to_dict() == settings
+
+
+def test_deprecated_config_classes_still_work(nodes) -> None:
+    with pytest.warns(DeprecationWarning, match="config="):
+        bm25 = BM25Retriever(nodes, config=BM25Config(k1=1.0, similarity_top_k=2))
+    assert (bm25.k1, bm25.similarity_top_k) == (1.0, 2)
+    with pytest.warns(DeprecationWarning, match="config is deprecated"):
+        config = bm25.config
+    assert isinstance(config, BM25Config) and config.k1 == 1.0
+    with pytest.warns(DeprecationWarning):
+        explicit = BM25Retriever(nodes, config=BM25Config(k1=1.0), k1=0.8)
+    assert explicit.k1 == 0.8  # an explicit setting wins over config=
+    assert set(AutoMergingConfig.model_fields) >= {"similarity_top_k", "merge_ratio"}
+    assert set(TwoLayerConfig.model_fields) >= {"route_top_k", "details_mode"}
+    assert RecursiveConfig(root_id="r").max_depth == 3
+    assert HybridFusionConfig(k=10).k == 10
 
 
 def routing_tree() -> dict:
@@ -115,18 +141,22 @@ def test_recursive_round_trip_gives_equal_config_and_results() -> None:
         "max_depth": 2,
         "max_concurrency": 3,
         "include_sub_sources": True,
+        "class_name": "RecursiveIndexNodeRetriever",
     }
     again = RecursiveIndexNodeRetriever.from_dict(data, retriever_dict=routers)
-    assert again.config == recursive.config and isinstance(again.config, RecursiveConfig)
+    assert again.to_dict() == data
     assert results(again, "q") == results(recursive, "q") == [("plain", 0.9), ("deep", 0.7)]
 
 
 def test_recursive_setting_writes_are_validated() -> None:
     recursive = RecursiveIndexNodeRetriever(root_id="root", retriever_dict=routing_tree())
     recursive.max_depth = 1
-    assert recursive.config.max_depth == 1
+    assert recursive.to_dict()["max_depth"] == 1
     with pytest.raises(ValueError, match="max_depth"):
         recursive.max_depth = 0
+    with pytest.raises(ValueError, match="'nope'"):
+        recursive.root_id = "nope"  # a write is checked against the live retriever_dict
+    assert recursive.root_id == "root"
     with pytest.raises(ValueError, match="'nope'"):
         RecursiveIndexNodeRetriever.from_dict(
             {**recursive.to_dict(), "root_id": "nope"}, retriever_dict=routing_tree()
@@ -137,36 +167,5 @@ def test_hybrid_round_trip_gives_equal_config_and_results(nodes) -> None:
     legs = [BM25Retriever(nodes), BM25Retriever(nodes, tokenizer=WordTokenizer(stem=False))]
     hybrid = HybridFusionRetriever(legs, weights=[1.0, 0.5], mode="score", similarity_top_k=2)
     again = HybridFusionRetriever.from_dict(hybrid.to_dict(), retrievers=legs)
-    assert again.config == hybrid.config and isinstance(again.config, HybridFusionConfig)
+    assert again.to_dict() == hybrid.to_dict()
     assert results(again, "FX-40 syncs") == results(hybrid, "FX-40 syncs") != []
-
-
-@pytest.mark.parametrize(
-    ("config_class", "settings"),
-    [
-        (
-            AutoMergingConfig,
-            {"similarity_top_k": 3, "merge_ratio": 0.25, "score_aggregation": "mean"},
-        ),
-        (TwoLayerConfig, {"route_top_k": 3, "details_mode": "search", "cue_weight": 0.0}),
-        (BM25Config, {"similarity_top_k": 2, "method": "atire"}),
-        (RecursiveConfig, {"root_id": "r", "max_depth": 5}),
-        (HybridFusionConfig, {"weights": [2.0, 1.0], "mode": "score", "k": 10}),
-    ],
-)
-def test_every_config_round_trips_through_json(config_class: type[BaseModel], settings) -> None:
-    config = config_class.model_validate(settings)
-    dumped = json.loads(json.dumps(config.model_dump(mode="json")))
-    assert config_class.model_validate(dumped) == config
-    assert config != config_class.model_validate({**settings, **_one_change(config_class)})
-
-
-def _one_change(config_class: type[BaseModel]) -> dict:
-    """A different value for one field, so equality above is not vacuous."""
-    return {
-        AutoMergingConfig: {"merge_ratio": 0.75},
-        TwoLayerConfig: {"route_top_k": 1},
-        BM25Config: {"k1": 0.5},
-        RecursiveConfig: {"max_depth": 1},
-        HybridFusionConfig: {"k": 11},
-    }[config_class]

@@ -27,7 +27,7 @@ NODES = [
 def test_dense_leg_marked_by_its_model(model_name: str, expected: tuple[str, ...]) -> None:
     index = VectorStoreIndex(NODES, embed_model=HashEmbedding(dim=16, model_name=model_name))
     hybrid = HybridFusionRetriever.from_defaults(index, nodes=NODES, similarity_top_k=2)
-    assert hybrid.config.english_only_legs == expected
+    assert hybrid.english_only_legs == expected
     record = hybrid.retrieve("潜伏期")[0].node.metadata["advrag_trace"]["hybrid_fusion"]
     factors = [leg.get("language_factor") for leg in record["legs"]]
     assert factors[0] == (0.0 if expected else None)  # muted only when English-only
@@ -38,4 +38,4 @@ def test_explicit_english_only_legs_win() -> None:
     hybrid = HybridFusionRetriever.from_defaults(
         index, nodes=NODES, english_only_legs=["dense"], similarity_top_k=2
     )
-    assert hybrid.config.english_only_legs == ("dense",)
+    assert hybrid.english_only_legs == ("dense",)

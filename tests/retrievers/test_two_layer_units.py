@@ -29,7 +29,7 @@ from llama_index_ext_advrag.retrievers._units import (
     workbook_units,
     year_tokens,
 )
-from llama_index_ext_advrag.retrievers.two_layer import DetailsMode, TwoLayerConfig
+from llama_index_ext_advrag.retrievers.two_layer import DetailsMode, TwoLayerMilvusRetriever
 
 QUOTED = 'Q3 "draft" it\'s'  # Excel forbids \ / ? * [ ] : in sheet names
 
@@ -162,16 +162,20 @@ def test_llm_summary_used_and_fallbacks(tmp_path: Path) -> None:
     assert summarise_with_llm(unit, None) == (unit, "heuristic")
 
 
-def test_config_defaults_and_invalid_values() -> None:
-    config = TwoLayerConfig()
-    assert (config.route_top_k, config.details_top_k, config.cue_weight) == (2, 4, 0.3)
-    assert config.details_mode is None
-    assert TwoLayerConfig(details_mode="search").details_mode is DetailsMode.SEARCH
+def test_settings_defaults_and_invalid_values() -> None:
+    retriever = TwoLayerMilvusRetriever()  # no stores: the settings alone
+    assert (retriever.route_top_k, retriever.details_top_k, retriever.cue_weight) == (2, 4, 0.3)
+    assert retriever.details_mode is None
+    searching = TwoLayerMilvusRetriever(details_mode="search")
+    assert searching.details_mode is DetailsMode.SEARCH
     for bad in ({"route_top_k": 0}, {"cue_weight": -1}, {"details_top_k": 0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            TwoLayerConfig(**bad)
+            TwoLayerMilvusRetriever(**bad)
     with pytest.raises(ValueError, match="scan"):
-        TwoLayerConfig(details_mode="scan")
+        TwoLayerMilvusRetriever(details_mode="scan")
     with pytest.raises(ValueError, match="unknown_option"):
-        TwoLayerConfig(unknown_option=1)
-    assert TwoLayerConfig.model_validate(config.model_dump(mode="json")) == config
+        TwoLayerMilvusRetriever(unknown_option=1)
+    with pytest.raises(ValueError, match="unknown_option"):
+        retriever.with_settings(unknown_option=1)
+    with pytest.raises(ValueError, match="uri"):
+        retriever.uri = "elsewhere.db"  # where the index lives is fixed
