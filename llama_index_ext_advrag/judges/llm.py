@@ -26,6 +26,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
 
+from llama_index_ext_advrag.configuration import TemplateSetting
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.models import resolve_llm
 
@@ -130,7 +131,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
     """
 
     name: str = Field(default="llm", min_length=1)
-    prompt: PromptTemplate = Field(default=DEFAULT_RELEVANCE_PROMPT)
+    prompt: TemplateSetting = Field(default=DEFAULT_RELEVANCE_PROMPT)
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
     max_concurrency: int = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=64)
     max_passage_chars: int = Field(default=DEFAULT_MAX_PASSAGE_CHARS, ge=1)

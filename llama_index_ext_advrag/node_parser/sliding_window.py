@@ -249,18 +249,16 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
         le=60_000,
         description="A longer sentence is cut into pieces of at most this many characters.",
     )
-    embed_model: BaseEmbedding | None = Field(
-        default=None, exclude=True, description="Embedding model for semantic breakpoints."
-    )
-
+    _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
     _last_stats: ParseStats | None = PrivateAttr(default=None)
     _signal_counts: dict[str, int] = PrivateAttr(default_factory=dict)
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, embed_model: BaseEmbedding | None = None, **data: Any) -> None:
         data = restore_id_func(data)
         if data.get("preset") is not None:
             data = {**preset_values(data["preset"]), **data}
         super().__init__(**data)
+        self._embed_model = embed_model
 
     @model_validator(mode="after")
     def _check_stride(self) -> AdaptiveSlidingWindowNodeParser:
@@ -278,6 +276,11 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
     @classmethod
     def class_name(cls) -> str:
         return "AdaptiveSlidingWindowNodeParser"
+
+    @property
+    def embed_model(self) -> BaseEmbedding | None:
+        """The breakpoint embedding model as given (resolved at first use)."""
+        return self._embed_model
 
     @property
     def last_parse_stats(self) -> ParseStats | None:

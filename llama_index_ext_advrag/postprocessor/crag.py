@@ -37,12 +37,13 @@ from enum import Enum
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from llama_index_ext_advrag.configuration import TemplateSetting
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.models import resolve_llm
@@ -208,7 +209,6 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         (['Paris is sunny.'], 'correct')
     """
 
-    judge: SerializeAsAny[BaseRelevanceJudge] = Field(description="The relevance judge.")
     upper: float = Field(default=DEFAULT_UPPER, ge=0.0, le=1.0)
     lower: float = Field(default=DEFAULT_LOWER, ge=0.0, le=1.0)
     keep_doubtful_when_correct: bool = Field(default=False)
@@ -217,19 +217,21 @@ class CRAGPostprocessor(BaseNodePostprocessor):
     strip_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     strip_token_budget: int | None = Field(default=None, ge=1)
     max_rounds: int = Field(default=DEFAULT_MAX_ROUNDS, ge=0, le=10)
-    rewrite_prompt: PromptTemplate = Field(default=DEFAULT_REWRITE_PROMPT)
+    rewrite_prompt: TemplateSetting = Field(default=DEFAULT_REWRITE_PROMPT)
     rewrite_timeout: float | None = Field(
         default=DEFAULT_REWRITE_TIMEOUT,
         gt=0,
         description="Seconds the LLM rewrite may take; a slower one falls back to keywords.",
     )
 
+    _judge: BaseRelevanceJudge = PrivateAttr()
     _retriever: BaseRetriever | None = PrivateAttr(default=None)
     _web_search: WebSearch | None = PrivateAttr(default=None)
     _llm: LLM | None = PrivateAttr(default=None)
 
     def __init__(
         self,
+        judge: BaseRelevanceJudge,
         corrective_retriever: BaseRetriever | None = None,
         web_search: WebSearch | None = None,
         llm: LLM | None = None,
@@ -238,6 +240,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         super().__init__(**data)
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) must not exceed upper ({self.upper})")
+        self._judge = judge
         self._retriever = corrective_retriever
         self._web_search = web_search
         self._llm = llm
@@ -245,6 +248,11 @@ class CRAGPostprocessor(BaseNodePostprocessor):
     @classmethod
     def class_name(cls) -> str:
         return "CRAGPostprocessor"
+
+    @property
+    def judge(self) -> BaseRelevanceJudge:
+        """The relevance judge (a live object: pass it to ``from_dict``)."""
+        return self._judge
 
     # ----- the decision logic (shared by sync and async) -----
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field, SerializeAsAny
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
@@ -68,12 +68,22 @@ class JudgeRerankPostprocessor(BaseNodePostprocessor):
         [('Paris is sunny.', 1.0)]
     """
 
-    judge: SerializeAsAny[BaseRelevanceJudge] = Field(description="The relevance judge.")
     top_n: int = Field(default=5, ge=1, description="Nodes returned at most.")
+
+    _judge: BaseRelevanceJudge = PrivateAttr()
+
+    def __init__(self, judge: BaseRelevanceJudge, **data: Any) -> None:
+        super().__init__(**data)
+        self._judge = judge
 
     @classmethod
     def class_name(cls) -> str:
         return "JudgeRerankPostprocessor"
+
+    @property
+    def judge(self) -> BaseRelevanceJudge:
+        """The relevance judge (a live object: pass it to ``from_dict``)."""
+        return self._judge
 
     def _finish(
         self, nodes: list[NodeWithScore], grades: list[Grade] | None, error: str | None

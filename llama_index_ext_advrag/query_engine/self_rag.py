@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.prompts import PromptTemplate
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore
 
+from llama_index_ext_advrag.configuration import Configured, TemplateSetting
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, GradeLabel
 from llama_index_ext_advrag.postprocessor.crag import distinctive_terms
 from llama_index_ext_advrag.postprocessor.judge_rerank import node_texts
@@ -82,7 +82,7 @@ class _State:
         return Outcome(kind, answer, passages, self.trace, stream_prompt)
 
 
-class SelfRAGQueryEngine(CustomQueryEngine):
+class SelfRAGQueryEngine(Configured, CustomQueryEngine):
     """Self-RAG over any retriever, on any LLM or none (see the module docstring).
 
     Args:
@@ -143,14 +143,14 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         gt=0,
         description="Seconds an LLM call may take; a slower one counts as failed (None: wait).",
     )
-    judge: SerializeAsAny[BaseRelevanceJudge] | None = Field(default=None)
-    retrieve_prompt: PromptTemplate = Field(default=critique.DEFAULT_RETRIEVE_PROMPT)
-    direct_prompt: PromptTemplate = Field(default=critique.DEFAULT_DIRECT_PROMPT)
-    generate_prompt: PromptTemplate = Field(default=critique.DEFAULT_GENERATE_PROMPT)
-    support_prompt: PromptTemplate = Field(default=critique.DEFAULT_SUPPORT_PROMPT)
-    usefulness_prompt: PromptTemplate = Field(default=critique.DEFAULT_USEFULNESS_PROMPT)
-    rewrite_prompt: PromptTemplate = Field(default=critique.DEFAULT_REWRITE_PROMPT)
+    retrieve_prompt: TemplateSetting = Field(default=critique.DEFAULT_RETRIEVE_PROMPT)
+    direct_prompt: TemplateSetting = Field(default=critique.DEFAULT_DIRECT_PROMPT)
+    generate_prompt: TemplateSetting = Field(default=critique.DEFAULT_GENERATE_PROMPT)
+    support_prompt: TemplateSetting = Field(default=critique.DEFAULT_SUPPORT_PROMPT)
+    usefulness_prompt: TemplateSetting = Field(default=critique.DEFAULT_USEFULNESS_PROMPT)
+    rewrite_prompt: TemplateSetting = Field(default=critique.DEFAULT_REWRITE_PROMPT)
 
+    _judge: BaseRelevanceJudge | None = PrivateAttr(default=None)
     _retriever: BaseRetriever = PrivateAttr()
     _postprocessors: list[BaseNodePostprocessor] = PrivateAttr(default_factory=list)
     _llm: LLM | None = PrivateAttr(default=None)
@@ -162,6 +162,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         node_postprocessors: Sequence[BaseNodePostprocessor] = (),
         llm: LLM | None = None,
         generation_mode: GenerationMode | str = GenerationMode.PER_PASSAGE,
+        judge: BaseRelevanceJudge | None = None,
         **data: Any,
     ) -> None:
         try:
@@ -188,7 +189,10 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             )
         if self.w_rel == self.w_sup == self.w_use == 0.0:
             raise ValueError("w_rel, w_sup and w_use are all 0; at least one must be > 0")
+        if judge is not None and not isinstance(judge, BaseRelevanceJudge):
+            raise TypeError(f"judge must be a BaseRelevanceJudge, got {type(judge).__name__}")
         self._check_prompts()
+        self._judge = judge
         self._retriever = retriever
         self._postprocessors = list(node_postprocessors)
         self._llm = llm
@@ -204,6 +208,11 @@ class SelfRAGQueryEngine(CustomQueryEngine):
     @classmethod
     def class_name(cls) -> str:
         return "SelfRAGQueryEngine"
+
+    @property
+    def judge(self) -> BaseRelevanceJudge | None:
+        """The ISREL judge as given (a live object: pass it to ``from_dict``)."""
+        return self._judge
 
     @property
     def weights(self) -> tuple[float, float, float]:
