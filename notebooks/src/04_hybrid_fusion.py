@@ -50,7 +50,7 @@ bm25 = BM25Retriever(nodes)
 
 hybrid = HybridFusionRetriever.from_defaults(index, bm25_retriever=bm25, mode="rrf", similarity_top_k=3)
 print("embedding model English-only:", is_english_only(embed_model))
-print("legs:", hybrid.leg_names, "english_only_legs:", hybrid.config.english_only_legs)
+print("legs:", hybrid.leg_names, "english_only_legs:", hybrid.english_only_legs)
 
 # %% [markdown]
 # ## 2. What the trace says about a Chinese question

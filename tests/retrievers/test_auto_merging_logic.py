@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from llama_index.core.schema import NodeRelationship, TextNode
 
@@ -198,6 +200,39 @@ def test_aggregate_scores() -> None:
     assert aggregate_scores([0.2, 0.6], ScoreAggregation.MAX) == 0.6
     assert aggregate_scores([0.2, 0.6], ScoreAggregation.MEAN) == pytest.approx(0.4)
     assert aggregate_scores([], ScoreAggregation.MEAN) == 0.0
+
+
+class FakeStore:
+    """A vector store whose sync and async clients record being closed."""
+
+    def __init__(self) -> None:
+        self.client = self._Client()
+        self._async_milvusclient = self._AsyncClient()
+
+    class _Client:
+        closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+
+    class _AsyncClient:
+        closed = 0
+
+        async def close(self) -> None:
+            self.closed += 1
+
+
+def test_close_closes_both_stores_shared_with_the_copies() -> None:
+    leaves, parents = FakeStore(), FakeStore()
+    retriever = HierarchicalAutoMergingRetriever(leaves, parents, similarity_top_k=3)
+    copy = retriever.with_settings(similarity_top_k=5, merge_ratio=0.25)
+    assert (copy.similarity_top_k, copy.merge_ratio, retriever.similarity_top_k) == (5, 0.25, 3)
+    assert copy.vector_store is leaves  # the copy reuses the open stores
+    copy.close()
+    assert (leaves.client.closed, parents.client.closed) == (1, 1)
+    asyncio.run(retriever.aclose())
+    assert (leaves.client.closed, parents.client.closed) == (2, 2)
+    assert (leaves._async_milvusclient.closed, parents._async_milvusclient.closed) == (1, 1)
 
 
 def test_settings_defaults_and_invalid_values() -> None:

@@ -356,3 +356,22 @@ def test_node_factor_also_scales_the_absent_floor_in_zscore_fusion() -> None:
     assert ids(muted.retrieve("潜伏期多长"))[:2] == ["zh2", "zh1"]
     legs = muted.retrieve("潜伏期多长")[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["legs"]
     assert legs[0]["rank"] is None and legs[0]["language_factor"] == 0.0
+
+
+def test_with_top_k_sets_the_result_count_of_the_pack_milvus_legs() -> None:
+    from llama_index_ext_advrag.retrievers import (
+        HierarchicalAutoMergingRetriever,
+        TwoLayerMilvusRetriever,
+    )
+
+    leaves, parents = object(), object()  # stand-ins for the open stores, shared by the copies
+    merging = HierarchicalAutoMergingRetriever(leaves, parents, similarity_top_k=4)
+    two_layer = TwoLayerMilvusRetriever(object(), object(), details_top_k=4)
+    inner = HybridFusionRetriever([ListRetriever(DENSE)], similarity_top_k=4)
+    assert with_top_k(merging, 9).similarity_top_k == 9
+    assert with_top_k(merging, 9).vector_store is leaves and merging.similarity_top_k == 4
+    assert with_top_k(two_layer, 9).details_top_k == 9 and two_layer.details_top_k == 4
+    assert with_top_k(inner, 9).similarity_top_k == 9 and inner.similarity_top_k == 4
+    outer = HybridFusionRetriever([merging, ListRetriever(SPARSE)], similarity_top_k=2)
+    assert outer.effective_leg_top_k == 6
+    assert [r.node.node_id for r in outer.legs[1].retrieve("q")] == ["c", "a", "d"]

@@ -119,7 +119,10 @@ CASES: dict[str, Case] = {
         pack.JudgeRerankPostprocessor(judge=KeywordJudge(), top_n=2),
         {"judge": KeywordJudge()},
     ),
-    "BaseRelevanceJudge": lambda: (pack.BaseRelevanceJudge(name="base", decision_threshold=0.4), {}),
+    "BaseRelevanceJudge": lambda: (
+        pack.BaseRelevanceJudge(name="base", decision_threshold=0.4),
+        {},
+    ),
     "CrossEncoderRelevanceJudge": lambda: (
         pack.CrossEncoderRelevanceJudge(batch_size=4, scorer=lambda pairs: [0.0] * len(pairs)),
         {},
