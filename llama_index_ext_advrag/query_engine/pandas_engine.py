@@ -249,7 +249,8 @@ class SafePandasQueryEngine(Configured, BaseQueryEngine):
             base = SandboxLimits.model_validate(settings.get("limits") or SandboxLimits())
             display = {**base.display, **{f"display.{k}": v for k, v in output_kwargs.items()}}
             settings["limits"] = SandboxLimits(**{**base.model_dump(), "display": display})
-        super().__init__(callback_manager=callback_manager or CallbackManager([]), **settings)
+        settings["callback_manager"] = callback_manager or CallbackManager([])
+        super().__init__(**settings)
         self._df = df
         self._llm = llm
         if self.description is None:

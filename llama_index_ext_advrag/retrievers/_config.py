@@ -52,13 +52,18 @@ class ConfiguredRetriever(Configured, BaseRetriever):
         **settings: Any,
     ) -> None:
         settings = merge_config(type(self), config, settings)
-        super().__init__(callback_manager=callback_manager or CallbackManager(), **settings)
+        settings["callback_manager"] = callback_manager or CallbackManager()
+        super().__init__(**settings)
         self._verbose = verbose
 
     @property
     def object_map(self) -> dict[str, Any]:
         """Core's ``IndexNode`` object map (unused by the pack's retrievers)."""
         return self._object_map
+
+    @object_map.setter
+    def object_map(self, value: dict[str, Any]) -> None:
+        self._object_map = dict(value)
 
     @property
     def config(self) -> BaseModel:

@@ -246,6 +246,11 @@ class HybridFusionRetriever(ConfiguredRetriever):
         return self.leg_top_k or DEFAULT_OVERFETCH * self.similarity_top_k
 
     @property
+    def leg_weights(self) -> tuple[float, ...]:
+        """One weight per leg (``weights``, or all 1.0)."""
+        return validate_weights(self.weights, len(self._legs))
+
+    @property
     def english_only(self) -> tuple[bool, ...]:
         """Per leg, whether it is named in ``english_only_legs``."""
         return tuple(name in self.english_only_legs for name in self.leg_names or ())
@@ -306,10 +311,10 @@ class HybridFusionRetriever(ConfiguredRetriever):
         """The leg weights for ``query_str`` scaled by its CJK share (as with
         ``node_language=False``) and, with English-only legs, what chose them."""
         if not any(self.english_only):
-            return self.weights, None
+            return self.leg_weights, None
         share = cjk_share(query_str)
         weights = language_scaled_weights(
-            self.weights, self.english_only, share, self.cjk_weight_floor
+            self.leg_weights, self.english_only, share, self.cjk_weight_floor
         )
         return weights, {"cjk_share": round(share, 4), "weights": list(weights)}
 
@@ -334,7 +339,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
         factors: NodeFactors | None = None
         if self.node_language and any(self.english_only):
             share = cjk_share(query_str)
-            weights, factors = self.weights, self.node_factors(share, legs)
+            weights, factors = self.leg_weights, self.node_factors(share, legs)
             language: dict[str, Any] | None = {"cjk_share": round(share, 4)}
         else:
             weights, language = self.query_weights(query_str)

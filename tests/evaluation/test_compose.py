@@ -25,13 +25,13 @@ class ClientCounter:
         self.closed: set[int] = set()
         init, close = ReconnectingClient.__init__, ReconnectingClient.close
 
-        def counting_init(client: Any, *args: Any, **kwargs: Any) -> None:
-            init(client, *args, **kwargs)
-            self.opened.append(client)
+        def counting_init(opened: Any, *args: Any, **kwargs: Any) -> None:
+            init(opened, *args, **kwargs)
+            self.opened.append(opened)
 
-        def counting_close(client: Any) -> None:
-            self.closed.add(id(client))
-            close(client)
+        def counting_close(closing: Any) -> None:
+            self.closed.add(id(closing))
+            close(closing)
 
         monkeypatch.setattr(ReconnectingClient, "__init__", counting_init)
         monkeypatch.setattr(ReconnectingClient, "close", counting_close)
@@ -55,7 +55,7 @@ def test_layout_indexes_open_once_for_every_k_and_every_client_is_closed(
         options = CompareOptions(
             docs=[str(docs)], questions=str(qa), pipelines=["auto-merging", "two-layer"],
             uri=str(tmp_path / "m.db"), out=str(tmp_path / "report"),
-            state_dir=str(tmp_path / "s"), k=ks[0], ks=ks, probes=0,
+            state_dir=str(tmp_path / "s"), k=ks[0], ks=ks,
             embed_model=HashEmbedding(dim=64), use_llm=False, show_progress=False,
         )  # fmt: skip
         run, _ = run_compare(options)
