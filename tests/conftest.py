@@ -84,7 +84,13 @@ def _tier_of(keywords: object) -> str:
 _TIER_COUNTS: Counter[tuple[str, str]] = Counter()
 
 
+_TIER_SECONDS: Counter[str] = Counter()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _TIER_SECONDS[_tier_of(report.keywords)] += report.duration  # setup + call + teardown
+    if "notebook" in report.keywords:
+        _TIER_SECONDS["notebook"] += report.duration
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         _TIER_COUNTS[(_tier_of(report.keywords), report.outcome)] += 1
 
@@ -96,8 +102,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             outcome: _TIER_COUNTS[(tier, outcome)] for outcome in ("passed", "failed", "skipped")
         }
         terminalreporter.write_line(
-            f"{tier:14s} passed={counts['passed']} failed={counts['failed']} skipped={counts['skipped']}"
+            f"{tier:14s} passed={counts['passed']} failed={counts['failed']} "
+            f"skipped={counts['skipped']} test-seconds={_TIER_SECONDS[tier]:.0f}"
         )
+    terminalreporter.write_line(
+        f"{'':14s} of which notebooks: test-seconds={_TIER_SECONDS['notebook']:.0f}"
+    )
 
 
 def _is_loopback(address: object) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +38,10 @@ from llama_index_ext_advrag.judges import (
     LanguageRoutedJudge,
     LLMRelevanceJudge,
 )
-from llama_index_ext_advrag.judges.cross_encoder import packaged_cross_encoder_dir
+from llama_index_ext_advrag.judges.cross_encoder import (
+    OnnxCrossEncoder,
+    packaged_cross_encoder_dir,
+)
 from llama_index_ext_advrag.postprocessor import CRAGPostprocessor, JudgeRerankPostprocessor
 from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine
 from llama_index_ext_advrag.retrievers import BM25Retriever
@@ -76,16 +80,22 @@ needs_cross_encoder = pytest.mark.skipif(
 )
 
 
+@functools.cache
+def _packaged_cross_encoder() -> OnnxCrossEncoder:
+    """The packaged model loaded once for the module: every judge below grades with it."""
+    return OnnxCrossEncoder(packaged_cross_encoder_dir(), num_threads=1)
+
+
 def _judges() -> dict[str, Callable[[], BaseRelevanceJudge]]:
     made: dict[str, Callable[[], BaseRelevanceJudge]] = {
         "embedding": lambda: EmbeddingRelevanceJudge(embed_model=HashEmbedding()),
         "llm": lambda: LLMRelevanceJudge(llm=ScriptedLLM(["yes"])),
     }
     if CROSS_ENCODER:
-        made["cross-encoder"] = lambda: CrossEncoderRelevanceJudge(num_threads=1)
+        made["cross-encoder"] = lambda: CrossEncoderRelevanceJudge(scorer=_packaged_cross_encoder())
         made["routed"] = lambda: LanguageRoutedJudge(
             {
-                "en": CrossEncoderRelevanceJudge(num_threads=1),
+                "en": CrossEncoderRelevanceJudge(scorer=_packaged_cross_encoder()),
                 "zh": EmbeddingRelevanceJudge(embed_model=HashEmbedding()),
             }
         )
