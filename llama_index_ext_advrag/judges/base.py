@@ -266,14 +266,15 @@ class BaseRelevanceJudge(PromptMixin, BaseComponent):
         """A known grade from this judge (label against ``decision_threshold``)."""
         return Grade.from_score(score, self.name, raw, self.decision_threshold, reason)
 
-    def _check_output(self, grades: list[Grade], texts: Sequence[Any]) -> list[Grade]:
-        """The judge boundary: one :class:`Grade` per text, each with a label of
-        :class:`GradeLabel`; a score that is not a number in [0, 1] becomes unknown (kept)."""
-        if len(grades) != len(texts):
+    def _check_output(self, grades: list[Grade], readable: list[int]) -> list[Grade]:
+        """The judge boundary: one :class:`Grade` per judged text (``readable``: their indices
+        in the caller's texts), each labelled with a :class:`GradeLabel`; a score that is not a
+        number in [0, 1] becomes unknown (kept)."""
+        if len(grades) != len(readable):
             raise RuntimeError(
-                f"judge {self.name!r} returned {len(grades)} grades for {len(texts)} texts"
+                f"judge {self.name!r} returned {len(grades)} grades for {len(readable)} texts"
             )
-        return [self._check_grade(index, grade) for index, grade in enumerate(grades)]
+        return [self._check_grade(i, grade) for i, grade in zip(readable, grades, strict=True)]
 
     def _check_grade(self, index: int, grade: Any) -> Grade:
         where = f"{type(self).__name__} (judge {self.name!r}) returned"

@@ -32,7 +32,7 @@ the dropped nodes. The same decisions are emitted as instrumentation events
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -48,20 +48,16 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.events import CRAGActionEvent, CRAGResultEvent, CRAGRoundEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
-from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.models import resolve_llm
-from llama_index_ext_advrag.plan import Failed, Judge, Retrieve, aattempt, adrive, attempt, drive
+from llama_index_ext_advrag.plan import Failed, Judge, Retrieve, adrive, drive
 from llama_index_ext_advrag.postprocessor.crag_io import (
-    STEP_NAMES,
+    CRAGExecutor,
     WebSearch,
     _Rewrite,
     _WebSearch,
     accept_rewrite,
-    aretrieve_off_loop,
-    asearch_web,
     check_rewrite_prompt,
     fallback_rewrite,
-    search_web,
 )
 from llama_index_ext_advrag.postprocessor.crag_refine import (
     DEFAULT_STRIP_TOKENS,
@@ -508,70 +504,20 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
     def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str, str | None] | None:
         return accept_rewrite(request, reply)
 
-    def _rewrite_failed(self, request: _Rewrite, exc: Exception) -> Any:
-        logger.warning("CRAG rewrite failed, using keywords: %r", exc)
-        return fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
-
-    def _rewrite_prompt(self, request: _Rewrite) -> str:
-        avoid = "".join(f"Not: {q}\n" for q in request.tried)
-        return self.rewrite_prompt.format(query=request.query, avoid=avoid)
-
-    def _timeout(self, request: Any) -> float | None:
-        if isinstance(request, Judge):
-            return self.judge_timeout
-        return self.retrieve_timeout if isinstance(request, Retrieve) else self.web_search_timeout
-
-    def _settled(self, request: Any, result: Any) -> Any:
-        """``result``, logged when it is a :class:`Failed`."""
-        if isinstance(result, Failed):
-            logger.warning("CRAG %s failed: %r", STEP_NAMES[type(request)][0], result.exception)
-        return result
-
-    def _execute(self, request: Any) -> Any:
-        if isinstance(request, _Rewrite):
-            llm = self._resolved_llm()
-            if llm is None:
-                return self._fallback_rewrite(request)
-            try:
-                reply = complete_within(llm, self._rewrite_prompt(request), self.rewrite_timeout)
-                return self._accept_rewrite(request, reply)
-            except Exception as exc:
-                return self._rewrite_failed(request, exc)
-        call: Callable[[], Any]
-        if isinstance(request, Judge):
-            call = lambda: self.judge.judge(request.query, request.texts)  # noqa: E731
-        elif isinstance(request, Retrieve):
-            retriever = self._retriever
-            assert retriever is not None
-            call = lambda: retriever.retrieve(request.query)  # noqa: E731
-        else:
-            web_search = self._web_search
-            call = lambda: search_web(web_search, request.query)  # noqa: E731
-        step = STEP_NAMES[type(request)][1]
-        return self._settled(request, attempt(step, call, self._timeout(request)))
-
-    async def _aexecute(self, request: Any) -> Any:
-        if isinstance(request, _Rewrite):
-            llm = self._resolved_llm()
-            if llm is None:
-                return self._fallback_rewrite(request)
-            try:
-                prompt = self._rewrite_prompt(request)
-                reply = await acomplete_within(llm, prompt, self.rewrite_timeout)
-                return self._accept_rewrite(request, reply)
-            except Exception as exc:
-                return self._rewrite_failed(request, exc)
-        call: Callable[[], Awaitable[Any]]
-        if isinstance(request, Judge):
-            call = lambda: self.judge.ajudge(request.query, request.texts)  # noqa: E731
-        elif isinstance(request, Retrieve):
-            retriever = self._retriever
-            call = lambda: aretrieve_off_loop(retriever, request.query)  # noqa: E731
-        else:
-            web_search = self._web_search
-            call = lambda: asearch_web(web_search, request.query)  # noqa: E731
-        step = STEP_NAMES[type(request)][1]
-        return self._settled(request, await aattempt(step, call, self._timeout(request)))
+    def _executor(self) -> CRAGExecutor:
+        return CRAGExecutor(
+            judge=self.judge,
+            retriever=self._retriever,
+            web_search=self._web_search,
+            llm=self._resolved_llm,
+            rewrite_prompt=self.rewrite_prompt,
+            rewrite_timeout=self.rewrite_timeout,
+            timeouts={
+                Judge: self.judge_timeout,
+                Retrieve: self.retrieve_timeout,
+                _WebSearch: self.web_search_timeout,
+            },
+        )
 
     @dispatcher.span
     def _postprocess_nodes(
@@ -579,7 +525,7 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
     ) -> list[NodeWithScore]:
         if not nodes:
             return []
-        return drive(self._plan(query_text(query_bundle), list(nodes)), self._execute)
+        return drive(self._plan(query_text(query_bundle), list(nodes)), self._executor().execute)
 
     @dispatcher.span
     async def _apostprocess_nodes(
@@ -588,7 +534,8 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         """Async :meth:`postprocess_nodes`: the same decisions, native async I/O."""
         if not nodes:
             return []
-        return await adrive(self._plan(query_text(query_bundle), list(nodes)), self._aexecute)
+        plan = self._plan(query_text(query_bundle), list(nodes))
+        return await adrive(plan, self._executor().aexecute)
 
 
 def _kept_entry(node: NodeWithScore, source: str) -> dict[str, Any]:

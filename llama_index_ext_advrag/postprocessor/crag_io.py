@@ -1,4 +1,5 @@
-"""CRAG's own requests and the I/O helpers its executor uses (the shared requests, ``Judge``
+"""CRAG's I/O: its own requests and :class:`CRAGExecutor`, which answers every request of the
+decision generator, sync or async, each bounded by its timeout (the shared requests, ``Judge``
 and ``Retrieve``, and the bounded execution come from :mod:`llama_index_ext_advrag.plan`).
 
 The rewrite falls back to the query's distinctive terms, then to the query itself; a web search
@@ -11,16 +12,30 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_ext_advrag.plan import Judge, Retrieve, in_daemon_thread
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge
+from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
+from llama_index_ext_advrag.plan import (
+    Failed,
+    Judge,
+    Retrieve,
+    aattempt,
+    attempt,
+    in_daemon_thread,
+)
 from llama_index_ext_advrag.queries import distinctive_terms
+
+# CRAG's log messages ("CRAG Judge failed: ...") come from the postprocessor's logger.
+logger = logging.getLogger("llama_index_ext_advrag.postprocessor.crag")
 
 WebSearch = Callable[[str], Sequence[Any]]
 REWRITE_PROMPT_VARIABLES = frozenset({"query"})
@@ -128,7 +143,82 @@ async def aretrieve_off_loop(retriever: BaseRetriever | None, query: str) -> lis
     return await retriever.aretrieve(query)
 
 
+@dataclass
+class CRAGExecutor:
+    """Answers the requests of one CRAG call: grading, rewriting, retrieving, searching.
+
+    A judge call, a retrieval or a web search that raises or outlives its timeout becomes a
+    :class:`~llama_index_ext_advrag.plan.Failed` (logged); a rewrite that fails falls back to
+    keywords. ``llm`` resolves the rewriting LLM when first needed (``None``: keywords).
+    """
+
+    judge: BaseRelevanceJudge
+    retriever: BaseRetriever | None
+    web_search: WebSearch | None
+    llm: Callable[[], LLM | None]
+    rewrite_prompt: BasePromptTemplate
+    rewrite_timeout: float | None
+    timeouts: dict[type, float | None]
+
+    def _prompt(self, request: _Rewrite) -> str:
+        avoid = "".join(f"Not: {q}\n" for q in request.tried)
+        return self.rewrite_prompt.format(query=request.query, avoid=avoid)
+
+    @staticmethod
+    def _rewrite_failed(request: _Rewrite, exc: Exception) -> Rewritten | None:
+        logger.warning("CRAG rewrite failed, using keywords: %r", exc)
+        return fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
+
+    def _settled(self, request: Any, result: Any) -> Any:
+        if isinstance(result, Failed):
+            logger.warning("CRAG %s failed: %r", STEP_NAMES[type(request)][0], result.exception)
+        return result
+
+    def execute(self, request: Any) -> Any:
+        if isinstance(request, _Rewrite):
+            llm = self.llm()
+            if llm is None:
+                return fallback_rewrite(request)
+            try:
+                reply = complete_within(llm, self._prompt(request), self.rewrite_timeout)
+                return accept_rewrite(request, reply)
+            except Exception as exc:
+                return self._rewrite_failed(request, exc)
+        call: Callable[[], Any]
+        if isinstance(request, Judge):
+            call = lambda: self.judge.judge(request.query, request.texts)  # noqa: E731
+        elif isinstance(request, Retrieve):
+            retriever = self.retriever
+            assert retriever is not None
+            call = lambda: retriever.retrieve(request.query)  # noqa: E731
+        else:
+            call = lambda: search_web(self.web_search, request.query)  # noqa: E731
+        step = STEP_NAMES[type(request)][1]
+        return self._settled(request, attempt(step, call, self.timeouts[type(request)]))
+
+    async def aexecute(self, request: Any) -> Any:
+        if isinstance(request, _Rewrite):
+            llm = self.llm()
+            if llm is None:
+                return fallback_rewrite(request)
+            try:
+                reply = await acomplete_within(llm, self._prompt(request), self.rewrite_timeout)
+                return accept_rewrite(request, reply)
+            except Exception as exc:
+                return self._rewrite_failed(request, exc)
+        call: Callable[[], Awaitable[Any]]
+        if isinstance(request, Judge):
+            call = lambda: self.judge.ajudge(request.query, request.texts)  # noqa: E731
+        elif isinstance(request, Retrieve):
+            call = lambda: aretrieve_off_loop(self.retriever, request.query)  # noqa: E731
+        else:
+            call = lambda: asearch_web(self.web_search, request.query)  # noqa: E731
+        step = STEP_NAMES[type(request)][1]
+        return self._settled(request, await aattempt(step, call, self.timeouts[type(request)]))
+
+
 __all__ = [
+    "CRAGExecutor",
     "STEP_NAMES",
     "WebSearch",
     "accept_rewrite",

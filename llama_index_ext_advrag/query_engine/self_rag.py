@@ -231,6 +231,7 @@ class SelfRAGQueryEngine(CustomQueryEngine):
     def _plan(self, query: str, has_llm: bool) -> Plan:
         state = _State(query, Trace(self._trace_header(has_llm)))
         retrieve = yield from self._decide_retrieval(state, has_llm)
+        dispatcher.event(SelfRAGRouteEvent(query=query, decision=state.trace.record["retrieve"]))
         if not retrieve:
             state.trace.record["stop_reason"] = "no_retrieval"
             prompt = self.direct_prompt.format(query=query)
@@ -275,9 +276,6 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         if self.always_retrieve or not has_llm:
             method = "forced" if self.always_retrieve else "no_llm"
             state.trace.record["retrieve"] = {"value": 1.0, "method": method, "label": "yes"}
-            dispatcher.event(
-                SelfRAGRouteEvent(query=state.query, decision={**state.trace.record["retrieve"]})
-            )
             return True
         corpus = f" ({self.corpus_description})" if self.corpus_description else ""
         prompt = self.retrieve_prompt.format(query=state.query, corpus=corpus)
@@ -287,9 +285,6 @@ class SelfRAGQueryEngine(CustomQueryEngine):
             **decision.to_dict(),
             "threshold": self.retrieve_threshold,
         }
-        dispatcher.event(
-            SelfRAGRouteEvent(query=state.query, decision=state.trace.record["retrieve"])
-        )
         state.trace.note_default("retrieve", decision)
         return decision.value >= 1.0
 
