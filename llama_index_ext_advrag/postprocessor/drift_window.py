@@ -214,6 +214,7 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
         sizes = [window[1] for window in session.windows if window is not None]
         if self.max_window_change is not None and sizes:
             self._previous_units = round(sum(sizes) / len(sizes))
+        source = self.thresholds(query)[2]
         record = {
             "query_embedded": query_embedded,
             "embedded_units": session.embedded,
@@ -221,13 +222,13 @@ class DriftAwareWindowPostprocessor(BaseNodePostprocessor):
             "rows_read": session.rows_read,
             "fetched": len(session.nodes),
             "limits": session.limits.__dict__,
-            "thresholds": self.thresholds(query)[2],
+            "thresholds": source,
         }
         pieces = [window[0] for window in session.windows if window is not None]
         dispatcher.event(
             DriftWindowEvent(
                 windows=[dict(r) for p in pieces for r in p.records],
-                thresholds=record["thresholds"],
+                thresholds=source,
                 round_trips=session.round_trips,
             )
         )
