@@ -13,7 +13,8 @@ where the model cannot read: by default each candidate's term is scaled by
 :func:`~.fusion.language_factor` of the query's and the node's share of CJK characters (down to
 ``cjk_weight_floor`` for wholly CJK text); with ``node_language=False`` only the query's share
 lowers the leg weight (:func:`~.fusion.language_scaled_weights`). The factors used are in the
-trace.
+trace. Each call opens an instrumentation span and emits a
+:class:`~llama_index_ext_advrag.events.HybridFusionEvent` (the legs and the fused ranking).
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field, model_validator
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.events import HybridFusionEvent
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers._config import ConfiguredRetriever, config_kwargs
 from llama_index_ext_advrag.retrievers.fusion import (
@@ -46,9 +49,10 @@ from llama_index_ext_advrag.retrievers.fusion import (
     validate_weights,
 )
 from llama_index_ext_advrag.text.words import cjk_share
-from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score, get_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_SIMILARITY_TOP_K = 10
 DEFAULT_OVERFETCH = 3  # leg_top_k = 3 * similarity_top_k unless given
@@ -343,9 +347,30 @@ class HybridFusionRetriever(ConfiguredRetriever):
             normalization=self.config.normalization,
             node_factors=factors,
         )
-        return build_fused_nodes(
+        nodes = build_fused_nodes(
             fused, legs, self.leg_names, self.config, degraded, language, factors
         )
+        reasons = {entry["leg"]: entry["reason"] for entry in degraded}
+        dispatcher.event(
+            HybridFusionEvent(
+                mode=self.config.mode.value,
+                legs=[
+                    {"leg": name, "weight": weight, "hits": len(leg), "degraded": reasons.get(name)}
+                    for name, weight, leg in zip(self.leg_names, weights, legs, strict=True)
+                ],
+                fused=[
+                    {
+                        "node_id": node.node.node_id,
+                        "score": node.score,
+                        "ranks": [
+                            leg["rank"] for leg in get_trace(node.node, TRACE_COMPONENT)["legs"]
+                        ],
+                    }
+                    for node in nodes
+                ],
+            )
+        )
+        return nodes
 
     def _triage(
         self, outcomes: Sequence[list[NodeWithScore] | BaseException]
@@ -370,6 +395,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
                 legs.append(list(outcome[:top_k]))
         return legs, degraded
 
+    @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         outcomes: list[list[NodeWithScore] | BaseException] = []
@@ -380,6 +406,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
                 outcomes.append(exc)
         return self._fuse(query_bundle.query_str, outcomes)
 
+    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         gathered = await asyncio.gather(
