@@ -94,13 +94,13 @@ def fit_to_model(engine: Any, texts: list[str], is_query: bool, max_tokens: int)
     """``texts`` as the engine can read them safely (:data:`ENGINE_SAFE`), each cut to its
     longest prefix within ``max_tokens`` model tokens (counted by the engine's own tokenizer,
     prefix and special tokens included). Logs a warning when a text was cut."""
-    fitted = []
-    for text in texts:
-        text = text.translate(ENGINE_SAFE)
-        fitted.append(
-            longest_prefix_within(text, lambda s: engine.token_count(s, is_query), max_tokens)
-        )
-    cut = [len(text) for text, fit in zip(texts, fitted, strict=True) if len(fit) < len(text)]
+
+    def count(text: str) -> int:
+        return int(engine.token_count(text, is_query))
+
+    safe = [text.translate(ENGINE_SAFE) for text in texts]
+    fitted = [longest_prefix_within(text, count, max_tokens) for text in safe]
+    cut = [len(text) for text, fit in zip(safe, fitted, strict=True) if len(fit) < len(text)]
     if cut:
         logger.warning(
             "MultilingualE5Embedding: %d of %d texts exceed the model's %d tokens; embedded the "
