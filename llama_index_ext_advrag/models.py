@@ -70,13 +70,17 @@ def packaged_embed_model_path() -> Path:
 
 
 def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
-    """Load the packaged all-MiniLM-L6-v2 with ``HuggingFaceEmbedding``, without any hub access."""
+    """Load the packaged all-MiniLM-L6-v2 with ``HuggingFaceEmbedding``, without any hub access.
+
+    The model takes strings only (a ``TypeError`` names a bad query or text and its position)
+    and reads lone surrogates as U+FFFD, with a warning, as the pack's other models do.
+    """
     # The hub client reads these once at import time; set them before the first import so a
     # local folder is never looked up online.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+        from llama_index_ext_advrag.embeddings.packaged import PackagedHuggingFaceEmbedding
     except ImportError as exc:
         raise ModelResolutionError(
             "llama-index-embeddings-huggingface is required for the offline model: "
@@ -86,7 +90,7 @@ def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
     options: dict[str, Any] = {"device": "cpu", "embed_batch_size": 64}
     options.update(kwargs)
     logger.info("Loading packaged embedding model %s from %s", DEFAULT_EMBED_MODEL_NAME, path)
-    return HuggingFaceEmbedding(model_name=str(path), **options)
+    return PackagedHuggingFaceEmbedding(model_name=str(path), **options)
 
 
 class EmbedLanguage(str, Enum):

@@ -38,7 +38,7 @@ from llama_index.core.schema import BaseComponent, MetadataMode, NodeWithScore
 
 from llama_index_ext_advrag.events import JudgeGradesEvent
 from llama_index_ext_advrag.plan import in_daemon_thread
-from llama_index_ext_advrag.text import clean_value
+from llama_index_ext_advrag.text import check_text, check_texts
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
@@ -315,15 +315,9 @@ def node_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
 
 def _check_input(query: str, texts: Sequence[str], judge: str) -> tuple[str, list[str]]:
     """The query and texts checked, with lone surrogates replaced (see :meth:`judge`)."""
-    if not isinstance(query, str):
-        raise TypeError(f"query must be a str, got {type(query).__name__}")
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, got a single str; wrap it in a list")
-    texts = list(texts)
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{index}] must be a str, got {type(text).__name__}")
-    (query, texts), count = clean_value((query, texts))
+    query, count = check_text(query, "query")
+    checked, more = check_texts(texts)
+    count += more
     if count:
         logger.warning(
             "judge %r: the query or texts hold %d lone surrogate code points, which no model "
@@ -331,7 +325,7 @@ def _check_input(query: str, texts: Sequence[str], judge: str) -> tuple[str, lis
             judge,
             count,
         )
-    return query, list(texts)
+    return query, checked
 
 
 __all__ = [
