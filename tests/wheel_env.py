@@ -96,6 +96,15 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest.decode()}"
 
 
+def _compressed_tag(tags: list[str]) -> str:
+    """One file-name tag for a wheel's tags (``py2-none-any`` + ``py3-none-any`` ->
+    ``py2.py3-none-any``, PEP 425's compressed tag set)."""
+    if not tags:
+        return "py3-none-any"
+    parts = [tag.split("-") for tag in tags]
+    return "-".join(".".join(dict.fromkeys(part[i] for part in parts)) for i in range(3))
+
+
 def wheel_from_installed(dist: Distribution, outdir: Path) -> Path:
     """A wheel of the installed distribution ``dist`` (its files under site-packages, its
     metadata and its first wheel tag), so that pip can install it with ``--no-index``.
@@ -110,7 +119,7 @@ def wheel_from_installed(dist: Distribution, outdir: Path) -> Path:
     tags = [line.split(":", 1)[1].strip() for line in (dist.read_text("WHEEL") or "").splitlines()
             if line.startswith("Tag:")]  # fmt: skip
     name = dist.metadata["Name"].replace("-", "_").replace(".", "_")
-    wheel = outdir / f"{name}-{dist.version}-{tags[0] if tags else 'py3-none-any'}.whl"
+    wheel = outdir / f"{name}-{dist.version}-{_compressed_tag(tags)}.whl"
     record = []
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as archive:
         for file in files:
