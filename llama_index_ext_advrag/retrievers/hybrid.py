@@ -167,7 +167,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
     """Fuse several retrievers (dense + BM25) with weighted RRF or normalised score fusion.
 
     Args:
-        retrievers: the legs, e.g. ``[vector_index.as_retriever(), BM25Retriever(nodes)]``.
+        retrievers: the legs, e.g. ``[vector_index.as_retriever(), JiebaBM25Retriever(nodes)]``.
         weights: one weight per leg (default all 1.0); honoured in both modes.
         mode: ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
         k: the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
@@ -273,12 +273,12 @@ class HybridFusionRetriever(ConfiguredRetriever):
         language.is_english_only`): all-MiniLM-L6-v2 is scaled down on Chinese text, a
         multilingual model is not."""
         from llama_index_ext_advrag.embeddings.language import is_english_only
-        from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever
+        from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever
 
         if bm25_retriever is None:
             if nodes is None:
                 raise ValueError("give nodes or bm25_retriever for the BM25 leg, got neither")
-            bm25_retriever = BM25Retriever(nodes)
+            bm25_retriever = JiebaBM25Retriever(nodes)
         dense = vector_index.as_retriever()
         legs = [dense, bm25_retriever]
         names = kwargs.setdefault("leg_names", ["dense", "bm25"])

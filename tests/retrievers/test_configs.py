@@ -14,9 +14,9 @@ from llama_index.core.schema import IndexNode, NodeWithScore, QueryBundle, TextN
 from llama_index_ext_advrag.retrievers import (
     AutoMergingConfig,
     BM25Config,
-    BM25Retriever,
     HybridFusionConfig,
     HybridFusionRetriever,
+    JiebaBM25Retriever,
     RecursiveConfig,
     RecursiveIndexNodeRetriever,
     TwoLayerConfig,
@@ -51,7 +51,7 @@ def results(retriever: BaseRetriever, query: str) -> list[tuple[str, float | Non
 
 
 def test_bm25_round_trip_gives_equal_config_and_results(nodes) -> None:
-    bm25 = BM25Retriever(
+    bm25 = JiebaBM25Retriever(
         nodes,
         similarity_top_k=3,
         k1=1.2,
@@ -61,22 +61,22 @@ def test_bm25_round_trip_gives_equal_config_and_results(nodes) -> None:
     )
     data = bm25.to_dict()
     assert json.loads(json.dumps(data)) == data  # plain JSON
-    again = BM25Retriever.from_dict(data, nodes)
+    again = JiebaBM25Retriever.from_dict(data, nodes)
     assert again.config == bm25.config and isinstance(bm25.config, BM25Config)
     assert (again.k1, again.b, again.method, again.tokenizer.stem) == (1.2, 0.5, "bm25+", False)
     assert results(again, "FX-40 battery") == results(bm25, "FX-40 battery") != []
 
 
 def test_bm25_from_dict_validates(nodes) -> None:
-    data = {**BM25Retriever(nodes).to_dict(), "method": "tfidf"}
+    data = {**JiebaBM25Retriever(nodes).to_dict(), "method": "tfidf"}
     with pytest.raises(ValueError, match="tfidf"):
-        BM25Retriever.from_dict(data, nodes)
+        JiebaBM25Retriever.from_dict(data, nodes)
     with pytest.raises(ValueError, match="unknown_setting"):
-        BM25Retriever.from_dict({"unknown_setting": 1}, nodes)
+        JiebaBM25Retriever.from_dict({"unknown_setting": 1}, nodes)
 
 
 def test_bm25_settings_stay_attributes_and_writes_are_validated(nodes) -> None:
-    bm25 = BM25Retriever(nodes, similarity_top_k=4)
+    bm25 = JiebaBM25Retriever(nodes, similarity_top_k=4)
     clone = with_top_k(bm25, 1)
     assert (clone.similarity_top_k, bm25.similarity_top_k) == (1, 4)  # the caller's is kept
     assert len(clone.retrieve("FX-40")) == 1 and len(bm25.retrieve("FX-40")) == 2
@@ -86,11 +86,11 @@ def test_bm25_settings_stay_attributes_and_writes_are_validated(nodes) -> None:
 
 
 def test_bm25_persist_writes_the_config_keys(nodes, tmp_path) -> None:
-    BM25Retriever(nodes, k1=1.1).persist(tmp_path / "bm25")
+    JiebaBM25Retriever(nodes, k1=1.1).persist(tmp_path / "bm25")
     saved = json.loads((tmp_path / "bm25" / "advrag_bm25.json").read_text(encoding="utf-8"))
     assert set(saved) == {"format_version", "num_nodes", *BM25Config.model_fields}
-    reloaded = BM25Retriever.from_persist_dir(tmp_path / "bm25")
-    assert reloaded.config == BM25Retriever(nodes, k1=1.1).config
+    reloaded = JiebaBM25Retriever.from_persist_dir(tmp_path / "bm25")
+    assert reloaded.config == JiebaBM25Retriever(nodes, k1=1.1).config
 
 
 def routing_tree() -> dict:
@@ -134,7 +134,10 @@ def test_recursive_setting_writes_are_validated() -> None:
 
 
 def test_hybrid_round_trip_gives_equal_config_and_results(nodes) -> None:
-    legs = [BM25Retriever(nodes), BM25Retriever(nodes, tokenizer=WordTokenizer(stem=False))]
+    legs = [
+        JiebaBM25Retriever(nodes),
+        JiebaBM25Retriever(nodes, tokenizer=WordTokenizer(stem=False)),
+    ]
     hybrid = HybridFusionRetriever(legs, weights=[1.0, 0.5], mode="score", similarity_top_k=2)
     again = HybridFusionRetriever.from_dict(hybrid.to_dict(), retrievers=legs)
     assert again.config == hybrid.config and isinstance(again.config, HybridFusionConfig)
