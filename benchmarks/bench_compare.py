@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> None:
                         "else .advrag/bench-compare)")  # fmt: skip
     parser.add_argument("--uri", default=None, help="Milvus URI (default: a fresh Lite file)")
     parser.add_argument("--reuse", action="store_true", help="keep indexes between runs")
+    parser.add_argument("--name", default=None, help="benchmarks/results/<name>.* (default "
+                        "compare_covidqa, or compare_covidqa_sample for a subset)")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("bm25s", "jieba", "milvus_lite", "faiss"):
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     report.write_text(body, encoding="utf-8")
     print(text)  # the benchmark's report is its output
     tmp_holder.cleanup()
-    write_results("compare_covidqa" if full else "compare_covidqa_sample", text,
+    name = args.name or ("compare_covidqa" if full else "compare_covidqa_sample")
+    write_results(name, text,
                   {"wall_s": wall, "cpu_s": cpu_s, "load": load,
                    "questions": len({r.question_id for r in run.results})})  # fmt: skip
 

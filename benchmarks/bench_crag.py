@@ -69,7 +69,7 @@ from llama_index_ext_advrag.judges.calibration import (  # noqa: E402
 )
 from llama_index_ext_advrag.postprocessor import CRAGPostprocessor, JudgeRerankPostprocessor  # noqa: E402
 from llama_index_ext_advrag.postprocessor.crag_refine import split_strips  # noqa: E402
-from llama_index_ext_advrag.retrievers import BM25Retriever  # noqa: E402
+from llama_index_ext_advrag.retrievers import JiebaBM25Retriever  # noqa: E402
 from llama_index_ext_advrag.text import count_tokens  # noqa: E402
 
 logger = logging.getLogger("bench_crag")
@@ -209,7 +209,7 @@ def load_covid(
     for doc_id, text in passages:
         by_doc.setdefault(doc_id, []).append((text, normalise(text)))
     nodes = [TextNode(text=text, id_=f"p{i}") for i, (_, text) in enumerate(passages)]
-    bm25 = BM25Retriever(nodes, similarity_top_k=40)
+    bm25 = JiebaBM25Retriever(nodes, similarity_top_k=40)
     questions = list(corpus.questions)
     random.Random(seed).shuffle(questions)
     items = []
@@ -357,7 +357,7 @@ def calibrate(
 
 
 def crag_variants(
-    judge: BaseRelevanceJudge, upper: float, lower: float, corrective: BM25Retriever | None
+    judge: BaseRelevanceJudge, upper: float, lower: float, corrective: JiebaBM25Retriever | None
 ) -> dict[str, CRAGPostprocessor]:
     common = {"judge": judge, "upper": upper, "lower": lower}
     variants = {
@@ -385,7 +385,7 @@ def run_language(
     label_items(items)
     nodes = [TextNode(text=t, id_=f"c{i}") for i, t in enumerate(corpus)]
     corpus_texts = {n.node_id: n.text for n in nodes}
-    bm25 = BM25Retriever(nodes, similarity_top_k=CONTEXT_SIZE)
+    bm25 = JiebaBM25Retriever(nodes, similarity_top_k=CONTEXT_SIZE)
     out: dict[str, Any] = {"eval_questions": len(eval_items), "judges": {}}
     out["baseline"] = {str(r): evaluate(eval_items, r, None, args.seed) for r in NOISE_RATIOS}
     for judge_name, build in judges.items():
@@ -562,7 +562,7 @@ def rerank_covid(
     """Answer coverage of ``first_stage`` top 5 vs its top 20 reranked to 5 (equal context)."""
     nodes = [TextNode(text=t, id_=f"p{i}") for i, (_, t) in enumerate(passages)]
     if first_stage == "bm25":
-        retriever: Any = BM25Retriever(nodes, similarity_top_k=20)
+        retriever: Any = JiebaBM25Retriever(nodes, similarity_top_k=20)
     else:
         from llama_index.core import VectorStoreIndex
 

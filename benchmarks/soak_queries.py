@@ -45,9 +45,9 @@ from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
 from benchmarks.common import write_results  # noqa: E402
 from llama_index_ext_advrag import (  # noqa: E402
     AdaptiveSlidingWindowNodeParser,
-    BM25Retriever,
     DriftAwareWindowPostprocessor,
     HybridFusionRetriever,
+    JiebaBM25Retriever,
     UnitAnnotator,
 )
 from llama_index_ext_advrag.milvus import flush, open_client, open_vector_store  # noqa: E402
@@ -150,7 +150,7 @@ def build(uri: str, collection: str, documents: list[Document]) -> dict[str, Any
     )
     flush(store)
     hybrid = HybridFusionRetriever(
-        [index.as_retriever(similarity_top_k=10), BM25Retriever(nodes)],
+        [index.as_retriever(similarity_top_k=10), JiebaBM25Retriever(nodes)],
         leg_names=["dense", "bm25"],
         similarity_top_k=5,
     )

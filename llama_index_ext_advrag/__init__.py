@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
     )
     from llama_index_ext_advrag.retrievers import HybridFusionRetriever as HybridFusionRetriever
+    from llama_index_ext_advrag.retrievers import JiebaBM25Retriever as JiebaBM25Retriever
     from llama_index_ext_advrag.retrievers import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
@@ -81,7 +82,7 @@ _EXPORTS = {
     "TwoLayerMilvusRetriever": "llama_index_ext_advrag.retrievers",
     "RecursiveIndexNodeRetriever": "llama_index_ext_advrag.retrievers",
     "HybridFusionRetriever": "llama_index_ext_advrag.retrievers",
-    "BM25Retriever": "llama_index_ext_advrag.retrievers",
+    "JiebaBM25Retriever": "llama_index_ext_advrag.retrievers",
     "SafePandasQueryEngine": "llama_index_ext_advrag.query_engine",
     "PrevNextPostprocessor": "llama_index_ext_advrag.postprocessor",
     "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",
@@ -111,9 +112,12 @@ _EXPORTS = {
     "split_sentences": "llama_index_ext_advrag.text",
 }
 
+# Former names, still importable (building one warns) but not listed in __all__.
+_DEPRECATED = {"BM25Retriever": "llama_index_ext_advrag.retrievers"}
+
 __all__ = ["TRACE_KEY", "__version__", *sorted(_EXPORTS)]
 
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+__getattr__ = lazy_getattr(__name__, {**_EXPORTS, **_DEPRECATED})
 
 
 def __dir__() -> list[str]:

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+URI_ENV = "ADVRAG_MILVUS_URI"
 TOKEN_ENV = "ADVRAG_MILVUS_TOKEN"
 
 
@@ -40,8 +41,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--uri",
-        default=DEFAULT_URI,
-        help="Milvus Lite file (default %(default)s) or http(s):// server URI",
+        default=os.environ.get(URI_ENV) or DEFAULT_URI,
+        help=f"Milvus Lite file or http(s):// server URI (default: ${URI_ENV} or {DEFAULT_URI})",
     )
     parser.add_argument(
         "--token",

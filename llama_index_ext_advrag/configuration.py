@@ -39,9 +39,13 @@ _SETTINGS_MODELS: dict[type[BaseModel], type[BaseModel]] = {}
 
 def settings_model(component: type[BaseModel], name: str | None = None) -> type[BaseModel]:
     """A pydantic model with ``component``'s settings as fields (the deprecated ``*Config``),
-    made once per class."""
+    made once per class; a subclass with the same settings (a deprecated alias such as
+    ``BM25Retriever``) shares its base's."""
     if component in _SETTINGS_MODELS:
         return _SETTINGS_MODELS[component]
+    for base in component.__mro__[1:]:
+        if base in _SETTINGS_MODELS and setting_names(base) == setting_names(component):
+            return _SETTINGS_MODELS[base]
     fields: dict[str, Any] = {
         field: (info.annotation, info)
         for field, info in component.model_fields.items()

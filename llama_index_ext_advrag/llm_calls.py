@@ -2,17 +2,18 @@
 
 Most LLM clients have a timeout of their own, but not every one (a custom LLM, a local server
 that accepted the connection and stalled). :func:`complete_within` and :func:`acomplete_within`
-bound one ``complete`` call; the sync one runs it in a daemon thread (a call that never returns
-is abandoned, not joined, so it cannot hold the interpreter at exit).
+bound one ``complete`` call with the request runner's bounds
+(:func:`~llama_index_ext_advrag.plan.run_within`: the sync call runs in a daemon thread, and a
+call that never returns is abandoned, not joined, so it cannot hold the interpreter at exit).
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
 from llama_index.core.llms import LLM
+
+from llama_index_ext_advrag.plan import StepTimeoutError, arun_within, run_within
 
 
 def complete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
@@ -22,44 +23,19 @@ def complete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
     >>> complete_within(MockLLM(), "hi", timeout=5).text
     'hi'
     """
-    if timeout is None:
-        return llm.complete(prompt)
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def call() -> None:
-        try:
-            outcome["value"] = llm.complete(prompt)
-        except BaseException as exc:  # handed to the caller below
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=call, name="advrag-llm-call", daemon=True).start()
-    if not done.wait(timeout):
-        raise TimeoutError(f"the LLM gave no answer within {timeout:g} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    try:
+        return run_within(lambda: llm.complete(prompt), timeout, "the LLM")
+    except StepTimeoutError as exc:
+        raise TimeoutError(str(exc)) from None
 
 
 async def acomplete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
     """``await llm.acomplete(prompt)``, or ``TimeoutError`` after ``timeout`` seconds (the
     LLM's own errors, a ``TimeoutError`` of its client included, are raised unchanged)."""
-
-    async def guarded() -> tuple[Any, BaseException | None]:
-        try:
-            return await llm.acomplete(prompt), None
-        except Exception as exc:
-            return None, exc
-
     try:
-        response, error = await asyncio.wait_for(guarded(), timeout)
-    except asyncio.TimeoutError:
-        raise TimeoutError(f"the LLM gave no answer within {timeout:g} s") from None
-    if error is not None:
-        raise error
-    return response
+        return await arun_within(lambda: llm.acomplete(prompt), timeout, "the LLM")
+    except StepTimeoutError as exc:
+        raise TimeoutError(str(exc)) from None
 
 
 __all__ = ["acomplete_within", "complete_within"]

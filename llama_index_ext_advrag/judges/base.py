@@ -4,7 +4,10 @@ A judge scores ``(query, text)`` pairs: for each text a :class:`Grade` whose ``s
 calibrated probability of relevance in [0, 1], or ``None`` when the judge could not tell (an
 LLM that timed out or answered nonsense, a text outside the judge's language). Judges work on
 batches, sync and async, and a subclass writes ``_judge`` (and ``_ajudge`` when it does native
-async I/O); the public methods validate the input and check that one grade comes back per text.
+async I/O); the public methods validate the input and check the output at the judge boundary:
+one :class:`Grade` per text, a label of :class:`GradeLabel` (a known string such as
+``"relevant"`` is turned into it; anything else is a ``TypeError`` naming the judge class), and
+a score that is NaN or outside [0, 1] counts as unknown, with a warning.
 
 Scores from different judges mean the same thing only after calibration
 (:class:`ScoreCalibration`, fitted with :func:`~llama_index_ext_advrag.judges.calibration.fit_calibration`):
@@ -20,20 +23,25 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field
-from llama_index.core.schema import BaseComponent
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+from llama_index.core.schema import BaseComponent, MetadataMode, NodeWithScore
 
-from llama_index_ext_advrag.text import clean_value
+from llama_index_ext_advrag.events import JudgeGradesEvent
+from llama_index_ext_advrag.plan import in_daemon_thread
+from llama_index_ext_advrag.text import check_text, check_texts
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_DECISION_THRESHOLD = 0.5
 
@@ -50,6 +58,9 @@ class GradeLabel(str, Enum):
     UNKNOWN = "unknown"
 
 
+_LABELS = {label.value: label for label in GradeLabel}
+
+
 @dataclass(frozen=True)
 class Grade:
     """One judged ``(query, text)`` pair.
@@ -58,6 +69,7 @@ class Grade:
         score: calibrated probability that the text is relevant, in [0, 1]; ``None`` = unknown.
         label: ``relevant`` / ``irrelevant`` (score against the judge's decision threshold) or
             ``unknown`` when ``score`` is ``None``.
+            A known label string (``"relevant"``) is turned into the enum member.
         judge: the name of the judge that gave the grade.
         raw: the model's own value before calibration (logit, cosine, yes/no log-odds), if any.
         reason: why a grade is unknown, or a note (e.g. which judge a router chose).
@@ -74,6 +86,14 @@ class Grade:
     judge: str
     raw: float | None = None
     reason: str | None = None
+
+    def __post_init__(self) -> None:
+        # A label given as its string ("relevant") is the enum member; anything else is left
+        # for the judge boundary to refuse with the judge's name.
+        if isinstance(self.label, str) and not isinstance(self.label, GradeLabel):
+            label = _LABELS.get(self.label.strip().casefold())
+            if label is not None:
+                object.__setattr__(self, "label", label)
 
     @property
     def known(self) -> bool:
@@ -147,14 +167,16 @@ class ScoreCalibration:
         return {"slope": self.slope, "offset": self.offset}
 
 
-class BaseRelevanceJudge(BaseComponent):
+class BaseRelevanceJudge(PromptMixin, BaseComponent):
     """Score ``(query, text)`` pairs in [0, 1]; one :class:`Grade` per text, in input order.
 
     Subclasses implement ``_judge`` and, when they do native async I/O, ``_ajudge`` (by default
     ``_ajudge`` runs ``_judge`` in a worker thread so a CPU-bound model does not block the event
     loop). A judge may raise when its model fails; callers such as ``CRAGPostprocessor`` catch
     that and keep the nodes as retrieved. Judges that talk to an LLM turn failures into unknown
-    grades instead.
+    grades instead, and list their prompts through ``get_prompts()`` (a judge is a
+    ``PromptMixin``; one without prompts lists none). Each call opens an instrumentation span
+    and emits a :class:`~llama_index_ext_advrag.events.JudgeGradesEvent`.
 
     Example:
         >>> class KeywordJudge(BaseRelevanceJudge):
@@ -178,6 +200,7 @@ class BaseRelevanceJudge(BaseComponent):
     def class_name(cls) -> str:
         return "BaseRelevanceJudge"
 
+    @dispatcher.span
     def judge(self, query: str, texts: Sequence[str]) -> list[Grade]:
         """Grade every text of ``texts`` against ``query`` (``[]`` for no texts).
 
@@ -186,19 +209,35 @@ class BaseRelevanceJudge(BaseComponent):
         """
         query, texts = _check_input(query, texts, self.name)
         readable = self._readable(query, texts)
-        if not readable:
-            return self._merge(query, texts, readable, [])
-        grades = self._judge(query, [texts[i] for i in readable])
-        return self._merge(query, texts, readable, self._check_output(grades, readable))
+        grades = self._judge(query, [texts[i] for i in readable]) if readable else []
+        return self._finish(query, texts, readable, grades)
 
+    @dispatcher.span
     async def ajudge(self, query: str, texts: Sequence[str]) -> list[Grade]:
         """Async :meth:`judge`."""
         query, texts = _check_input(query, texts, self.name)
         readable = self._readable(query, texts)
-        if not readable:
-            return self._merge(query, texts, readable, [])
-        grades = await self._ajudge(query, [texts[i] for i in readable])
-        return self._merge(query, texts, readable, self._check_output(grades, readable))
+        grades = await self._ajudge(query, [texts[i] for i in readable]) if readable else []
+        return self._finish(query, texts, readable, grades)
+
+    def _finish(
+        self, query: str, texts: list[str], readable: list[int], grades: list[Grade]
+    ) -> list[Grade]:
+        merged = self._merge(query, texts, readable, self._check_output(grades, readable))
+        dispatcher.event(
+            JudgeGradesEvent(judge=self.name, query=query, grades=[g.to_dict() for g in merged])
+        )
+        return merged
+
+    # A judge without prompts; an LLM judge lists its own, a router its judges'.
+    def _get_prompts(self) -> PromptDictType:
+        return {}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        return None
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
 
     @staticmethod
     def _readable(query: str, texts: list[str]) -> list[int]:
@@ -221,31 +260,64 @@ class BaseRelevanceJudge(BaseComponent):
         raise NotImplementedError
 
     async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
-        return await asyncio.to_thread(self._judge, query, texts)
+        return await in_daemon_thread(lambda: self._judge(query, texts))
 
     def grade(self, score: float, raw: float | None = None, reason: str | None = None) -> Grade:
         """A known grade from this judge (label against ``decision_threshold``)."""
         return Grade.from_score(score, self.name, raw, self.decision_threshold, reason)
 
-    def _check_output(self, grades: list[Grade], texts: Sequence[Any]) -> list[Grade]:
-        if len(grades) != len(texts):
+    def _check_output(self, grades: list[Grade], readable: list[int]) -> list[Grade]:
+        """The judge boundary: one :class:`Grade` per judged text (``readable``: their indices
+        in the caller's texts), each labelled with a :class:`GradeLabel`; a score that is not a
+        number in [0, 1] becomes unknown (kept)."""
+        if len(grades) != len(readable):
             raise RuntimeError(
-                f"judge {self.name!r} returned {len(grades)} grades for {len(texts)} texts"
+                f"judge {self.name!r} returned {len(grades)} grades for {len(readable)} texts"
             )
-        return grades
+        return [self._check_grade(i, grade) for i, grade in zip(readable, grades, strict=True)]
+
+    def _check_grade(self, index: int, grade: Any) -> Grade:
+        where = f"{type(self).__name__} (judge {self.name!r}) returned"
+        if not isinstance(grade, Grade):
+            raise TypeError(
+                f"{where} {grade!r} ({type(grade).__name__}) for text {index}; allowed: a "
+                "Grade (build it with judge.grade(score) or Grade.unknown(name, reason))"
+            )
+        if not isinstance(grade.label, GradeLabel):
+            raise TypeError(
+                f"{where} the label {grade.label!r} for text {index}; allowed: a GradeLabel "
+                f"or one of {sorted(_LABELS)}"
+            )
+        score = grade.score
+        if score is None:
+            return grade
+        if isinstance(score, bool) or not isinstance(score, numbers.Real):
+            raise TypeError(
+                f"{where} the score {score!r} ({type(score).__name__}) for text {index}; "
+                "allowed: a number in [0, 1] or None (unknown)"
+            )
+        if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+            logger.warning(
+                "%s the score %r for text %d, outside [0, 1]: counted as unknown",
+                where,
+                score,
+                index,
+            )
+            reason = f"score {score!r} is not in [0, 1]"
+            return Grade.unknown(grade.judge, reason, raw=grade.raw)
+        return grade
+
+
+def node_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
+    """What a judge reads for each node: its content without metadata."""
+    return [hit.node.get_content(MetadataMode.NONE) for hit in nodes]
 
 
 def _check_input(query: str, texts: Sequence[str], judge: str) -> tuple[str, list[str]]:
     """The query and texts checked, with lone surrogates replaced (see :meth:`judge`)."""
-    if not isinstance(query, str):
-        raise TypeError(f"query must be a str, got {type(query).__name__}")
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, got a single str; wrap it in a list")
-    texts = list(texts)
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{index}] must be a str, got {type(text).__name__}")
-    (query, texts), count = clean_value((query, texts))
+    query, count = check_text(query, "query")
+    checked, more = check_texts(texts)
+    count += more
     if count:
         logger.warning(
             "judge %r: the query or texts hold %d lone surrogate code points, which no model "
@@ -253,7 +325,7 @@ def _check_input(query: str, texts: Sequence[str], judge: str) -> tuple[str, lis
             judge,
             count,
         )
-    return query, list(texts)
+    return query, checked
 
 
 __all__ = [
@@ -262,5 +334,6 @@ __all__ = [
     "Grade",
     "GradeLabel",
     "ScoreCalibration",
+    "node_texts",
     "sigmoid",
 ]

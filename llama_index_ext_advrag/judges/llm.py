@@ -24,7 +24,8 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
-from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_ext_advrag.configuration import TemplateSetting
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
@@ -118,7 +119,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
     Args:
         llm: the LLM; ``None`` resolves it when first needed (``Settings.llm``, OpenAI when
             ``OPENAI_API_KEY`` is set); ``MockLLM`` or nothing = every grade unknown.
-        prompt: a template with ``{query}`` and ``{text}``.
+        prompt: a template with ``{query}`` and ``{text}`` (``get_prompts()`` key ``"prompt"``).
         timeout: seconds per call; a slower call gives an unknown grade.
         max_concurrency: calls in flight at once (threads in sync, tasks in async).
         max_passage_chars: the passage is cut to this many characters in the prompt.
@@ -141,16 +142,20 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
 
     def __init__(self, llm: LLM | None = None, **data: Any) -> None:
         super().__init__(**data)
-        missing = {"query", "text"} - set(self.prompt.template_vars)
-        if missing:
-            raise ValueError(
-                f"prompt lacks the variables {sorted(missing)}; it needs {{query}} and {{text}}"
-            )
+        _check_prompt(self.prompt)
         self._llm = llm
 
     @classmethod
     def class_name(cls) -> str:
         return "LLMRelevanceJudge"
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"prompt": self.prompt}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "prompt" in prompts_dict:
+            _check_prompt(prompts_dict["prompt"])
+            self.prompt = prompts_dict["prompt"]  # type: ignore[assignment]
 
     def _resolved_llm(self) -> LLM | None:
         return resolve_llm(self._llm)  # None for no LLM and for core's MockLLM
@@ -246,6 +251,16 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
             return self._grade_response(response)
 
         return list(await asyncio.gather(*(one(text) for text in texts)))
+
+
+def _check_prompt(prompt: Any) -> None:
+    if not isinstance(prompt, BasePromptTemplate):
+        raise TypeError(f"prompt must be a prompt template, got {type(prompt).__name__}")
+    missing = {"query", "text"} - set(prompt.template_vars)
+    if missing:
+        raise ValueError(
+            f"prompt lacks the variables {sorted(missing)}; it needs {{query}} and {{text}}"
+        )
 
 
 __all__ = [

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.prompts.mixin import PromptMixinType
 
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.text.words import cjk_share
@@ -73,6 +74,10 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
 
     @property
     def judges(self) -> dict[str, BaseRelevanceJudge]:
+        return dict(self._judges)
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        """The prompts of the judges it routes to, under their language (``"zh:prompt"``)."""
         return dict(self._judges)
 
     def _route(self, query: str, texts: list[str]) -> dict[str, list[int]]:

@@ -17,47 +17,60 @@ bounds it, and an optional ``web_search`` callable is the last resort. Knowledge
 cuts every kept node into strips, grades them and keeps the relevant strips in reading order
 (:mod:`~llama_index_ext_advrag.postprocessor.crag_refine`).
 
-The decision logic is one generator that yields I/O requests (grade, rewrite, retrieve, search);
-the sync and async methods only execute them. A judge that fails anywhere degrades to the
-nodes as retrieved, with the failure in the trace; a failing retriever, rewrite or web search
-is recorded and skipped. Every returned node carries ``metadata[TRACE_KEY]["crag"]``: its
+The decision logic is one generator that yields I/O requests (grade, rewrite, retrieve, search)
+to the pack's request runner (:mod:`llama_index_ext_advrag.plan`); the sync and async methods
+only execute them. A judge that fails anywhere degrades to the nodes as retrieved, with the
+failure in the trace; a failing retriever, rewrite or web search is recorded and skipped. The
+judge, the corrective retriever and the web search are bounded in time (``judge_timeout``,
+``retrieve_timeout``, ``web_search_timeout``): a step that times out returns the nodes as
+retrieved, with the step in the trace; a rewrite that times out falls back to keywords. Every returned node carries ``metadata[TRACE_KEY]["crag"]``: its
 grade, source, the action, the rewritten queries, what refinement dropped, and the grades of
-the dropped nodes.
+the dropped nodes. The same decisions are emitted as instrumentation events
+(:mod:`llama_index_ext_advrag.events`) inside a span per call.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import inspect
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.configuration import TemplateSetting
-from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
-from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
+from llama_index_ext_advrag.events import CRAGActionEvent, CRAGResultEvent, CRAGRoundEvent
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
 from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.plan import Failed, Judge, Retrieve, adrive, drive
+from llama_index_ext_advrag.postprocessor.crag_io import (
+    CRAGExecutor,
+    WebSearch,
+    _Rewrite,
+    _WebSearch,
+    accept_rewrite,
+    check_rewrite_prompt,
+    fallback_rewrite,
+)
 from llama_index_ext_advrag.postprocessor.crag_refine import (
     DEFAULT_STRIP_TOKENS,
     join_strips,
     select_strips,
     split_strips,
 )
-from llama_index_ext_advrag.postprocessor.judge_rerank import node_texts, query_text
-from llama_index_ext_advrag.text.words import ChineseMode, WordTokenizer
+from llama_index_ext_advrag.queries import distinctive_terms, query_text
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "crag"
 # The thresholds picked for the packaged cross-encoder with its default calibration
@@ -66,13 +79,17 @@ DEFAULT_UPPER = 0.626
 DEFAULT_LOWER = 0.051
 DEFAULT_MAX_ROUNDS = 1
 DEFAULT_REWRITE_TIMEOUT = 120.0
+# Bounds for steps that may hang; generous enough for an LLM judge on a small local model
+# grading a batch (about 5 s per pair at 4 in flight) and a web search over a slow link.
+DEFAULT_JUDGE_TIMEOUT = 300.0
+DEFAULT_RETRIEVE_TIMEOUT = 60.0
+DEFAULT_WEB_SEARCH_TIMEOUT = 60.0
+MAX_TIMEOUT = 3600.0
 DEFAULT_REWRITE_PROMPT = PromptTemplate(
     "Rewrite the question below as a short web-search query made of its key terms, in the "
     "question's language. Reply with the query only.\n"
     "{avoid}Question: {query}\nQuery:"
 )
-WebSearch = Callable[[str], Sequence[Any]]
-_KEYWORDS = WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE, chinese_characters=False)
 
 
 class CRAGAction(str, Enum):
@@ -118,47 +135,8 @@ def keep_corrective(scores: Sequence[float | None], lower: float) -> list[bool]:
     return [s is None or s >= lower for s in scores]
 
 
-def distinctive_terms(query: str) -> str:
-    """The query's content words (stop words dropped, order kept, no repeats): the rewrite
-    used without an LLM.
-
-    >>> distinctive_terms("What is the incubation period of the virus?")
-    'what incubation period virus'
-    """
-    terms = list(dict.fromkeys(_KEYWORDS.tokenize(query)))
-    return " ".join(terms) if terms else query
-
-
 def dedupe_key(text: str) -> str:
     return " ".join(text.split()).casefold()
-
-
-# Requests the decision generator yields; the drivers answer each with a result or _Failed.
-@dataclass(frozen=True)
-class _Judge:
-    query: str
-    texts: list[str]
-
-
-@dataclass(frozen=True)
-class _Rewrite:
-    query: str
-    tried: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class _Retrieve:
-    query: str
-
-
-@dataclass(frozen=True)
-class _WebSearch:
-    query: str
-
-
-@dataclass(frozen=True)
-class _Failed:
-    error: str
 
 
 @dataclass
@@ -173,7 +151,17 @@ class _Candidate:
 Plan = Generator[Any, Any, list[NodeWithScore]]
 
 
-class CRAGPostprocessor(BaseNodePostprocessor):
+def _timeout_field(default: float, what: str) -> Any:
+    return Field(
+        default=default,
+        gt=0,
+        le=MAX_TIMEOUT,
+        description=f"Seconds {what} may take (None: wait); a slower one returns the nodes as "
+        "retrieved, the step named in the trace.",
+    )
+
+
+class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
     """Corrective RAG between retrieval and generation (see the module docstring).
 
     Args:
@@ -191,9 +179,14 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         llm: rewrites the query; ``None`` resolves it late, none / ``MockLLM`` = keyword rewrite.
         rewrite_timeout: seconds the LLM rewrite may take (``None``: wait); a slower, failing
             or unusable rewrite falls back to keywords, recorded as ``rewrite_fallback``.
+        judge_timeout, retrieve_timeout, web_search_timeout: seconds one judge call, one
+            corrective retrieval, the web search may take (``None``: wait); a slower step
+            returns the nodes as retrieved with ``timed_out`` (the step) in the trace.
+        rewrite_prompt: the LLM rewrite's template (``{query}``, optional ``{avoid}``); also
+            settable with ``update_prompts({"rewrite_prompt": ...})``.
 
     Raises:
-        ValueError: ``lower > upper`` (both named).
+        ValueError: ``lower > upper`` (both named); a rewrite prompt without ``{query}``.
 
     Example:
         >>> from llama_index.core.schema import NodeWithScore, TextNode
@@ -223,6 +216,11 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         gt=0,
         description="Seconds the LLM rewrite may take; a slower one falls back to keywords.",
     )
+    judge_timeout: float | None = _timeout_field(DEFAULT_JUDGE_TIMEOUT, "one judge call")
+    retrieve_timeout: float | None = _timeout_field(
+        DEFAULT_RETRIEVE_TIMEOUT, "one corrective retrieval"
+    )
+    web_search_timeout: float | None = _timeout_field(DEFAULT_WEB_SEARCH_TIMEOUT, "the web search")
 
     _judge: BaseRelevanceJudge = PrivateAttr()
     _retriever: BaseRetriever | None = PrivateAttr(default=None)
@@ -240,6 +238,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         super().__init__(**data)
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) must not exceed upper ({self.upper})")
+        check_rewrite_prompt(self.rewrite_prompt)
         self._judge = judge
         self._retriever = corrective_retriever
         self._web_search = web_search
@@ -254,17 +253,42 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         """The relevance judge (a live object: pass it to ``from_dict``)."""
         return self._judge
 
+    # ----- prompts (PromptMixin) -----
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"rewrite_prompt": self.rewrite_prompt}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "rewrite_prompt" in prompts_dict:
+            prompt = prompts_dict["rewrite_prompt"]
+            check_rewrite_prompt(prompt)
+            self.rewrite_prompt = prompt  # type: ignore[assignment]
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        """The judge's prompts (an LLM judge's) under ``judge:``."""
+        return {"judge": self.judge}
+
     # ----- the decision logic (shared by sync and async) -----
 
     def _plan(self, query: str, nodes: list[NodeWithScore]) -> Plan:
         texts = node_texts(nodes)
-        grades = yield _Judge(query, texts)
-        if isinstance(grades, _Failed):
-            return self._as_retrieved(nodes, grades.error)
+        grades = yield Judge(query, texts)
+        if isinstance(grades, Failed):
+            return self._as_retrieved(query, nodes, grades, first=True)
         scores = [g.score for g in grades]
         action = decide_action(scores, self.upper, self.lower)
         if action is None:
-            return self._as_retrieved(nodes, "every grade is unknown")
+            return self._as_retrieved(query, nodes, Failed("every grade is unknown"), first=True)
+        dispatcher.event(
+            CRAGActionEvent(
+                query=query,
+                action=action.value,
+                grades=[
+                    {"node_id": n.node.node_id, **g.to_dict()}
+                    for n, g in zip(nodes, grades, strict=True)
+                ],
+            )
+        )
         keep = keep_retrieved(
             scores, action, self.upper, self.lower, self.keep_doubtful_when_correct
         )
@@ -277,12 +301,12 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         if action is not CRAGAction.CORRECT:
             failure = yield from self._correct(query, candidates, kept, dropped, decision["rounds"])
             if failure is not None:
-                return self._as_retrieved(nodes, failure)
+                return self._as_retrieved(query, nodes, failure)
         refined_away: list[_Candidate] = []
         if self.refine and kept:
             failure = yield from self._refine(query, kept, refined_away)
             if failure is not None:
-                return self._as_retrieved(nodes, failure)
+                return self._as_retrieved(query, nodes, failure)
         decision["dropped"] = [
             {
                 "node_id": c.node.node.node_id,
@@ -312,7 +336,7 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         kept: list[_Candidate],
         dropped: list[_Candidate],
         rounds: list[dict[str, Any]],
-    ) -> Generator[Any, Any, str | None]:
+    ) -> Generator[Any, Any, Failed | None]:
         """Corrective rounds, then the web search; appends to ``kept``/``dropped``/``rounds``."""
         seen = {c.node.node.node_id for c in seen_candidates}
         seen |= {dedupe_key(c.text) for c in seen_candidates}
@@ -324,17 +348,15 @@ class CRAGPostprocessor(BaseNodePostprocessor):
                 break
             rewritten, method, note = rewrite
             tried.append(rewritten)
-            hits = yield _Retrieve(rewritten)
+            hits = yield Retrieve(rewritten)
             record: dict[str, Any] = {"query": rewritten, "rewrite": method}
             if note is not None:
                 record["rewrite_fallback"] = note
             rounds.append(record)
-            if isinstance(hits, _Failed):
-                record["error"] = hits.error
-                continue
             failure, confident = yield from self._grade_new(
                 query, hits, "corrective", seen, kept, dropped, record
             )
+            dispatcher.event(CRAGRoundEvent(round=dict(record)))
             if failure is not None:
                 return failure
             if confident:
@@ -344,26 +366,29 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             results = yield _WebSearch(search_query)
             record = {"query": search_query, "source": "web_search"}
             rounds.append(record)
-            if isinstance(results, _Failed):
-                record["error"] = results.error
-            else:
-                failure, _ = yield from self._grade_new(
-                    query, results, "web_search", seen, kept, dropped, record
-                )
-                if failure is not None:
-                    return failure
+            failure, _ = yield from self._grade_new(
+                query, results, "web_search", seen, kept, dropped, record
+            )
+            dispatcher.event(CRAGRoundEvent(round=dict(record)))
+            if failure is not None:
+                return failure
         return None
 
     def _grade_new(
         self,
         query: str,
-        hits: list[NodeWithScore],
+        hits: list[NodeWithScore] | Failed,
         source: str,
         seen: set[str],
         kept: list[_Candidate],
         dropped: list[_Candidate],
         record: dict[str, Any],
-    ) -> Generator[Any, Any, tuple[str | None, bool]]:
+    ) -> Generator[Any, Any, tuple[Failed | None, bool]]:
+        """Grade a round's new results; a failed round is recorded and skipped, a timed-out
+        one (or a failing judge) ends CRAG with the nodes as retrieved."""
+        if isinstance(hits, Failed):
+            record["error"] = hits.error
+            return (hits if hits.timed_out else None), False
         fresh = []
         for hit in hits:
             text = node_texts([hit])[0]
@@ -374,9 +399,9 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         record.update(retrieved=len(hits), new=len(fresh), kept=0)
         if not fresh:
             return None, False
-        grades = yield _Judge(query, [text for _, text in fresh])
-        if isinstance(grades, _Failed):
-            return grades.error, False
+        grades = yield Judge(query, [text for _, text in fresh])
+        if isinstance(grades, Failed):
+            return grades, False
         scores = [g.score for g in grades]
         for (hit, text), grade, keep in zip(
             fresh, grades, keep_corrective(scores, self.lower), strict=True
@@ -387,14 +412,14 @@ class CRAGPostprocessor(BaseNodePostprocessor):
 
     def _refine(
         self, query: str, kept: list[_Candidate], removed: list[_Candidate]
-    ) -> Generator[Any, Any, str | None]:
+    ) -> Generator[Any, Any, Failed | None]:
         """Refine ``kept`` in place; nodes left without a strip (budget) move to ``removed``."""
         strips = [s for i, c in enumerate(kept) for s in split_strips(i, c.text, self.strip_tokens)]
         if not strips:
             return None
-        grades = yield _Judge(query, [s.text for s in strips])
-        if isinstance(grades, _Failed):
-            return grades.error
+        grades = yield Judge(query, [s.text for s in strips])
+        if isinstance(grades, Failed):
+            return grades
         threshold = self.lower if self.strip_threshold is None else self.strip_threshold
         chosen = set(
             select_strips(strips, [g.score for g in grades], threshold, self.strip_token_budget)
@@ -417,13 +442,31 @@ class CRAGPostprocessor(BaseNodePostprocessor):
         kept[:] = [c for c in kept if not c.refinement or c.refinement["kept"]]
         return None
 
-    def _as_retrieved(self, nodes: list[NodeWithScore], error: str) -> list[NodeWithScore]:
-        logger.warning("CRAG keeps the nodes as retrieved: %s", error)
+    def _as_retrieved(
+        self, query: str, nodes: list[NodeWithScore], failure: Failed, first: bool = False
+    ) -> list[NodeWithScore]:
+        """The nodes as retrieved, each traced with why (and the step that timed out)."""
+        logger.warning("CRAG keeps the nodes as retrieved: %s", failure.error)
+        record: dict[str, Any] = {"action": "keep_as_retrieved", "error": failure.error}
+        if failure.timed_out:
+            record["timed_out"] = failure.step
+        if first:
+            dispatcher.event(
+                CRAGActionEvent(query=query, action="keep_as_retrieved", error=failure.error)
+            )
         results = []
         for node in nodes:
             result = copy_node_with_score(node)
-            add_trace(result.node, TRACE_COMPONENT, {"action": "keep_as_retrieved", "error": error})
+            add_trace(result.node, TRACE_COMPONENT, dict(record))
             results.append(result)
+        dispatcher.event(
+            CRAGResultEvent(
+                action="keep_as_retrieved",
+                kept=[_kept_entry(n, "retrieved") for n in results],
+                error=failure.error,
+                timed_out=record.get("timed_out"),
+            )
+        )
         return results
 
     def _build(self, kept: list[_Candidate], decision: dict[str, Any]) -> list[NodeWithScore]:
@@ -447,6 +490,13 @@ class CRAGPostprocessor(BaseNodePostprocessor):
             }
             add_trace(result.node, TRACE_COMPONENT, record)
             results.append(result)
+        dispatcher.event(
+            CRAGResultEvent(
+                action=decision["action"],
+                kept=[_kept_entry(r, kept[i].source) for r, i in zip(results, order, strict=True)],
+                dropped=decision["dropped"],
+            )
+        )
         return results
 
     # ----- I/O: the only part sync and async do differently -----
@@ -454,136 +504,50 @@ class CRAGPostprocessor(BaseNodePostprocessor):
     def _resolved_llm(self) -> LLM | None:
         return resolve_llm(self._llm)  # None for no LLM and for core's MockLLM
 
-    def _rewrite_prompt(self, request: _Rewrite) -> str:
-        avoid = "".join(f"Not: {q}\n" for q in request.tried)
-        return self.rewrite_prompt.format(query=request.query, avoid=avoid)
-
     def _fallback_rewrite(
         self, request: _Rewrite, note: str | None = None
     ) -> tuple[str, str, str | None] | None:
-        """The keyword (or original) query; ``note`` says why the LLM's was not used."""
-        for candidate, method in (
-            (distinctive_terms(request.query), "keywords"),
-            (request.query, "original"),
-        ):
-            if candidate not in request.tried:
-                return candidate, method, note
-        return None
+        return fallback_rewrite(request, note)
 
     def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str, str | None] | None:
-        text = str(getattr(reply, "text", "") or "").strip().splitlines()
-        rewritten = text[0].strip().strip("\"'") if text else ""
-        if rewritten and rewritten not in request.tried:
-            return rewritten, "llm", None
-        why = "empty LLM reply" if not rewritten else f"LLM repeated a tried query {rewritten!r}"
-        return self._fallback_rewrite(request, why[:200])
+        return accept_rewrite(request, reply)
 
-    def _run(self, plan: Plan) -> list[NodeWithScore]:
-        result: Any = None
-        try:
-            while True:
-                request = plan.send(result)
-                result = self._execute(request)
-        except StopIteration as stop:
-            return stop.value
+    def _executor(self) -> CRAGExecutor:
+        return CRAGExecutor(
+            judge=self.judge,
+            retriever=self._retriever,
+            web_search=self._web_search,
+            llm=self._resolved_llm,
+            rewrite_prompt=self.rewrite_prompt,
+            rewrite_timeout=self.rewrite_timeout,
+            timeouts={
+                Judge: self.judge_timeout,
+                Retrieve: self.retrieve_timeout,
+                _WebSearch: self.web_search_timeout,
+            },
+        )
 
-    def _execute(self, request: Any) -> Any:
-        try:
-            if isinstance(request, _Judge):
-                return self.judge.judge(request.query, request.texts)
-            if isinstance(request, _Retrieve):
-                assert self._retriever is not None
-                return self._retriever.retrieve(request.query)
-            if isinstance(request, _WebSearch):
-                assert self._web_search is not None
-                found = self._web_search(request.query)
-                if inspect.isawaitable(found):  # an async web_search: only the async path awaits
-                    if inspect.iscoroutine(found):
-                        found.close()
-                    raise TypeError(
-                        "web_search is async and cannot run in sync postprocessing: use "
-                        "apostprocess_nodes (an async query engine) or pass a sync callable"
-                    )
-                return _as_nodes(found)
-        except Exception as exc:
-            logger.warning("CRAG %s failed: %r", type(request).__name__.strip("_"), exc)
-            return _Failed(f"{type(request).__name__.strip('_').lower()} failed: {exc!r}")
-        llm = self._resolved_llm()
-        if llm is None:
-            return self._fallback_rewrite(request)
-        try:
-            reply = complete_within(llm, self._rewrite_prompt(request), self.rewrite_timeout)
-            return self._accept_rewrite(request, reply)
-        except Exception as exc:
-            logger.warning("CRAG rewrite failed, using keywords: %r", exc)
-            return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
-
-    async def _arun(self, plan: Plan) -> list[NodeWithScore]:
-        result: Any = None
-        try:
-            while True:
-                request = plan.send(result)
-                result = await self._aexecute(request)
-        except StopIteration as stop:
-            return stop.value
-
-    async def _aexecute(self, request: Any) -> Any:
-        try:
-            if isinstance(request, _Judge):
-                return await self.judge.ajudge(request.query, request.texts)
-            if isinstance(request, _Retrieve):
-                assert self._retriever is not None
-                return await self._retriever.aretrieve(request.query)
-            if isinstance(request, _WebSearch):
-                assert self._web_search is not None
-                if inspect.iscoroutinefunction(self._web_search):
-                    return _as_nodes(await self._web_search(request.query))
-                return _as_nodes(await asyncio.to_thread(self._web_search, request.query))
-        except Exception as exc:
-            logger.warning("CRAG %s failed: %r", type(request).__name__.strip("_"), exc)
-            return _Failed(f"{type(request).__name__.strip('_').lower()} failed: {exc!r}")
-        llm = self._resolved_llm()
-        if llm is None:
-            return self._fallback_rewrite(request)
-        try:
-            prompt = self._rewrite_prompt(request)
-            reply = await acomplete_within(llm, prompt, self.rewrite_timeout)
-            return self._accept_rewrite(request, reply)
-        except Exception as exc:
-            logger.warning("CRAG rewrite failed, using keywords: %r", exc)
-            return self._fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
-
+    @dispatcher.span
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         if not nodes:
             return []
-        return self._run(self._plan(query_text(query_bundle), list(nodes)))
+        return drive(self._plan(query_text(query_bundle), list(nodes)), self._executor().execute)
 
+    @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         """Async :meth:`postprocess_nodes`: the same decisions, native async I/O."""
         if not nodes:
             return []
-        return await self._arun(self._plan(query_text(query_bundle), list(nodes)))
+        plan = self._plan(query_text(query_bundle), list(nodes))
+        return await adrive(plan, self._executor().aexecute)
 
 
-def _as_nodes(results: Sequence[Any]) -> list[NodeWithScore]:
-    """Web results as nodes: strings become text nodes marked as web results."""
-    nodes = []
-    for item in results or []:
-        if isinstance(item, NodeWithScore):
-            nodes.append(item)
-        elif isinstance(item, str):
-            node_id = "web-" + hashlib.sha1(item.encode("utf-8")).hexdigest()[:16]
-            node = TextNode(text=item, id_=node_id, metadata={"source": "web_search"})
-            nodes.append(NodeWithScore(node=node))
-        else:
-            raise TypeError(
-                f"web_search returned a {type(item).__name__}; allowed: str, NodeWithScore"
-            )
-    return nodes
+def _kept_entry(node: NodeWithScore, source: str) -> dict[str, Any]:
+    return {"node_id": node.node.node_id, "source": source, "score": node.score}
 
 
 __all__ = [

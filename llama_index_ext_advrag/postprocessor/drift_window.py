@@ -12,6 +12,10 @@ Similarities use the vectors already stored with the nodes (fetched in the same 
 as the neighbours); only the query is embedded. ``min_sim``/``prune_sim`` are raw cosine
 values, which depend on the embedding model: derive them with
 :func:`llama_index_ext_advrag.postprocessor.calibration.calibrate_thresholds`.
+
+Each call opens an instrumentation span and emits a
+:class:`~llama_index_ext_advrag.events.DriftWindowEvent`: every window's growth record (why it
+stopped, what it added and pruned).
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag.events import DriftWindowEvent
 from llama_index_ext_advrag.layout import NodeLayout
 from llama_index_ext_advrag.models import resolve_embed_model, settings_embed_model
 from llama_index_ext_advrag.postprocessor._growth import (
@@ -44,6 +50,7 @@ from llama_index_ext_advrag.postprocessor.pieces import dedupe_hits, merge_piece
 from llama_index_ext_advrag.queries import clean_query_bundle
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "drift_window"
 DEFAULT_MAX_WINDOW_TOKENS = 768
@@ -217,6 +224,7 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
         sizes = [window[1] for window in session.windows if window is not None]
         if self.max_window_change is not None and sizes:
             self._previous_units = round(sum(sizes) / len(sizes))
+        source = self.thresholds(query)[2]
         record = {
             "query_embedded": query_embedded,
             "embedded_units": session.embedded,
@@ -224,9 +232,16 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
             "rows_read": session.rows_read,
             "fetched": len(session.nodes),
             "limits": session.limits.__dict__,
-            "thresholds": self.thresholds(query)[2],
+            "thresholds": source,
         }
         pieces = [window[0] for window in session.windows if window is not None]
+        dispatcher.event(
+            DriftWindowEvent(
+                windows=[dict(r) for p in pieces for r in p.records],
+                thresholds=source,
+                round_trips=session.round_trips,
+            )
+        )
         return [
             piece_to_node(p, TRACE_COMPONENT, record, self.layout, self.separator)
             for p in merge_pieces(pieces)
@@ -246,6 +261,7 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
 
     # --- sync / async: only the I/O differs ----------------------------------------------------
 
+    @dispatcher.span
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
@@ -266,6 +282,7 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
             session.grow()
         return self._finish(session, query.embedding is None, query.query_str)
 
+    @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:

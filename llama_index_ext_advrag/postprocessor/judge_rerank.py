@@ -4,7 +4,8 @@ Core's ``SentenceTransformerRerank`` downloads its model at run time; with the p
 cross-encoder (``judges`` extra) this one runs offline, and any judge (embedding, LLM,
 language-routed) can rerank the same way. A node whose grade is unknown keeps its place after
 the graded ones, in retrieval order. A failing judge leaves the retrieval order (cut to
-``top_n``) with the failure recorded.
+``top_n``) with the failure recorded. The order is also emitted as a
+:class:`~llama_index_ext_advrag.events.JudgeRerankEvent` inside a span per call.
 """
 
 from __future__ import annotations
@@ -13,13 +14,19 @@ import logging
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.prompts.mixin import PromptMixin, PromptMixinType
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
+from llama_index_ext_advrag.events import JudgeRerankEvent
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
+from llama_index_ext_advrag.plan import Failed, aattempt, attempt
+from llama_index_ext_advrag.queries import query_text
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "judge_rerank"
 
@@ -37,18 +44,7 @@ def rerank_order(grades: list[Grade]) -> list[int]:
     )
 
 
-def node_texts(nodes: list[NodeWithScore]) -> list[str]:
-    """What a judge reads for each node: its content without metadata."""
-    return [hit.node.get_content(MetadataMode.NONE) for hit in nodes]
-
-
-def query_text(query_bundle: QueryBundle | None) -> str:
-    if query_bundle is None:
-        raise ValueError("a query is required: pass query_bundle or query_str")
-    return query_bundle.query_str
-
-
-class JudgeRerankPostprocessor(BaseNodePostprocessor):
+class JudgeRerankPostprocessor(BaseNodePostprocessor, PromptMixin):
     """Sort nodes by a judge's score and keep ``top_n``; the node score becomes the grade.
 
     Args:
@@ -85,51 +81,58 @@ class JudgeRerankPostprocessor(BaseNodePostprocessor):
         """The relevance judge (a live object: pass it to ``from_dict``)."""
         return self._judge
 
+    def _get_prompt_modules(self) -> PromptMixinType:
+        """The judge's prompts (an LLM judge's) under ``judge:``."""
+        return {"judge": self.judge}
+
     def _finish(
-        self, nodes: list[NodeWithScore], grades: list[Grade] | None, error: str | None
+        self, nodes: list[NodeWithScore], grades: list[Grade] | Failed
     ) -> list[NodeWithScore]:
-        order = rerank_order(grades) if grades is not None else list(range(len(nodes)))
-        results = []
+        if isinstance(grades, Failed):
+            logger.warning(
+                "judge %s failed; keeping the retrieval order: %r",
+                self.judge.name,
+                grades.exception,
+            )
+            order = list(range(len(nodes)))
+        else:
+            order = rerank_order(grades)
+        results, ranks = [], []
         for rank, index in enumerate(order[: self.top_n]):
             result = copy_node_with_score(nodes[index])
             record: dict[str, Any] = {"retrieval_rank": index, "rank": rank}
-            if grades is not None:
-                grade = grades[index]
-                record["grade"] = grade.to_dict()
-                if grade.score is not None:
-                    result.score = grade.score
+            if isinstance(grades, Failed):
+                record["error"] = grades.error
             else:
-                record["error"] = error
+                record["grade"] = grades[index].to_dict()
+                if grades[index].score is not None:
+                    result.score = grades[index].score
             add_trace(result.node, TRACE_COMPONENT, record)
             results.append(result)
+            ranks.append({"node_id": result.node.node_id, "score": result.score, **record})
+        error = grades.error if isinstance(grades, Failed) else None
+        dispatcher.event(JudgeRerankEvent(order=ranks, error=error))
         return results
 
+    @dispatcher.span
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         if not nodes:
             return []
-        query = query_text(query_bundle)
-        try:
-            grades, error = self.judge.judge(query, node_texts(nodes)), None
-        except Exception as exc:
-            logger.warning("judge %s failed; keeping the retrieval order: %r", self.judge.name, exc)
-            grades, error = None, f"judge failed: {exc!r}"
-        return self._finish(nodes, grades, error)
+        query, texts = query_text(query_bundle), node_texts(nodes)
+        return self._finish(nodes, attempt("judge", lambda: self.judge.judge(query, texts), None))
 
+    @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         """Async :meth:`postprocess_nodes` (the judge's ``ajudge``)."""
         if not nodes:
             return []
-        query = query_text(query_bundle)
-        try:
-            grades, error = await self.judge.ajudge(query, node_texts(nodes)), None
-        except Exception as exc:
-            logger.warning("judge %s failed; keeping the retrieval order: %r", self.judge.name, exc)
-            grades, error = None, f"judge failed: {exc!r}"
-        return self._finish(nodes, grades, error)
+        query, texts = query_text(query_bundle), node_texts(nodes)
+        grades = await aattempt("judge", lambda: self.judge.ajudge(query, texts), None)
+        return self._finish(nodes, grades)
 
 
 __all__ = ["JudgeRerankPostprocessor", "node_texts", "rerank_order"]

@@ -16,8 +16,12 @@ embedding judge by default) and answers with the best-graded sentences of the re
 passages, labelled extractive. Every decision, score, iteration, LLM call and the time of each
 step is in ``response.metadata[TRACE_KEY]["self_rag"]``.
 
-The decision logic is one generator that yields I/O requests (LLM calls, judging, retrieval);
-the sync and async methods only execute them.
+The decision logic is one generator that yields I/O requests (LLM calls, judging, retrieval)
+to the pack's request runner (:mod:`llama_index_ext_advrag.plan`); the sync and async methods
+only execute them. Each query opens an instrumentation span; the retrieve decision, every
+reflection (ISREL, ISSUP, ISUSE) and the answer are emitted as events
+(:mod:`llama_index_ext_advrag.events`). The prompts are listed and replaced through
+``get_prompts()`` / ``update_prompts()``.
 """
 
 from __future__ import annotations
@@ -29,30 +33,31 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_ext_advrag.configuration import Configured, TemplateSetting
-from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, GradeLabel
-from llama_index_ext_advrag.postprocessor.crag import distinctive_terms
-from llama_index_ext_advrag.postprocessor.judge_rerank import node_texts
+from llama_index_ext_advrag.events import SelfRAGReflectionEvent, SelfRAGRouteEvent
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, GradeLabel, node_texts
+from llama_index_ext_advrag.plan import Completions, Failed, Judge, Retrieve
+from llama_index_ext_advrag.queries import distinctive_terms
 from llama_index_ext_advrag.query_engine import self_rag_critique as critique
 from llama_index_ext_advrag.query_engine.self_rag_critique import Candidate, GenerationMode
 from llama_index_ext_advrag.query_engine.self_rag_io import (
-    Completions,
-    Failed,
-    Judge,
     Outcome,
     Passage,
     Plan,
-    Retrieve,
     SelfRAGExecutor,
     Trace,
 )
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_MAX_RETRIEVALS = 3
 DEFAULT_ACCEPT_SUPPORT = 0.75
@@ -112,10 +117,10 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         >>> from llama_index.core.embeddings import MockEmbedding
         >>> from llama_index.core.schema import TextNode
         >>> from llama_index_ext_advrag.judges import EmbeddingRelevanceJudge
-        >>> from llama_index_ext_advrag.retrievers import BM25Retriever
+        >>> from llama_index_ext_advrag.retrievers import JiebaBM25Retriever
         >>> nodes = [TextNode(text="The FX-40 syncs every 15 minutes."), TextNode(text="Receipts from 25 euros.")]
         >>> engine = SelfRAGQueryEngine(  # llm=None: the extractive path; pass an LLM for Self-RAG proper
-        ...     retriever=BM25Retriever(nodes, similarity_top_k=1), llm=None,
+        ...     retriever=JiebaBM25Retriever(nodes, similarity_top_k=1), llm=None,
         ...     judge=EmbeddingRelevanceJudge(embed_model=MockEmbedding(embed_dim=8)))
         >>> response = engine.query("How often does the FX-40 sync?")
         >>> str(response), response.metadata["advrag_trace"]["self_rag"]["answer_kind"]
@@ -198,12 +203,25 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         self._llm = llm
 
     def _check_prompts(self) -> None:
-        for name, variables in critique.PROMPT_VARIABLES.items():
-            missing = variables - set(getattr(self, name).template_vars)
-            if missing:
-                raise ValueError(
-                    f"{name} lacks the variables {sorted(missing)}; it needs {sorted(variables)}"
-                )
+        for name in critique.PROMPT_VARIABLES:
+            _check_prompt(name, getattr(self, name))
+
+    # ----- prompts (PromptMixin) -----
+
+    def _get_prompts(self) -> PromptDictType:
+        """The six prompts, under their field names (``retrieve_prompt``, ...)."""
+        return {name: getattr(self, name) for name in critique.PROMPT_VARIABLES}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        known = {k: v for k, v in prompts_dict.items() if k in critique.PROMPT_VARIABLES}
+        for name, prompt in known.items():
+            _check_prompt(name, prompt)
+        for name, prompt in known.items():
+            setattr(self, name, prompt)
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        """The given judge's prompts under ``judge:`` (the default judge is built per LLM)."""
+        return {"judge": self.judge} if self.judge is not None else {}
 
     @classmethod
     def class_name(cls) -> str:
@@ -223,6 +241,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
     def _plan(self, query: str, has_llm: bool) -> Plan:
         state = _State(query, Trace(self._trace_header(has_llm)))
         retrieve = yield from self._decide_retrieval(state, has_llm)
+        dispatcher.event(SelfRAGRouteEvent(query=query, decision=state.trace.record["retrieve"]))
         if not retrieve:
             state.trace.record["stop_reason"] = "no_retrieval"
             prompt = self.direct_prompt.format(query=query)
@@ -302,6 +321,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             state.judged[node.node.node_id] = grade
             keep = grade.label is not GradeLabel.IRRELEVANT
             isrel.append({"node_id": node.node.node_id, "kept": keep, **grade.to_dict()})
+            _reflect(iteration, "isrel", node.node.node_id, grade.score, isrel[-1])
             if keep:
                 relevant.append(Passage(node, text, grade, iteration))
         record["isrel"] = isrel
@@ -391,6 +411,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             candidate.score = critique.candidate_score(
                 candidate.isrel, candidate.issup.value, candidate.isuse.value, self.weights
             )
+            for name, reflection in (("issup", candidate.issup), ("isuse", candidate.isuse)):
+                detail = reflection.to_dict()
+                _reflect(candidate.iteration, name, candidate.answer, reflection.value, detail)
 
     def _extractive(
         self, state: _State, relevant: list[Passage], record: dict[str, Any]
@@ -470,6 +493,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             self._retriever, self._postprocessors, self._llm, self.max_concurrency, self.llm_timeout
         )
 
+    @dispatcher.span
     def custom_query(self, query_str: str) -> Any:
         """Answer ``query_str``; a ``StreamingResponse`` when ``streaming`` (a direct answer
         streams from the LLM; a critiqued answer is complete before it may be shown, so it
@@ -479,6 +503,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         outcome = executor.run(plan, self._resolved_judge(executor))
         return executor.respond(self.streaming, outcome)
 
+    @dispatcher.span
     async def acustom_query(self, query_str: str) -> Any:
         """Async :meth:`custom_query`: the same decisions, native async I/O."""
         executor = self._executor()
@@ -502,6 +527,25 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
                 judge = EmbeddingRelevanceJudge(decision_threshold=DEFAULT_OFFLINE_JUDGE_THRESHOLD)
             self._default_judge = (key, judge)
         return self._default_judge[1]
+
+
+def _check_prompt(name: str, prompt: Any) -> None:
+    if not isinstance(prompt, BasePromptTemplate):
+        raise TypeError(f"{name} must be a prompt template, got {type(prompt).__name__}")
+    variables = critique.PROMPT_VARIABLES[name]
+    missing = variables - set(prompt.template_vars)
+    if missing:
+        raise ValueError(
+            f"{name} lacks the variables {sorted(missing)}; it needs {sorted(variables)}"
+        )
+
+
+def _reflect(iteration: int, reflection: str, subject: str, value: Any, detail: dict) -> None:
+    dispatcher.event(
+        SelfRAGReflectionEvent(
+            iteration=iteration, reflection=reflection, subject=subject, value=value, detail=detail
+        )
+    )
 
 
 __all__ = ["Outcome", "SelfRAGQueryEngine", "GenerationMode"]

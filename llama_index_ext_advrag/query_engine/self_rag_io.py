@@ -1,8 +1,9 @@
 """The I/O side of :class:`~llama_index_ext_advrag.query_engine.self_rag.SelfRAGQueryEngine`.
 
-The engine's plan is a generator that yields requests (:class:`Completions`, :class:`Judge`,
-:class:`Retrieve`) and receives their results; :class:`SelfRAGExecutor` answers them, in order
-(sync) or natively async with a bound on concurrent LLM calls. An LLM call that raises gives a
+The engine's plan is a generator that yields the request runner's requests
+(:mod:`llama_index_ext_advrag.plan`: :class:`Completions`, :class:`Judge`, :class:`Retrieve`) and
+receives their results; :class:`SelfRAGExecutor` answers them, in order (sync) or natively async
+with a bound on concurrent LLM calls. An LLM call that raises gives a
 :class:`Failed` in place of its completion (the plan reads it as an unparsable reply); a judge
 that raises gives one :class:`Failed` for the batch (every passage unknown, kept). A retriever
 or postprocessor that raises is a configuration fault and propagates. An LLM call that gives no
@@ -26,45 +27,36 @@ from llama_index.core.base.response.schema import (
     Response,
     StreamingResponse,
 )
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag.events import SelfRAGAnswerEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
 from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.models import resolve_llm
-from llama_index_ext_advrag.plan import adrive, drive
+from llama_index_ext_advrag.plan import (
+    Completions,
+    Failed,
+    Judge,
+    Retrieve,
+    aattempt,
+    adrive,
+    attempt,
+    drive,
+)
 from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, with_record
 
 if TYPE_CHECKING:
     from llama_index_ext_advrag.query_engine.self_rag_critique import Critique
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_MAX_CONCURRENCY = 4
 TRACE_COMPONENT = "self_rag"
-
-
-@dataclass(frozen=True)
-class Completions:
-    prompts: list[str]
-
-
-@dataclass(frozen=True)
-class Judge:
-    query: str
-    texts: list[str]
-
-
-@dataclass(frozen=True)
-class Retrieve:
-    query: str
-
-
-@dataclass(frozen=True)
-class Failed:
-    error: str
 
 
 class Trace:
@@ -166,12 +158,11 @@ class SelfRAGExecutor:
         if isinstance(request, Judge):
             if not request.texts:
                 return []
-            try:
-                assert self.judge is not None
-                return self.judge.judge(request.query, request.texts)
-            except Exception as exc:
-                logger.warning("Self-RAG judge failed: %r", exc)
-                return Failed(f"judge failed: {exc!r}"[:200])
+            judge = self.judge
+            assert judge is not None
+            return _judged(
+                attempt("judge", lambda: judge.judge(request.query, request.texts), None)
+            )
         if isinstance(request, Retrieve):
             bundle = QueryBundle(request.query)
             nodes = self.retriever.retrieve(bundle)
@@ -206,12 +197,10 @@ class SelfRAGExecutor:
         if isinstance(request, Judge):
             if not request.texts:
                 return []
-            try:
-                assert self.judge is not None
-                return await self.judge.ajudge(request.query, request.texts)
-            except Exception as exc:
-                logger.warning("Self-RAG judge failed: %r", exc)
-                return Failed(f"judge failed: {exc!r}"[:200])
+            judge = self.judge
+            assert judge is not None
+            call = lambda: judge.ajudge(request.query, request.texts)  # noqa: E731
+            return _judged(await aattempt("judge", call, None))
         if isinstance(request, Retrieve):
             bundle = QueryBundle(request.query)
             nodes = await self.retriever.aretrieve(bundle)
@@ -296,10 +285,27 @@ def source_nodes(passages: list[Passage]) -> list[NodeWithScore]:
 
 
 def response_metadata(outcome: Outcome, judge_uses_llm: bool) -> dict[str, Any]:
-    """The response metadata: the finished trace under ``TRACE_KEY``."""
+    """The response metadata: the finished trace under ``TRACE_KEY`` (also emitted as a
+    :class:`~llama_index_ext_advrag.events.SelfRAGAnswerEvent`)."""
     outcome.trace.record["answer_kind"] = outcome.kind
     record = outcome.trace.finish(judge_uses_llm)
+    dispatcher.event(
+        SelfRAGAnswerEvent(
+            answer_kind=outcome.kind,
+            stop_reason=record.get("stop_reason"),
+            llm_calls=record["llm_calls"],
+            iterations=len(record.get("iterations", [])),
+        )
+    )
     return {TRACE_KEY: with_record(None, TRACE_COMPONENT, record)}
+
+
+def _judged(result: Any) -> Any:
+    """The grades, or the judge's failure (logged; every passage is then unknown, kept)."""
+    if isinstance(result, Failed):
+        logger.warning("Self-RAG judge failed: %r", result.exception)
+        return Failed(result.error[:200], result.timed_out, result.step)
+    return result
 
 
 def _one_chunk(text: str) -> Generator[str, None, None]:

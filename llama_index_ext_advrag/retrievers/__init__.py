@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from llama_index_ext_advrag.retrievers.bm25 import BM25Config as BM25Config
     from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever as BM25Retriever
+    from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever as JiebaBM25Retriever
     from llama_index_ext_advrag.retrievers.hybrid import (
         HybridFusionConfig as HybridFusionConfig,
     )
@@ -50,10 +51,12 @@ _EXPORTS = {
     "RecursiveConfig": ".recursive",
     "HybridFusionRetriever": ".hybrid",
     "HybridFusionConfig": ".hybrid",
-    "BM25Retriever": ".bm25",
+    "JiebaBM25Retriever": ".bm25",
     "BM25Config": ".bm25",
 }
+# Former names, still importable (building one warns) but not listed in __all__.
+_DEPRECATED = {"BM25Retriever": ".bm25"}
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+__getattr__ = lazy_getattr(__name__, {**_EXPORTS, **_DEPRECATED})

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import uuid
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -90,8 +91,11 @@ def top_k_indices(scores: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in positive[order[:k]]]
 
 
-class BM25Retriever(ConfiguredRetriever):
-    """Lexical retrieval with BM25 (bm25s), Chinese + English word tokenisation, persistable.
+class JiebaBM25Retriever(ConfiguredRetriever):
+    """Lexical retrieval with BM25 (bm25s), Chinese (jieba) + English word tokenisation, persistable.
+
+    Named apart from ``llama-index-retrievers-bm25``'s ``BM25Retriever`` (English only) so both
+    can be imported in one app; the old name here, :class:`BM25Retriever`, still works and warns.
 
     Args:
         nodes: the nodes to index (their text, without metadata). Node ids must be unique.
@@ -110,7 +114,7 @@ class BM25Retriever(ConfiguredRetriever):
     Example:
         >>> from llama_index.core.schema import TextNode
         >>> nodes = [TextNode(text="首富来自美国", id_="a"), TextNode(text="Cats purr", id_="b")]
-        >>> [n.node.node_id for n in BM25Retriever(nodes, similarity_top_k=2).retrieve("美国")]
+        >>> [n.node.node_id for n in JiebaBM25Retriever(nodes, similarity_top_k=2).retrieve("美国")]
         ['a']
     """
 
@@ -155,10 +159,10 @@ class BM25Retriever(ConfiguredRetriever):
 
     @classmethod
     def class_name(cls) -> str:
-        return "BM25Retriever"
+        return "JiebaBM25Retriever"
 
     @classmethod
-    def from_defaults(cls, nodes: Sequence[BaseNode], **kwargs: Any) -> BM25Retriever:
+    def from_defaults(cls, nodes: Sequence[BaseNode], **kwargs: Any) -> JiebaBM25Retriever:
         """Build from nodes (``docstore`` users: pass ``list(docstore.docs.values())``)."""
         return cls(nodes=nodes, **kwargs)
 
@@ -219,7 +223,7 @@ class BM25Retriever(ConfiguredRetriever):
         (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2), encoding="utf-8")
 
     @classmethod
-    def from_persist_dir(cls, persist_dir: str | Path, **overrides: Any) -> BM25Retriever:
+    def from_persist_dir(cls, persist_dir: str | Path, **overrides: Any) -> JiebaBM25Retriever:
         """Load an index saved with :meth:`persist`; ``overrides`` (e.g. ``similarity_top_k``)
         replace saved settings that do not change the index.
 
@@ -278,13 +282,30 @@ class BM25Retriever(ConfiguredRetriever):
         return results
 
 
+class BM25Retriever(JiebaBM25Retriever):
+    """Deprecated: the former name of :class:`JiebaBM25Retriever`, which it clashed with in
+    apps that also use ``llama-index-retrievers-bm25``. Building one emits a
+    ``DeprecationWarning``; everything else (settings, ``class_name``, data) is
+    :class:`JiebaBM25Retriever`'s."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        warnings.warn(
+            "BM25Retriever from llama_index_ext_advrag is renamed JiebaBM25Retriever (the old "
+            "name clashes with llama-index-retrievers-bm25); the old name will be removed",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(*args, **kwargs)
+
+
 # Deprecated: the settings of earlier versions' ``config`` attribute (now fields).
-BM25Config = settings_model(BM25Retriever, "BM25Config")
+BM25Config = settings_model(JiebaBM25Retriever, "BM25Config")
 
 __all__ = [
     "BM25_METHODS",
     "BM25Config",
     "BM25Retriever",
+    "JiebaBM25Retriever",
     "bm25_persist_dir",
     "top_k_indices",
 ]

@@ -13,7 +13,8 @@ where the model cannot read: by default each candidate's term is scaled by
 :func:`~.fusion.language_factor` of the query's and the node's share of CJK characters (down to
 ``cjk_weight_floor`` for wholly CJK text); with ``node_language=False`` only the query's share
 lowers the leg weight (:func:`~.fusion.language_scaled_weights`). The factors used are in the
-trace.
+trace. Each call opens an instrumentation span and emits a
+:class:`~llama_index_ext_advrag.events.HybridFusionEvent` (the legs and the fused ranking).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag.events import HybridFusionEvent
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers._config import (
     ConfiguredRetriever,
@@ -49,9 +52,10 @@ from llama_index_ext_advrag.retrievers.fusion import (
     validate_weights,
 )
 from llama_index_ext_advrag.text.words import cjk_share
-from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score, get_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_SIMILARITY_TOP_K = 10
 DEFAULT_OVERFETCH = 3  # leg_top_k = 3 * similarity_top_k unless given
@@ -124,7 +128,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
     """Fuse several retrievers (dense + BM25) with weighted RRF or normalised score fusion.
 
     Args:
-        retrievers: the legs, e.g. ``[vector_index.as_retriever(), BM25Retriever(nodes)]``.
+        retrievers: the legs, e.g. ``[vector_index.as_retriever(), JiebaBM25Retriever(nodes)]``.
         weights: one weight per leg (default all 1.0); honoured in both modes.
         mode: ``"rrf"`` (``sum w_i / (k + rank_i)``) or ``"score"`` (normalise, weighted sum).
         k: the RRF constant (default 60). normalization: ``"minmax"`` or ``"zscore"``.
@@ -282,12 +286,12 @@ class HybridFusionRetriever(ConfiguredRetriever):
         language.is_english_only`): all-MiniLM-L6-v2 is scaled down on Chinese text, a
         multilingual model is not."""
         from llama_index_ext_advrag.embeddings.language import is_english_only
-        from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever
+        from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever
 
         if bm25_retriever is None:
             if nodes is None:
                 raise ValueError("give nodes or bm25_retriever for the BM25 leg, got neither")
-            bm25_retriever = BM25Retriever(nodes)
+            bm25_retriever = JiebaBM25Retriever(nodes)
         dense = vector_index.as_retriever()
         legs = [dense, bm25_retriever]
         names = kwargs.setdefault("leg_names", ["dense", "bm25"])
@@ -351,9 +355,29 @@ class HybridFusionRetriever(ConfiguredRetriever):
             normalization=self.normalization,
             node_factors=factors,
         )
-        return build_fused_nodes(
-            fused, legs, self.leg_names or [], self, degraded, language, factors
+        leg_names = self.leg_names or []
+        nodes = build_fused_nodes(fused, legs, leg_names, self, degraded, language, factors)
+        reasons = {entry["leg"]: entry["reason"] for entry in degraded}
+        dispatcher.event(
+            HybridFusionEvent(
+                mode=self.mode.value,
+                legs=[
+                    {"leg": name, "weight": weight, "hits": len(leg), "degraded": reasons.get(name)}
+                    for name, weight, leg in zip(leg_names, weights, legs, strict=True)
+                ],
+                fused=[
+                    {
+                        "node_id": node.node.node_id,
+                        "score": node.score,
+                        "ranks": [
+                            leg["rank"] for leg in get_trace(node.node, TRACE_COMPONENT)["legs"]
+                        ],
+                    }
+                    for node in nodes
+                ],
+            )
         )
+        return nodes
 
     def _triage(
         self, outcomes: Sequence[list[NodeWithScore] | BaseException]
@@ -378,6 +402,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
                 legs.append(list(outcome[:top_k]))
         return legs, degraded
 
+    @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         outcomes: list[list[NodeWithScore] | BaseException] = []
@@ -388,6 +413,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
                 outcomes.append(exc)
         return self._fuse(query_bundle.query_str, outcomes)
 
+    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         gathered = await asyncio.gather(

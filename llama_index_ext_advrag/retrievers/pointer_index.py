@@ -87,7 +87,7 @@ def build_root_retriever(
     sheet name matter)."""
     from llama_index.core import StorageContext, VectorStoreIndex
 
-    from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever
+    from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever
     from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever
 
     storage = StorageContext.from_defaults(vector_store=vector_store) if vector_store else None
@@ -102,7 +102,7 @@ def build_root_retriever(
     # BM25 weighs more: min-max stretches the dense leg's tiny spread over short pointers
     # (0.55-0.57 cosine on the billionaires sheets) into a full [0, 1] of noise.
     return HybridFusionRetriever(
-        [dense, BM25Retriever(nodes)],
+        [dense, JiebaBM25Retriever(nodes)],
         mode="score",
         weights=list(weights),
         similarity_top_k=similarity_top_k,

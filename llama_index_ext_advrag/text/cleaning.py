@@ -63,6 +63,45 @@ def replace_lone_surrogates(text: str) -> tuple[str, int]:
     return clean, found
 
 
+def check_text(text: Any, name: str = "text") -> tuple[str, int]:
+    """``text`` with its lone surrogates replaced, and how many there were.
+
+    Raises:
+        TypeError: ``text`` is not a str (the message names ``name`` and the type).
+
+    Example:
+        >>> check_text("a\\ud800")
+        ('a\\ufffd', 1)
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    return replace_lone_surrogates(text)
+
+
+def check_texts(texts: Any, name: str = "texts") -> tuple[list[str], int]:
+    """``texts`` as a new list of strings with lone surrogates replaced, and how many there were.
+
+    Raises:
+        TypeError: ``texts`` is a single str or not iterable, or an item is not a str (the
+            message names its position and type, e.g. ``texts[3] must be a str, got NoneType``).
+
+    Example:
+        >>> check_texts(["ok", "bad \\ud800"])
+        (['ok', 'bad \\ufffd'], 1)
+    """
+    if isinstance(texts, str):
+        raise TypeError(f"{name} must be a sequence of str, got a single str; wrap it in a list")
+    try:
+        items = list(texts)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of str, got {type(texts).__name__}") from None
+    for index, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"{name}[{index}] must be a str, got {type(text).__name__}")
+    cleaned, count = clean_value(items)
+    return list(cleaned), count
+
+
 def clean_value(value: Any) -> tuple[Any, int]:
     """``value`` with :func:`replace_lone_surrogates` applied to every string inside it (dict
     keys and values, list and tuple items); other values are returned as they are. The input
@@ -178,6 +217,8 @@ __all__ = [
     "DEFAULT_MAX_SENTENCE_CHARS",
     "MIN_MAX_SENTENCE_CHARS",
     "REPLACEMENT_CHARACTER",
+    "check_text",
+    "check_texts",
     "clean_value",
     "cut_long_sentences",
     "has_lone_surrogates",

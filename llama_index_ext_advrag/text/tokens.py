@@ -40,3 +40,42 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     return len(_tokenizer()(text))
+
+
+FIRST_PREFIX_PROBE = 2048  # characters; 512 model tokens are ~1,800 English or ~650 Chinese ones
+
+
+def longest_prefix_within(
+    text: str, count: Callable[[str], int], max_tokens: int, first_probe: int = FIRST_PREFIX_PROBE
+) -> str:
+    """The longest prefix of ``text`` that ``count`` (a model's own tokenizer) puts at or under
+    ``max_tokens``: ``text`` itself when it fits.
+
+    The prefix is found by doubling from ``first_probe`` characters, then bisecting, so only
+    prefixes up to twice the answer's length are tokenized (a 5 MB text costs a few probes of
+    a few KB, not a tokenization of 5 MB). The returned prefix was itself counted, so it holds
+    at most ``max_tokens`` tokens even where a tokenizer is not monotone in the prefix length.
+
+    Raises:
+        ValueError: even the empty text counts more than ``max_tokens`` (a limit below the
+            tokens a model adds to every input).
+
+    Example:
+        >>> longest_prefix_within("one two three four", lambda s: len(s.split()), 2, 4)
+        'one two '
+    """
+    probe, fits = min(len(text), first_probe), 0
+    while count(text[:probe]) <= max_tokens:
+        if probe == len(text):
+            return text
+        fits, probe = probe, min(len(text), probe * 2)
+    too_long = probe
+    while too_long - fits > 1:
+        middle = (fits + too_long) // 2
+        if count(text[:middle]) <= max_tokens:
+            fits = middle
+        else:
+            too_long = middle
+    if fits == 0 and count("") > max_tokens:
+        raise ValueError(f"max_tokens {max_tokens} is below the tokens of an empty text")
+    return text[:fits]

@@ -25,8 +25,8 @@ import matplotlib.pyplot as plt
 from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
 
-from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, BM25Retriever
-from llama_index_ext_advrag.evaluation import answer_covered, load_qa
+from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, JiebaBM25Retriever
+from llama_index_ext_advrag.evaluation import answer_groups_covered, load_questions
 from llama_index_ext_advrag.text import count_tokens, split_sentences
 
 DATA = next(p for p in (Path("../data"), Path("data")) if (p / "qa.jsonl").is_file())
@@ -133,12 +133,12 @@ print("window   :", node.metadata["window"].replace("\n", " "))
 # characters. What it buys: retrieve the top k nodes with BM25 (jieba words for Chinese, stems
 # for English; no embedding model needed) for every answerable question on the three text
 # documents of `data/` and check that **every** part of the gold answer is in the context
-# (`answer_covered`). Half of these questions need two adjacent sentences. Coverage is plotted
+# (`answer_groups_covered`). Half of these questions need two adjacent sentences. Coverage is plotted
 # against the context it costs (mean tokens) for k = 1, 2, 3.
 
 # %%
 documents["policy"] = Document(text=(DATA / "en_policy.md").read_text(encoding="utf-8"), id_="en_policy.md")
-questions = [q for q in load_qa(DATA / "qa.jsonl") if q.source.endswith(".md") and q.answerable]
+questions = [q for q in load_questions(DATA / "qa.jsonl") if q.source.endswith(".md") and q.answerable]
 parsers = {
     "SentenceSplitter(128)": SentenceSplitter(chunk_size=128, chunk_overlap=0),
     "fixed windows 3/1": fixed,
@@ -149,14 +149,14 @@ results = {}  # (parser, lang) -> [(mean tokens, coverage) for k = 1, 2, 3]
 for name, parser in parsers.items():
     nodes = parser.get_nodes_from_documents(list(documents.values()))
     expansion = sum(len(n.text) for n in nodes) / source_chars
-    bm25 = BM25Retriever(nodes, similarity_top_k=3)
+    bm25 = JiebaBM25Retriever(nodes, similarity_top_k=3)
     hits = {q.id: bm25.retrieve(q.question) for q in questions}
     for lang in ("zh", "en"):
         asked = [q for q in questions if q.lang == lang]
         points = []
         for k in (1, 2, 3):
             contexts = [" ".join(n.text for n in hits[q.id][:k]) for q in asked]
-            coverage = sum(answer_covered(c, q.answers) for c, q in zip(contexts, asked)) / len(asked)
+            coverage = sum(answer_groups_covered(c, q.answer_groups) for c, q in zip(contexts, asked)) / len(asked)
             points.append((sum(map(count_tokens, contexts)) / len(asked), coverage))
         results[(name, lang)] = points
         print(f"{name:22s} {lang} nodes={len(nodes):3d} expansion={expansion:.2f} "

@@ -27,7 +27,7 @@ import pandas as pd
 from llama_index.core import VectorStoreIndex
 
 from llama_index_ext_advrag import HierarchicalAutoMergingRetriever, TwoLayerMilvusRetriever, resolve_embed_model, resolve_llm
-from llama_index_ext_advrag.evaluation import answer_covered, load_qa
+from llama_index_ext_advrag.evaluation import answer_groups_covered, load_questions
 from llama_index_ext_advrag.text import count_tokens
 
 DATA = next(p for p in (Path("../data"), Path("data")) if (p / "qa.jsonl").is_file()).resolve()
@@ -107,14 +107,14 @@ for node in retriever.retrieve(QUESTIONS[0]):
 # it raised coverage from 0.588 (core's `AutoMergingRetriever`) to 0.615.
 
 # %%
-questions = [q for q in load_qa(DATA / "qa.jsonl") if q.source == "en_manual.md" and q.answerable]
+questions = [q for q in load_questions(DATA / "qa.jsonl") if q.source == "en_manual.md" and q.answerable]
 plain = VectorStoreIndex.from_vector_store(retriever.vector_store, embed_model=embed_model).as_retriever(similarity_top_k=8)
 budgeted = HierarchicalAutoMergingRetriever.from_uri(str(workdir / "manual.db"), embed_model=embed_model, similarity_top_k=8, max_context_tokens=150)
 rows = []
 for name, candidate in [("leaves only (core retriever)", plain), ("auto-merging", retriever), ("auto-merging, 150-token budget", budgeted)]:
     results = [candidate.retrieve(q.question) for q in questions]
     contexts = ["\n".join(n.node.get_content() for n in nodes) for nodes in results]
-    coverage = sum(answer_covered(c, q.answers) for c, q in zip(contexts, questions)) / len(questions)
+    coverage = sum(answer_groups_covered(c, q.answer_groups) for c, q in zip(contexts, questions)) / len(questions)
     rows.append({
         "retriever": name,
         "pieces per question": round(sum(map(len, results)) / len(results), 1),
@@ -159,7 +159,7 @@ print(tables.retrieve("2023年华东区域的销售额合计是多少万元？")
 # in `data/qa.jsonl`, the score of each sales sheet with and without the cue term.
 
 # %%
-sales_questions = [q.question for q in load_qa(DATA / "qa.jsonl") if q.source == "tables.xlsx" and ("2022" in q.question or "2023" in q.question)]
+sales_questions = [q.question for q in load_questions(DATA / "qa.jsonl") if q.source == "tables.xlsx" and ("2022" in q.question or "2023" in q.question)]
 embedding_only = TwoLayerMilvusRetriever.from_uri(str(workdir / "tables.db"), embed_model=embed_model, cue_weight=0.0)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3), sharey=True)
 for axis, (title, candidate) in zip(axes, [("embedding only", embedding_only), ("embedding + cues", tables)]):

@@ -24,7 +24,7 @@ from llama_index.core import Document
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.llms import CustomLLM, MockLLM
 
-from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, BM25Retriever, RecursiveIndexNodeRetriever, SafePandasQueryEngine, resolve_embed_model, resolve_llm
+from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, JiebaBM25Retriever, RecursiveIndexNodeRetriever, SafePandasQueryEngine, resolve_embed_model, resolve_llm
 from llama_index_ext_advrag.query_engine.tables import read_workbook, table_pointers
 from llama_index_ext_advrag.retrievers.pointer_index import topic_pointers
 
@@ -70,7 +70,7 @@ llm = openai_llm or ScriptedPandasLLM()
 #
 # Text topics: each document, cut into adaptive sentence windows, gets its own small index
 # and a pointer. A topic can also be any ready retriever: the Chinese world setting gets a
-# `BM25Retriever` (jieba words), because the packaged dense model reads English only (the
+# `JiebaBM25Retriever` (jieba words), because the packaged dense model reads English only (the
 # `multilingual` extra gives one that reads Chinese). Pointer texts default to the topic name
 # and its opening sentences; a one-line description of what the topic covers routes better.
 # Tables: each sheet of `data/tables.xlsx` gets a `SafePandasQueryEngine` and a pointer (the
@@ -88,7 +88,7 @@ def windows(name: str) -> list:
 topics = {
     "Ferrobox FX-40 manual": windows("en_manual.md"),
     "travel and expense policy": windows("en_policy.md"),
-    "烬川纪 world setting": BM25Retriever(windows("zh_narrative.md"), similarity_top_k=2),
+    "烬川纪 world setting": JiebaBM25Retriever(windows("zh_narrative.md"), similarity_top_k=2),
 }
 descriptions = {
     "Ferrobox FX-40 manual": "Ferrobox FX-40 manual: installation, power, network ports and IP addresses, sync profiles, firmware, LEDs, error codes, specifications.",

@@ -24,14 +24,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 
-from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, BM25Retriever, HybridFusionRetriever, is_english_only, resolve_embed_model
-from llama_index_ext_advrag.evaluation import answer_covered, load_qa
+from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, JiebaBM25Retriever, HybridFusionRetriever, is_english_only, resolve_embed_model
+from llama_index_ext_advrag.evaluation import answer_groups_covered, load_questions
 from llama_index_ext_advrag.milvus import flush, open_vector_store
 
 DATA = next(p for p in (Path("../data"), Path("data")) if (p / "qa.jsonl").is_file())
 workdir = Path(tempfile.mkdtemp(prefix="advrag-nb04-"))
 documents = [Document(text=(DATA / name).read_text(encoding="utf-8"), id_=name) for name in ("zh_narrative.md", "en_manual.md", "en_policy.md")]
-questions = [q for q in load_qa(DATA / "qa.jsonl") if q.source.endswith(".md") and q.answerable]
+questions = [q for q in load_questions(DATA / "qa.jsonl") if q.source.endswith(".md") and q.answerable]
 print(len(documents), "documents,", len(questions), "answerable questions:", sum(q.lang == "zh" for q in questions), "Chinese")
 
 # %% [markdown]
@@ -46,7 +46,7 @@ nodes = AdaptiveSlidingWindowNodeParser(mode="adaptive", max_window_tokens=128, 
 store = open_vector_store(str(workdir / "hybrid.db"), "windows", dim=384)
 index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model)
 flush(store)
-bm25 = BM25Retriever(nodes)
+bm25 = JiebaBM25Retriever(nodes)
 
 hybrid = HybridFusionRetriever.from_defaults(index, bm25_retriever=bm25, mode="rrf", similarity_top_k=3)
 print("embedding model English-only:", is_english_only(embed_model))
@@ -81,7 +81,7 @@ def fused(mode: str, normalization: str = "minmax", english_only=None) -> Hybrid
 
 candidates = {
     "dense": index.as_retriever(similarity_top_k=1),
-    "BM25": BM25Retriever(nodes, similarity_top_k=1),
+    "BM25": JiebaBM25Retriever(nodes, similarity_top_k=1),
     "RRF": fused("rrf"),
     "RRF, no language switch": fused("rrf", english_only=[]),
     "score min-max": fused("score"),
@@ -93,7 +93,7 @@ rows = []
 for name, retriever in candidates.items():
     for lang in ("zh", "en"):
         asked = [q for q in questions if q.lang == lang]
-        covered = [answer_covered(retriever.retrieve(q.question)[0].node.get_content(), q.answers) for q in asked]
+        covered = [answer_groups_covered(retriever.retrieve(q.question)[0].node.get_content(), q.answer_groups) for q in asked]
         rows.append({"retriever": name, "language": lang, "coverage@1": sum(covered) / len(covered)})
 table = pd.DataFrame(rows).pivot(index="retriever", columns="language", values="coverage@1").loc[list(candidates)]
 table.round(2)
@@ -123,4 +123,4 @@ plt.show()
 # (multilingual-e5-small, 4-bit, runs on numpy). Pass it as the index's `embed_model` and
 # `from_defaults` leaves the dense leg on for Chinese (`is_english_only` is then `False`);
 # see `docs/embeddings.md` for its figures. Persisting BM25 beside the Milvus Lite file:
-# `bm25.persist(bm25_persist_dir(uri, collection))`, reloaded with `BM25Retriever.from_persist_dir`.
+# `bm25.persist(bm25_persist_dir(uri, collection))`, reloaded with `JiebaBM25Retriever.from_persist_dir`.

@@ -25,7 +25,7 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.schema import QueryBundle
 
 from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, DriftAwareWindowPostprocessor, PrevNextPostprocessor, UnitAnnotator, resolve_embed_model
-from llama_index_ext_advrag.evaluation import answer_covered, load_qa
+from llama_index_ext_advrag.evaluation import answer_groups_covered, load_questions
 from llama_index_ext_advrag.milvus import flush, open_vector_store
 from llama_index_ext_advrag.text import count_tokens
 
@@ -92,7 +92,7 @@ for node in windows:
 # where the text keeps paying.
 
 # %%
-questions = [q for q in load_qa(DATA / "qa.jsonl") if q.source in ("en_manual.md", "en_policy.md") and q.answerable]
+questions = [q for q in load_questions(DATA / "qa.jsonl") if q.source in ("en_manual.md", "en_policy.md") and q.answerable]
 expanders = {
     "sentence hits": None,
     "PrevNext ±1": PrevNextPostprocessor(vector_store=store, num_nodes=1),
@@ -108,7 +108,7 @@ for name, postprocessor in expanders.items():
         if postprocessor is not None:
             nodes = postprocessor.postprocess_nodes(nodes, query_bundle=bundle)
         contexts.append(" ".join(n.node.get_content() for n in nodes))
-    coverage = sum(answer_covered(c, q.answers) for c, q in zip(contexts, questions)) / len(questions)
+    coverage = sum(answer_groups_covered(c, q.answer_groups) for c, q in zip(contexts, questions)) / len(questions)
     rows.append({"context": name, "coverage": round(coverage, 2), "mean tokens": round(sum(map(count_tokens, contexts)) / len(contexts))})
 results = pd.DataFrame(rows)
 results

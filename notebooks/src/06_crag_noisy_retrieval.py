@@ -27,15 +27,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from llama_index.core import Document, VectorStoreIndex
 
-from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, BM25Retriever, CRAGPostprocessor, CrossEncoderRelevanceJudge, resolve_embed_model, resolve_llm
-from llama_index_ext_advrag.evaluation import answer_covered, load_qa
+from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, JiebaBM25Retriever, CRAGPostprocessor, CrossEncoderRelevanceJudge, resolve_embed_model, resolve_llm
+from llama_index_ext_advrag.evaluation import answer_groups_covered, load_questions
 from llama_index_ext_advrag.text import count_tokens
 
 DATA = next(p for p in (Path("../data"), Path("data")) if (p / "qa.jsonl").is_file())
 documents = [Document(text=(DATA / name).read_text(encoding="utf-8"), id_=name) for name in ("en_manual.md", "en_policy.md")]
 nodes = AdaptiveSlidingWindowNodeParser(mode="adaptive", max_window_tokens=96, breakpoint_percentile=None).get_nodes_from_documents(documents)
 dense = VectorStoreIndex(nodes, embed_model=resolve_embed_model()).as_retriever(similarity_top_k=5)
-bm25 = BM25Retriever(nodes, similarity_top_k=5)
+bm25 = JiebaBM25Retriever(nodes, similarity_top_k=5)
 llm = resolve_llm()  # OpenAI rewrites queries when OPENAI_API_KEY is set; None: keyword rewrite
 judge = CrossEncoderRelevanceJudge(num_threads=1)
 print(len(nodes), "windows; LLM:", type(llm).__name__ if llm else "none")
@@ -81,7 +81,7 @@ for node in result:
 # still in the context.
 
 # %%
-questions = [q for q in load_qa(DATA / "qa.jsonl") if q.source in ("en_manual.md", "en_policy.md") and q.answerable]
+questions = [q for q in load_questions(DATA / "qa.jsonl") if q.source in ("en_manual.md", "en_policy.md") and q.answerable]
 variants = {
     "top 5 as retrieved": None,
     "CRAG": CRAGPostprocessor(judge=judge, refine=False, llm=llm),
@@ -96,9 +96,9 @@ for name, postprocessor in variants.items():
         if name == "CRAG" and context:
             actions[context[0].node.metadata["advrag_trace"]["crag"]["action"]] += 1
         texts = [n.node.get_content() for n in context]
-        useful += sum(any(answer_covered(t, [a]) for a in q.answers) for t in texts)
+        useful += sum(any(answer_groups_covered(t, [group]) for group in q.answer_groups) for t in texts)
         handed += len(texts)
-        covered += answer_covered(" ".join(texts), q.answers)
+        covered += answer_groups_covered(" ".join(texts), q.answer_groups)
         tokens += count_tokens(" ".join(texts))
     rows.append({"context": name, "passages": handed / len(questions), "precision": useful / max(handed, 1), "coverage": covered / len(questions), "mean tokens": tokens / len(questions)})
 results = pd.DataFrame(rows).set_index("context")

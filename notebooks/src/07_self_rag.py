@@ -26,14 +26,14 @@ from llama_index.core import Document
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.llms import CustomLLM
 
-from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, BM25Retriever, CrossEncoderRelevanceJudge, resolve_llm
+from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, JiebaBM25Retriever, CrossEncoderRelevanceJudge, resolve_llm
 from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine
 
 DATA = next(p for p in (Path("../data"), Path("data")) if (p / "qa.jsonl").is_file())
 nodes = AdaptiveSlidingWindowNodeParser(mode="adaptive", max_window_tokens=96, breakpoint_percentile=None).get_nodes_from_documents(
     [Document(text=(DATA / "en_manual.md").read_text(encoding="utf-8"), id_="en_manual.md")]
 )
-retriever = BM25Retriever(nodes, similarity_top_k=3)
+retriever = JiebaBM25Retriever(nodes, similarity_top_k=3)
 # ISREL: the packaged English cross-encoder. Its calibrated score is a cautious probability
 # (a window holding the answer among other steps scores 0.25-0.45), so the bar is lowered
 # from 0.5 to 0.2; pick it on labelled pairs of your own (docs/judges_crag.md, calibration).

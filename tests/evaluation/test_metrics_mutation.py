@@ -1,5 +1,5 @@
 """Compare's metrics and frontier at their edges (found by mutation testing): coverage with
-blank or alternative answers, per-type summaries, interpolation ends, budgets and ties."""
+blank or alternative answers, interpolation ends, budgets and ties."""
 
 from __future__ import annotations
 
@@ -12,13 +12,7 @@ from llama_index_ext_advrag.evaluation.frontier import (
     interpolate_coverage,
     standard_error,
 )
-from llama_index_ext_advrag.evaluation.metrics import (
-    QuestionRun,
-    answer_covered,
-    format_table,
-    normalize_for_match,
-    summarize_runs,
-)
+from llama_index_ext_advrag.evaluation.metrics import answer_covered, normalize_for_match
 
 # --- coverage ----------------------------------------------------------------------------------
 
@@ -34,46 +28,6 @@ def test_blank_answer_parts_are_ignored() -> None:
     assert answer_covered("Paris", ["lyon", "PARIS"], require_all=False)
     assert not answer_covered("Paris", ["lyon", "nice"], require_all=False)
     assert not answer_covered("Paris", ["paris", "lyon"])  # require_all by default
-
-
-# --- summaries -------------------------------------------------------------------------------
-
-
-def run(pipeline: str, kind: str, covered: bool, tokens: int, latency: float) -> QuestionRun:
-    return QuestionRun(pipeline, f"{pipeline}-{kind}-{tokens}", kind, covered, tokens, latency)
-
-
-RUNS = [
-    run("b", "fact", True, 100, 10.0),
-    run("b", "fact", False, 300, 30.0),
-    run("b", "list", True, 200, 50.0),
-    run("a", "fact", False, 50, 5.0),
-]
-
-
-def test_summaries_by_hand() -> None:
-    rows = {(s.pipeline, s.group): s for s in summarize_runs(RUNS)}
-    assert sorted(rows) == [("a", "all"), ("a", "fact"), ("b", "all"), ("b", "fact"), ("b", "list")]
-    everything = rows[("b", "all")]
-    assert everything.questions == 3
-    assert everything.coverage == pytest.approx(2 / 3)
-    assert everything.mean_context_tokens == pytest.approx(200.0)
-    assert everything.p50_latency_ms == 30.0
-    fact = rows[("b", "fact")]
-    assert (fact.questions, fact.coverage, fact.mean_context_tokens) == (2, 0.5, 200.0)
-    assert fact.p50_latency_ms == pytest.approx(20.0)  # the median of two is their mean
-    assert [(s.pipeline, s.group) for s in summarize_runs(RUNS, by_type=False)] == [
-        ("a", "all"),
-        ("b", "all"),
-    ]
-
-
-def test_table_has_a_header_a_rule_and_a_row_per_summary() -> None:
-    table = format_table(summarize_runs(RUNS, by_type=False)).splitlines()
-    assert table[0].split() == ["pipeline", "group", "n", "coverage", "ctx", "tokens", "p50", "ms"]
-    assert set(table[1]) == {"-"} and len(table[1]) == len(table[0])
-    assert table[3].split() == ["b", "all", "3", "0.667", "200.0", "30.0"]
-    assert len(table) == 4
 
 
 # --- the frontier ------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_ext_advrag.evaluation.corpus import load_qa
 from llama_index_ext_advrag.evaluation.questions import (
     QuestionFormat,
     QuestionFormatError,
@@ -56,9 +55,6 @@ def test_answer_string_where_a_list_is_expected_is_an_error(tmp_path: Path) -> N
     )  # fmt: skip
     with pytest.raises(QuestionFormatError, match=r"qa\.jsonl:2: 'answers' must be a list"):
         load_questions(path)
-    # the older loader no longer splits the string into characters either
-    with pytest.raises(ValueError, match=r":2: 'answers' must be a list of strings"):
-        load_qa(path)
 
 
 @pytest.mark.parametrize(

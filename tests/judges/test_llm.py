@@ -210,3 +210,34 @@ def test_passage_is_cut_in_the_prompt() -> None:
     llm = ScriptedLLM(["yes"])
     LLMRelevanceJudge(llm=llm, max_passage_chars=5).judge("q", ["abcdefghij"])
     assert "abcde" in llm.prompts[0] and "abcdef" not in llm.prompts[0]
+
+
+# ----- prompts (PromptMixin) -----
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_the_prompt_is_listed_and_updates_what_the_llm_receives(use_async: bool) -> None:
+    from llama_index_ext_advrag.judges import LanguageRoutedJudge
+    from llama_index_ext_advrag.judges.llm import DEFAULT_RELEVANCE_PROMPT
+
+    llm = ScriptedLLM(["yes"])
+    judge = LLMRelevanceJudge(llm=llm)
+    assert list(judge.get_prompts()) == ["prompt"]
+    assert judge.get_prompts()["prompt"].get_template() == DEFAULT_RELEVANCE_PROMPT.get_template()
+    judge.update_prompts({"prompt": PromptTemplate("Q={query} T={text} yes/no?")})
+    if use_async:
+        grades = asyncio.run(judge.ajudge("cats", ["Cats purr."]))
+    else:
+        grades = judge.judge("cats", ["Cats purr."])
+    assert llm.prompts == ["Q=cats T=Cats purr. yes/no?"] and grades[0].score == 1.0
+    routed = LanguageRoutedJudge({"zh": judge})
+    assert list(routed.get_prompts()) == ["zh:prompt"]
+
+
+def test_a_prompt_without_its_variables_is_refused_on_update() -> None:
+    judge = LLMRelevanceJudge(llm=ScriptedLLM(["yes"]))
+    with pytest.raises(ValueError, match=r"lacks the variables \['text'\]"):
+        judge.update_prompts({"prompt": PromptTemplate("Q={query}")})
+    with pytest.raises(TypeError, match="prompt template, got str"):
+        judge.update_prompts({"prompt": "Q={query} T={text}"})
+    assert "{text}" in judge.prompt.get_template()

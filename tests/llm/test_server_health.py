@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from llama_index_ext_advrag.local_llm import (
+from model_server import (
     LocalLLMServer,
     LocalLLMServerError,
     check_llm_server,

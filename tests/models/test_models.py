@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
 from llama_index.core import Settings
+from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
 from llama_index_ext_advrag import models
 from llama_index_ext_advrag.models import ModelResolutionError, resolve_embed_model, resolve_llm
@@ -32,7 +33,7 @@ def test_user_settings_embed_model_used(clean_settings) -> None:
 def test_packaged_model_loads_offline_and_embeds(clean_settings) -> None:
     # Unit tier: sockets are blocked, so this proves the model loads without any hub access.
     model = resolve_embed_model()
-    assert type(model).__name__ == "HuggingFaceEmbedding"
+    assert isinstance(model, HuggingFaceEmbedding) and model.class_name() == "HuggingFaceEmbedding"
     vector = model.get_text_embedding("Milvus Lite stores vectors in a file.")
     assert len(vector) == models.DEFAULT_EMBED_DIM
     near = model.get_text_embedding("A Milvus Lite database is a single file holding vectors.")
@@ -122,3 +123,26 @@ def test_embed_in_length_order_embeds_shortest_first_and_answers_in_the_given_or
     assert asyncio.run(models.aembed_in_length_order(model, texts)) == expected
     assert seen[-1] == ["tiny", "tiny", "mid length one", "a much longer sentence here"]
     assert models.embed_in_length_order(model, []) == []
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_packaged_model_refuses_non_strings_and_reads_surrogates(
+    use_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plain HuggingFaceEmbedding retried for 8 s, then raised an error without the position
+    (ValueError for None, TypeError from the tokenizer for a lone surrogate)."""
+    model = models.load_packaged_embed_model()
+
+    async def call(method: str, value: object) -> object:
+        if use_async:
+            return await getattr(model, "a" + method)(value)
+        return getattr(model, method)(value)
+
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str, got NoneType"):
+        await call("get_text_embedding_batch", ["ok", None])
+    with pytest.raises(TypeError, match="query must be a str, got int"):
+        await call("get_query_embedding", 5)
+    with caplog.at_level("WARNING"):
+        vector = await call("get_query_embedding", "harbour \ud800")
+    assert vector == pytest.approx(model.get_query_embedding("harbour \ufffd"), abs=1e-5)
+    assert any("lone surrogate" in r.getMessage() for r in caplog.records)

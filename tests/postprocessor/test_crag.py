@@ -338,3 +338,56 @@ def test_arguments_are_validated() -> None:
     with pytest.raises(ValueError, match="query"):
         CRAGPostprocessor(judge=judge).postprocess_nodes(nodes("a"))
     assert CRAGPostprocessor(judge=judge).postprocess_nodes([], query_str=QUERY) == []
+
+
+# ----- prompts (PromptMixin) -----
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_prompts_are_listed_and_update_what_the_llms_receive(use_async: bool) -> None:
+    import asyncio
+
+    from llama_index.core.prompts import PromptTemplate
+
+    from llama_index_ext_advrag.judges import LLMRelevanceJudge
+
+    rewriter = ScriptedLLM(["eiffel tower city"])
+    grader = ScriptedLLM(["no"])
+    crag = CRAGPostprocessor(
+        judge=LLMRelevanceJudge(llm=grader),
+        upper=0.6,
+        lower=0.3,
+        refine=False,
+        corrective_retriever=ListRetriever(nodes("Unrelated.", prefix="c")),
+        llm=rewriter,
+    )
+    prompts = crag.get_prompts()
+    assert sorted(prompts) == ["judge:prompt", "rewrite_prompt"]
+    assert prompts["rewrite_prompt"].get_template() == crag.rewrite_prompt.get_template()
+    crag.update_prompts(
+        {
+            "rewrite_prompt": PromptTemplate("REWRITE {query}"),
+            "judge:prompt": PromptTemplate("GRADE {query} || {text}"),
+        }
+    )
+    hits = nodes("Cats sleep.")
+    if use_async:
+        asyncio.run(crag.apostprocess_nodes(hits, query_str=QUERY))
+    else:
+        crag.postprocess_nodes(hits, query_str=QUERY)
+    assert rewriter.prompts == [f"REWRITE {QUERY}"]
+    assert sorted(grader.prompts) == [
+        f"GRADE {QUERY} || Cats sleep.",
+        f"GRADE {QUERY} || Unrelated.",
+    ]
+
+
+def test_a_rewrite_prompt_without_the_query_is_refused() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    crag = CRAGPostprocessor(judge=TableJudge(by_word({})))
+    with pytest.raises(ValueError, match=r"rewrite_prompt lacks the variables \['query'\]"):
+        crag.update_prompts({"rewrite_prompt": PromptTemplate("Rewrite: {question}")})
+    with pytest.raises(ValueError, match="needs {query}"):
+        CRAGPostprocessor(judge=TableJudge(by_word({})), rewrite_prompt=PromptTemplate("x"))
+    assert "{query}" in crag.get_prompts()["rewrite_prompt"].get_template()  # unchanged

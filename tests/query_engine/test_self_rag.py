@@ -19,7 +19,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag import TRACE_KEY
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
-from llama_index_ext_advrag.postprocessor.crag import distinctive_terms
+from llama_index_ext_advrag.queries import distinctive_terms
 from llama_index_ext_advrag.query_engine import GenerationMode, SelfRAGQueryEngine
 from llama_index_ext_advrag.query_engine import self_rag_critique as critique
 
@@ -590,3 +590,45 @@ def test_local_gemma_end_to_end_trace_is_well_formed(local_llm: Any) -> None:
     assert all(s["seconds"] >= 0 for s in trace["steps"] if "seconds" in s)
     assert len(trace["iterations"]) <= 2
     assert isinstance(response.response, str) and response.response
+
+
+# ----- prompts (PromptMixin) -----
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_prompts_are_listed_and_update_what_the_llm_receives(use_async: bool) -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    from llama_index_ext_advrag.judges import LLMRelevanceJudge
+
+    llm = ScriptedLLM(script())
+    judged = ScriptedLLM(["yes"])
+    qe = engine(llm, judge=LLMRelevanceJudge(llm=judged), max_retrievals=1)
+    assert sorted(qe.get_prompts()) == sorted([*critique.PROMPT_VARIABLES, "judge:prompt"])
+    qe.update_prompts(
+        {
+            "generate_prompt": PromptTemplate("ANSWER {query} FROM {passages} (passages below)"),
+            "judge:prompt": PromptTemplate("REL {query} | {text}"),
+        }
+    )
+    response = asyncio.run(qe.aquery(QUESTION)) if use_async else qe.query(QUESTION)
+    assert str(response) == "Every 15 minutes."
+    generated = [p for p in llm.prompts if p.startswith("ANSWER ")]
+    assert len(generated) == 2 and all(p.startswith(f"ANSWER {QUESTION} FROM ") for p in generated)
+    assert sorted(judged.prompts) == sorted(f"REL {QUESTION} | {n.text}" for n in (FX, CAT))
+
+
+def test_a_prompt_update_missing_a_variable_changes_nothing() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    qe = engine(ScriptedLLM(script()))
+    before = qe.generate_prompt
+    with pytest.raises(ValueError, match=r"generate_prompt lacks the variables \['passages'\]"):
+        qe.update_prompts(
+            {
+                "direct_prompt": PromptTemplate("Just {query}"),
+                "generate_prompt": PromptTemplate("{query}"),
+            }
+        )
+    assert qe.generate_prompt is before
+    assert qe.direct_prompt.get_template() == critique.DEFAULT_DIRECT_PROMPT.get_template()

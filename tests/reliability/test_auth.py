@@ -249,23 +249,26 @@ def test_a_bad_token_is_an_authentication_error_everywhere(
 def test_the_cli_takes_the_uri_and_token_from_flags_and_environment(
     auth_server: str, tmp_path, monkeypatch, capsys
 ) -> None:
-    from llama_index_ext_advrag import models
-
-    monkeypatch.setattr(models, "resolve_embed_model", lambda *a, **k: HashEmbedding())
+    monkeypatch.setattr(
+        "llama_index_ext_advrag.models.load_packaged_embed_model", lambda: HashEmbedding()
+    )
     data = tmp_path / "data"
     data.mkdir()
     (data / "cats.txt").write_text("Cats purr when content. Dogs bark.", encoding="utf-8")
-    (data / "qa.jsonl").write_text(
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(
         '{"id": "q1", "question": "Do cats purr?", "answers": ["purr"]}\n', encoding="utf-8"
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ADVRAG_MILVUS_URI", auth_server)
     monkeypatch.setenv("ADVRAG_MILVUS_TOKEN", "root:wrong")
-    assert cli_main(["run", "--data", str(data), "--quiet"]) == 1
+    compare = ["compare", "--docs", str(data), "--questions", str(questions), "--pipelines",
+               "baseline", "--ks", "1", "--k", "1", "--no-llm", "--quiet"]  # fmt: skip
+    assert cli_main(compare) == 1
     assert "authentication refused" in capsys.readouterr().err
-    assert cli_main(["run", "--data", str(data), "--quiet", "--token", ROOT_TOKEN]) == 0
+    assert cli_main([*compare, "--token", ROOT_TOKEN]) == 0
     monkeypatch.setenv("ADVRAG_MILVUS_TOKEN", ROOT_TOKEN)
-    assert cli_main(["run", "--data", str(data), "--quiet"]) == 0
+    assert cli_main(compare) == 0
     assert not list(tmp_path.glob("**/*.db"))  # never a Lite file
 
 

@@ -24,12 +24,12 @@ from reliability_outcomes import record
 
 from llama_index_ext_advrag import (
     AdaptiveSlidingWindowNodeParser,
-    BM25Retriever,
     ConsecutiveMergePostprocessor,
     DriftAwareWindowPostprocessor,
     HierarchicalAutoMergingRetriever,
     HierarchicalSentenceNodeParser,
     HybridFusionRetriever,
+    JiebaBM25Retriever,
     PrevNextPostprocessor,
     SafePandasQueryEngine,
     TwoLayerMilvusRetriever,
@@ -216,9 +216,9 @@ def corpus_nodes() -> list[BaseNode]:
 def _retrievers(nodes: list[BaseNode]) -> dict[str, Any]:
     dense = VectorStoreIndex(nodes, embed_model=HashEmbedding()).as_retriever(similarity_top_k=4)
     return {
-        "bm25": BM25Retriever(nodes, similarity_top_k=4),
+        "bm25": JiebaBM25Retriever(nodes, similarity_top_k=4),
         "hybrid": HybridFusionRetriever(
-            [dense, BM25Retriever(nodes)], leg_names=["dense", "bm25"], similarity_top_k=4
+            [dense, JiebaBM25Retriever(nodes)], leg_names=["dense", "bm25"], similarity_top_k=4
         ),
     }
 
@@ -253,12 +253,12 @@ def test_retrievers_take_bad_top_k(corpus_nodes, top_k_name: str) -> None:
     top_k = TOP_KS[top_k_name]
     dense = VectorStoreIndex(corpus_nodes, embed_model=HashEmbedding()).as_retriever()
     cases: dict[str, Callable[[], Any]] = {
-        "bm25": lambda: BM25Retriever(corpus_nodes, similarity_top_k=top_k).retrieve("cats"),
+        "bm25": lambda: JiebaBM25Retriever(corpus_nodes, similarity_top_k=top_k).retrieve("cats"),
         "hybrid": lambda: HybridFusionRetriever(
-            [dense, BM25Retriever(corpus_nodes)], similarity_top_k=top_k
+            [dense, JiebaBM25Retriever(corpus_nodes)], similarity_top_k=top_k
         ).retrieve("cats"),
         "hybrid-leg": lambda: HybridFusionRetriever(
-            [dense, BM25Retriever(corpus_nodes)], leg_top_k=top_k
+            [dense, JiebaBM25Retriever(corpus_nodes)], leg_top_k=top_k
         ).retrieve("cats"),
         "window-replacement": lambda: WindowReplacementPostprocessor(top_n=top_k),
     }
@@ -300,7 +300,7 @@ def _docstore(nodes: list[BaseNode]) -> Any:
 
 @pytest.mark.parametrize("query_name", sorted(QUERIES))
 def test_postprocessors_take_bad_queries_and_nodes(corpus_nodes, query_name: str) -> None:
-    hits = BM25Retriever(corpus_nodes, similarity_top_k=6).retrieve("cats text")
+    hits = JiebaBM25Retriever(corpus_nodes, similarity_top_k=6).retrieve("cats text")
     hits += [NodeWithScore(node=TextNode(text="", id_="empty-node"), score=None)]
     bundle = QueryBundle(QUERIES[query_name])
     for name, make in POSTPROCESSORS.items():
@@ -414,32 +414,47 @@ def test_milvus_retrievers_refuse_bad_top_k(top_k_name: str, tmp_path) -> None:
 # --- the CLI -------------------------------------------------------------------------------------
 
 
-@pytest.mark.milvus_lite
-@pytest.mark.parametrize("top_k", ["0", "-1"])
-def test_cli_refuses_a_bad_top_k(tmp_path, top_k: str, capsys) -> None:
-    code = cli_main(["run", "--data", str(tmp_path), "--top-k", top_k])
-    assert code == 2 and "--top-k" in capsys.readouterr().err
+@pytest.mark.parametrize("k", ["0", "-1"])
+def test_cli_refuses_a_bad_k(tmp_path, k: str, capsys) -> None:
+    assert cli_main(["compare", "--docs", str(tmp_path), "--k", k, "--no-llm"]) == 1
+    assert f"--k must be >= 1, got {k}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: exit status 2 and the usage
+        cli_main(["compare", "--docs", str(tmp_path), "--ks", f"1,{k}", "--no-llm"])
+    assert "--ks values must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.milvus_lite
 def test_cli_takes_a_folder_of_bad_documents(tmp_path, capsys, monkeypatch) -> None:
-    from llama_index_ext_advrag import models
-
-    monkeypatch.setattr(models, "resolve_embed_model", lambda *a, **k: HashEmbedding())
+    monkeypatch.setattr(
+        "llama_index_ext_advrag.models.load_packaged_embed_model", lambda: HashEmbedding()
+    )
     data = tmp_path / "data"
     data.mkdir()
     for name in ("empty", "whitespace", "emoji", "right-to-left", "mixed-zh-en-code", "nul"):
         (data / f"{name}.txt").write_text(TEXTS[name], encoding="utf-8")
-    (data / "bad-bytes.txt").write_bytes(b"Invalid \xff\xfe bytes. Then text.")
-    (data / "qa.jsonl").write_text(
+    questions = tmp_path / "qa.jsonl"
+    questions.write_text(
         json.dumps({"id": "q1", "question": "Do cats purr?", "answers": ["purr"]}) + "\n",
         encoding="utf-8",
     )
+
+    def compare() -> tuple[int, str]:
+        code = cli_main(
+            ["compare", "--docs", str(data), "--questions", str(questions), "--pipelines",
+             "baseline", "--ks", "1", "--k", "1", "--uri", str(tmp_path / "c.db"), "--state-dir",
+             str(tmp_path / "state"), "--out", str(tmp_path / "out"), "--no-llm", "--quiet"]
+        )  # fmt: skip
+        return code, capsys.readouterr().err
+
     outcome, value = record(
-        "cli",
-        "bad-documents",
-        lambda: cli_main(["run", "--data", str(data), "--uri", str(tmp_path / "c.db"), "--quiet"]),
-        ("utf-8", "decode", "document", "question", "qa"),
-        lambda code: None if code == 0 else f"exit status {code}",
-    )
-    assert outcome != "other", value
+        "cli", "bad-documents", compare, (),
+        lambda done: None if done[0] == 0 else f"exit status {done[0]}: {done[1][-300:]}",
+    )  # fmt: skip
+    assert outcome == "result", value
+    (data / "bad-bytes.txt").write_bytes(b"Invalid \xff\xfe bytes. Then text.")
+    outcome, value = record(
+        "cli", "not-utf8-document", compare, (),
+        lambda done: None if done[0] == 1 and "bad-bytes.txt: not UTF-8 text (byte 0xff" in done[1]
+        else f"exit status {done[0]}: {done[1][-300:]}",
+    )  # fmt: skip
+    assert outcome == "result", value

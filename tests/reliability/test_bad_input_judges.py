@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -37,10 +38,13 @@ from llama_index_ext_advrag.judges import (
     LanguageRoutedJudge,
     LLMRelevanceJudge,
 )
-from llama_index_ext_advrag.judges.cross_encoder import packaged_cross_encoder_dir
+from llama_index_ext_advrag.judges.cross_encoder import (
+    OnnxCrossEncoder,
+    packaged_cross_encoder_dir,
+)
 from llama_index_ext_advrag.postprocessor import CRAGPostprocessor, JudgeRerankPostprocessor
 from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine
-from llama_index_ext_advrag.retrievers import BM25Retriever
+from llama_index_ext_advrag.retrievers import JiebaBM25Retriever
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 pytestmark = pytest.mark.timeout(600)
@@ -76,16 +80,22 @@ needs_cross_encoder = pytest.mark.skipif(
 )
 
 
+@functools.cache
+def _packaged_cross_encoder() -> OnnxCrossEncoder:
+    """The packaged model loaded once for the module: every judge below grades with it."""
+    return OnnxCrossEncoder(packaged_cross_encoder_dir(), num_threads=1)
+
+
 def _judges() -> dict[str, Callable[[], BaseRelevanceJudge]]:
     made: dict[str, Callable[[], BaseRelevanceJudge]] = {
         "embedding": lambda: EmbeddingRelevanceJudge(embed_model=HashEmbedding()),
         "llm": lambda: LLMRelevanceJudge(llm=ScriptedLLM(["yes"])),
     }
     if CROSS_ENCODER:
-        made["cross-encoder"] = lambda: CrossEncoderRelevanceJudge(num_threads=1)
+        made["cross-encoder"] = lambda: CrossEncoderRelevanceJudge(scorer=_packaged_cross_encoder())
         made["routed"] = lambda: LanguageRoutedJudge(
             {
-                "en": CrossEncoderRelevanceJudge(num_threads=1),
+                "en": CrossEncoderRelevanceJudge(scorer=_packaged_cross_encoder()),
                 "zh": EmbeddingRelevanceJudge(embed_model=HashEmbedding()),
             }
         )
@@ -230,7 +240,7 @@ def _postprocessors() -> dict[str, Callable[[], Any]]:
             judge=judge,
             upper=0.6,
             lower=0.1,
-            corrective_retriever=BM25Retriever(CORPUS, similarity_top_k=2),
+            corrective_retriever=JiebaBM25Retriever(CORPUS, similarity_top_k=2),
         ),
         "crag-no-corrective": lambda: CRAGPostprocessor(judge=judge, upper=0.6, lower=0.1),
         "judge-rerank": lambda: JudgeRerankPostprocessor(judge=judge, top_n=5),
@@ -451,8 +461,8 @@ def _response_wrong(response: Any) -> str | None:
 
 
 SELF_RAG_RETRIEVERS: dict[str, Callable[[], BaseRetriever]] = {
-    "bm25-top-1": lambda: BM25Retriever(CORPUS, similarity_top_k=1),
-    "bm25-top-huge": lambda: BM25Retriever(CORPUS, similarity_top_k=10**6),
+    "bm25-top-1": lambda: JiebaBM25Retriever(CORPUS, similarity_top_k=1),
+    "bm25-top-huge": lambda: JiebaBM25Retriever(CORPUS, similarity_top_k=10**6),
     "text-less-nodes": lambda: FixedRetriever(
         [
             NodeWithScore(node=TextNode(text="", id_="empty"), score=0.9),
@@ -512,42 +522,42 @@ def test_self_rag_async_takes_bad_queries() -> None:
 
 BAD_SELF_RAG_ARGS: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
     "max-retrievals-0": (
-        lambda: SelfRAGQueryEngine(retriever=BM25Retriever(CORPUS), max_retrievals=0),
+        lambda: SelfRAGQueryEngine(retriever=JiebaBM25Retriever(CORPUS), max_retrievals=0),
         ("max_retrievals",),
     ),
     "max-retrievals-huge": (
-        lambda: SelfRAGQueryEngine(retriever=BM25Retriever(CORPUS), max_retrievals=10**6),
+        lambda: SelfRAGQueryEngine(retriever=JiebaBM25Retriever(CORPUS), max_retrievals=10**6),
         ("max_retrievals",),
     ),
     "max-passages-negative": (
-        lambda: SelfRAGQueryEngine(retriever=BM25Retriever(CORPUS), max_passages=-1),
+        lambda: SelfRAGQueryEngine(retriever=JiebaBM25Retriever(CORPUS), max_passages=-1),
         ("max_passages",),
     ),
     "generation-mode": (
-        lambda: SelfRAGQueryEngine(retriever=BM25Retriever(CORPUS), generation_mode="all"),
+        lambda: SelfRAGQueryEngine(retriever=JiebaBM25Retriever(CORPUS), generation_mode="all"),
         ("generation_mode", "per_passage"),
     ),
     "min-support-above-accept": (
         lambda: SelfRAGQueryEngine(
-            retriever=BM25Retriever(CORPUS), min_support=0.9, accept_support=0.5
+            retriever=JiebaBM25Retriever(CORPUS), min_support=0.9, accept_support=0.5
         ),
         ("min_support",),
     ),
     "weights-zero": (
-        lambda: SelfRAGQueryEngine(retriever=BM25Retriever(CORPUS), w_rel=0, w_sup=0, w_use=0),
+        lambda: SelfRAGQueryEngine(retriever=JiebaBM25Retriever(CORPUS), w_rel=0, w_sup=0, w_use=0),
         ("w_rel",),
     ),
     "weight-nan": (
-        lambda: SelfRAGQueryEngine(retriever=BM25Retriever(CORPUS), w_rel=float("nan")),
+        lambda: SelfRAGQueryEngine(retriever=JiebaBM25Retriever(CORPUS), w_rel=float("nan")),
         ("w_rel",),
     ),
     "retriever-none": (lambda: SelfRAGQueryEngine(retriever=None), ("retriever",)),
     "postprocessor-wrong": (
-        lambda: SelfRAGQueryEngine(retriever=BM25Retriever(CORPUS), node_postprocessors=["x"]),
+        lambda: SelfRAGQueryEngine(retriever=JiebaBM25Retriever(CORPUS), node_postprocessors=["x"]),
         ("node_postprocessors[0]",),
     ),
-    "bm25-top-k-0": (lambda: BM25Retriever(CORPUS, similarity_top_k=0), ("top_k",)),
-    "bm25-top-k-negative": (lambda: BM25Retriever(CORPUS, similarity_top_k=-2), ("top_k",)),
+    "bm25-top-k-0": (lambda: JiebaBM25Retriever(CORPUS, similarity_top_k=0), ("top_k",)),
+    "bm25-top-k-negative": (lambda: JiebaBM25Retriever(CORPUS, similarity_top_k=-2), ("top_k",)),
 }
 
 

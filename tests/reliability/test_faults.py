@@ -15,8 +15,8 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from llama_index_ext_advrag import (
     AdaptiveSlidingWindowNodeParser,
-    BM25Retriever,
     HierarchicalAutoMergingRetriever,
+    JiebaBM25Retriever,
     PrevNextPostprocessor,
     SafePandasQueryEngine,
     TwoLayerMilvusRetriever,
@@ -126,7 +126,7 @@ async def test_pandas_engine_llm_faults(fault: str) -> None:
 def test_a_full_disk_while_persisting_bm25_keeps_the_previous_index(tmp_path, monkeypatch) -> None:
     nodes = _corpus_nodes()
     folder = tmp_path / "bm25" / "docs"
-    BM25Retriever(nodes[:2]).persist(folder)
+    JiebaBM25Retriever(nodes[:2]).persist(folder)
     written = []
     real = bm25_module.doc_to_json
 
@@ -138,20 +138,20 @@ def test_a_full_disk_while_persisting_bm25_keeps_the_previous_index(tmp_path, mo
 
     monkeypatch.setattr(bm25_module, "doc_to_json", fill_disk)
     with pytest.raises(OSError, match="No space left"):
-        BM25Retriever(nodes).persist(folder)
+        JiebaBM25Retriever(nodes).persist(folder)
     monkeypatch.undo()
-    loaded = BM25Retriever.from_persist_dir(folder)
+    loaded = JiebaBM25Retriever.from_persist_dir(folder)
     assert [n.node_id for n in loaded._nodes] == [n.node_id for n in nodes[:2]]
     assert loaded.retrieve("cats")[0].node.node_id == nodes[0].node_id
     assert sorted(p.name for p in folder.parent.iterdir()) == ["docs"]  # no staging left
 
 
 def test_a_truncated_bm25_nodes_file_is_refused(tmp_path) -> None:
-    folder = BM25Retriever(_corpus_nodes()).persist(tmp_path / "docs")
+    folder = JiebaBM25Retriever(_corpus_nodes()).persist(tmp_path / "docs")
     lines = (folder / bm25_module.NODES_FILE).read_text(encoding="utf-8").splitlines()
     (folder / bm25_module.NODES_FILE).write_text("\n".join(lines[:2]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="incomplete"):
-        BM25Retriever.from_persist_dir(folder)
+        JiebaBM25Retriever.from_persist_dir(folder)
 
 
 # --- a crash between the two collections of a build --------------------------------------------

@@ -13,9 +13,9 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 
 from llama_index_ext_advrag import (
     AdaptiveSlidingWindowNodeParser,
-    BM25Retriever,
     DriftAwareWindowPostprocessor,
     HybridFusionRetriever,
+    JiebaBM25Retriever,
     UnitAnnotator,
 )
 from llama_index_ext_advrag.judges import LLMRelevanceJudge
@@ -61,7 +61,7 @@ def test_concurrent_queries_equal_sequential_ones(milvus_uri, collection_name, d
     )
     flush(store)
     hybrid = HybridFusionRetriever(
-        [index.as_retriever(similarity_top_k=4), BM25Retriever(nodes)],
+        [index.as_retriever(similarity_top_k=4), JiebaBM25Retriever(nodes)],
         leg_names=["dense", "bm25"],
         similarity_top_k=3,
     )
@@ -115,7 +115,7 @@ def test_concurrent_crag_queries_equal_sequential_ones(
     )
     flush(store)
     hybrid = HybridFusionRetriever(
-        [index.as_retriever(similarity_top_k=4), BM25Retriever(nodes)],
+        [index.as_retriever(similarity_top_k=4), JiebaBM25Retriever(nodes)],
         leg_names=["dense", "bm25"],
         similarity_top_k=3,
     )

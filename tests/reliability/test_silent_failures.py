@@ -35,9 +35,9 @@ from llama_index_ext_advrag.node_parser import (
     HierarchicalSentenceNodeParser,
 )
 from llama_index_ext_advrag.retrievers import (
-    BM25Retriever,
     HierarchicalAutoMergingRetriever,
     HybridFusionRetriever,
+    JiebaBM25Retriever,
     TwoLayerMilvusRetriever,
 )
 from llama_index_ext_advrag.text import DEFAULT_MAX_SENTENCE_CHARS
@@ -172,7 +172,7 @@ def _hybrid_in_memory() -> HybridFusionRetriever:
     ]
     index = VectorStoreIndex(nodes, embed_model=StrictEmbedding())
     return HybridFusionRetriever(
-        [index.as_retriever(similarity_top_k=2), BM25Retriever(nodes)],
+        [index.as_retriever(similarity_top_k=2), JiebaBM25Retriever(nodes)],
         leg_names=["dense", "bm25"],
         similarity_top_k=2,
     )
@@ -273,7 +273,7 @@ def test_hybrid_over_open_vector_store_from_a_second_asyncio_run(
     )
     flush(store)
     hybrid = HybridFusionRetriever(
-        [index.as_retriever(similarity_top_k=2), BM25Retriever(nodes)],
+        [index.as_retriever(similarity_top_k=2), JiebaBM25Retriever(nodes)],
         leg_names=["dense", "bm25"],
         similarity_top_k=2,
     )

@@ -18,6 +18,7 @@ from llama_index_ext_advrag.retrievers import (
     BM25Retriever,
     HybridFusionConfig,
     HybridFusionRetriever,
+    JiebaBM25Retriever,
     RecursiveConfig,
     RecursiveIndexNodeRetriever,
     TwoLayerConfig,
@@ -52,7 +53,7 @@ def results(retriever: BaseRetriever, query: str) -> list[tuple[str, float | Non
 
 
 def test_bm25_round_trip_gives_equal_settings_and_results(nodes) -> None:
-    bm25 = BM25Retriever(
+    bm25 = JiebaBM25Retriever(
         nodes,
         similarity_top_k=3,
         k1=1.2,
@@ -62,25 +63,25 @@ def test_bm25_round_trip_gives_equal_settings_and_results(nodes) -> None:
     )
     data = bm25.to_dict()
     assert json.loads(json.dumps(data)) == data  # plain JSON
-    assert data["class_name"] == "BM25Retriever"
-    again = BM25Retriever.from_dict(data, nodes=nodes)
+    assert data["class_name"] == "JiebaBM25Retriever"
+    again = JiebaBM25Retriever.from_dict(data, nodes=nodes)
     assert again.to_dict() == data
     assert (again.k1, again.b, again.method, again.tokenizer.stem) == (1.2, 0.5, "bm25+", False)
     assert results(again, "FX-40 battery") == results(bm25, "FX-40 battery") != []
 
 
 def test_bm25_from_dict_validates(nodes) -> None:
-    data = {**BM25Retriever(nodes).to_dict(), "method": "tfidf"}
+    data = {**JiebaBM25Retriever(nodes).to_dict(), "method": "tfidf"}
     with pytest.raises(ValueError, match="tfidf"):
-        BM25Retriever.from_dict(data, nodes=nodes)
+        JiebaBM25Retriever.from_dict(data, nodes=nodes)
     with pytest.raises(ValueError, match="unknown_setting"):
-        BM25Retriever.from_dict({"unknown_setting": 1}, nodes=nodes)
+        JiebaBM25Retriever.from_dict({"unknown_setting": 1}, nodes=nodes)
     with pytest.raises(ValueError, match="HybridFusionRetriever"):
-        BM25Retriever.from_dict({"class_name": "HybridFusionRetriever"}, nodes=nodes)
+        JiebaBM25Retriever.from_dict({"class_name": "HybridFusionRetriever"}, nodes=nodes)
 
 
 def test_bm25_settings_stay_attributes_and_writes_are_validated(nodes) -> None:
-    bm25 = BM25Retriever(nodes, similarity_top_k=4)
+    bm25 = JiebaBM25Retriever(nodes, similarity_top_k=4)
     clone = with_top_k(bm25, 1)
     assert (clone.similarity_top_k, bm25.similarity_top_k) == (1, 4)  # the caller's is kept
     assert len(clone.retrieve("FX-40")) == 1 and len(bm25.retrieve("FX-40")) == 2
@@ -95,28 +96,41 @@ def test_bm25_settings_stay_attributes_and_writes_are_validated(nodes) -> None:
 
 
 def test_bm25_persist_writes_the_settings(nodes, tmp_path) -> None:
-    BM25Retriever(nodes, k1=1.1).persist(tmp_path / "bm25")
+    JiebaBM25Retriever(nodes, k1=1.1).persist(tmp_path / "bm25")
     saved = json.loads((tmp_path / "bm25" / "advrag_bm25.json").read_text(encoding="utf-8"))
-    settings = BM25Retriever(nodes, k1=1.1).to_dict()
+    settings = JiebaBM25Retriever(nodes, k1=1.1).to_dict()
     assert set(saved) == {"format_version", "num_nodes", *settings}
-    reloaded = BM25Retriever.from_persist_dir(tmp_path / "bm25")
+    reloaded = JiebaBM25Retriever.from_persist_dir(tmp_path / "bm25")
     assert reloaded.to_dict() == settings
 
 
 def test_deprecated_config_classes_still_work(nodes) -> None:
     with pytest.warns(DeprecationWarning, match="config="):
-        bm25 = BM25Retriever(nodes, config=BM25Config(k1=1.0, similarity_top_k=2))
+        bm25 = JiebaBM25Retriever(nodes, config=BM25Config(k1=1.0, similarity_top_k=2))
     assert (bm25.k1, bm25.similarity_top_k) == (1.0, 2)
     with pytest.warns(DeprecationWarning, match="config is deprecated"):
         config = bm25.config
     assert isinstance(config, BM25Config) and config.k1 == 1.0
     with pytest.warns(DeprecationWarning):
-        explicit = BM25Retriever(nodes, config=BM25Config(k1=1.0), k1=0.8)
+        explicit = JiebaBM25Retriever(nodes, config=BM25Config(k1=1.0), k1=0.8)
     assert explicit.k1 == 0.8  # an explicit setting wins over config=
     assert set(AutoMergingConfig.model_fields) >= {"similarity_top_k", "merge_ratio"}
     assert set(TwoLayerConfig.model_fields) >= {"route_top_k", "details_mode"}
     assert RecursiveConfig(root_id="r").max_depth == 3
     assert HybridFusionConfig(k=10).k == 10
+
+
+def test_the_former_bm25_name_shares_the_settings_and_data(nodes) -> None:
+    with pytest.warns(DeprecationWarning, match="renamed JiebaBM25Retriever"):
+        old = BM25Retriever(nodes, similarity_top_k=2, k1=1.1)
+    data = old.to_dict()
+    assert data == JiebaBM25Retriever(nodes, similarity_top_k=2, k1=1.1).to_dict()
+    assert data["class_name"] == "JiebaBM25Retriever"
+    again = JiebaBM25Retriever.from_dict(data, nodes=nodes)  # the new name reads the old's data
+    assert results(again, "FX-40 battery") == results(old, "FX-40 battery") != []
+    with pytest.warns(DeprecationWarning, match="config is deprecated"):
+        config = old.config
+    assert isinstance(config, BM25Config) and config.k1 == 1.1
 
 
 def routing_tree() -> dict:
@@ -164,7 +178,10 @@ def test_recursive_setting_writes_are_validated() -> None:
 
 
 def test_hybrid_round_trip_gives_equal_config_and_results(nodes) -> None:
-    legs = [BM25Retriever(nodes), BM25Retriever(nodes, tokenizer=WordTokenizer(stem=False))]
+    legs = [
+        JiebaBM25Retriever(nodes),
+        JiebaBM25Retriever(nodes, tokenizer=WordTokenizer(stem=False)),
+    ]
     hybrid = HybridFusionRetriever(legs, weights=[1.0, 0.5], mode="score", similarity_top_k=2)
     again = HybridFusionRetriever.from_dict(hybrid.to_dict(), retrievers=legs)
     assert again.to_dict() == hybrid.to_dict()

@@ -9,7 +9,7 @@ import pytest
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_ext_advrag.retrievers import BM25Retriever, HybridFusionRetriever
+from llama_index_ext_advrag.retrievers import HybridFusionRetriever, JiebaBM25Retriever
 from llama_index_ext_advrag.retrievers.fusion import FusionMode, Normalization
 from llama_index_ext_advrag.retrievers.hybrid import with_top_k
 from llama_index_ext_advrag.trace import TRACE_KEY
@@ -273,7 +273,7 @@ def test_with_real_bm25_leg_on_chinese() -> None:
         TextNode(text="Masks reduce the spread of viruses.", id_="masks"),
     ]
     dense = ListRetriever(hits([("masks", 0.8), ("covid", 0.7), ("musk", 0.1)]))
-    hybrid = HybridFusionRetriever([dense, BM25Retriever(nodes)], weights=[0.2, 0.8], k=1)
+    hybrid = HybridFusionRetriever([dense, JiebaBM25Retriever(nodes)], weights=[0.2, 0.8], k=1)
     assert ids(hybrid.retrieve("潜伏期有多长"))[0] == "covid"
 
 

@@ -11,7 +11,7 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import TextNode
 
 from llama_index_ext_advrag.milvus import flush, is_server_uri, open_vector_store
-from llama_index_ext_advrag.retrievers import BM25Retriever, HybridFusionRetriever
+from llama_index_ext_advrag.retrievers import HybridFusionRetriever, JiebaBM25Retriever
 from llama_index_ext_advrag.retrievers.bm25 import bm25_persist_dir
 from llama_index_ext_advrag.trace import TRACE_KEY
 
@@ -40,7 +40,7 @@ def build(milvus_uri: str, collection_name: str, tmp_path: Path):
         embed_model=HashEmbedding(dim=DIM),
     )
     flush(store)
-    bm25 = BM25Retriever(nodes)
+    bm25 = JiebaBM25Retriever(nodes)
     persist_dir = tmp_path / "bm25" if is_server_uri(milvus_uri) else None
     folder = bm25.persist(bm25_persist_dir(milvus_uri, collection_name, persist_dir))
     return index, bm25, folder
@@ -49,7 +49,7 @@ def build(milvus_uri: str, collection_name: str, tmp_path: Path):
 def reload(milvus_uri: str, collection_name: str, folder: Path):
     store = open_vector_store(milvus_uri, collection_name, dim=DIM)
     index = VectorStoreIndex.from_vector_store(store, embed_model=HashEmbedding(dim=DIM))
-    return index, BM25Retriever.from_persist_dir(folder)
+    return index, JiebaBM25Retriever.from_persist_dir(folder)
 
 
 @pytest.mark.usefixtures("drop_after")

@@ -15,6 +15,8 @@ from llama_index_ext_advrag.text.cleaning import (
     REPLACEMENT_CHARACTER,
     _cut_point,
     _follows_piece,
+    check_text,
+    check_texts,
     clean_value,
     cut_long_sentences,
     has_lone_surrogates,
@@ -264,3 +266,23 @@ def test_cut_long_sentences_a_last_piece_of_exactly_the_bound_is_not_cut_again()
     source = "x" * 200
     out, _ = cut_long_sentences(source, [Sentence(source, 0, 200)], 100)
     assert [(p.start, p.end) for p in out] == [(0, 100), (100, 200)]
+
+
+def test_check_texts_names_the_position_and_type_of_a_non_string() -> None:
+    with pytest.raises(TypeError, match=r"^texts\[2\] must be a str, got NoneType$"):
+        check_texts(["a", "b", None])
+    with pytest.raises(TypeError, match=r"^texts must be a sequence of str, got int$"):
+        check_texts(5)
+    with pytest.raises(TypeError, match="got a single str; wrap it in a list"):
+        check_texts("abc")
+    with pytest.raises(TypeError, match=r"^query must be a str, got bytes$"):
+        check_text(b"abc", "query")
+
+
+def test_check_texts_replaces_surrogates_in_a_new_list() -> None:
+    texts = ("ok", "bad \ud800", "\ud83d\ude00")
+    assert check_texts(texts) == (["ok", "bad \ufffd", "\U0001f600"], 3)
+    clean = ["a", "b"]
+    checked, count = check_texts(clean)
+    assert (checked, count) == (clean, 0) and checked is not clean
+    assert check_text("x\udfff") == ("x\ufffd", 1)

@@ -64,18 +64,18 @@ CASES: dict[str, Case] = {
         {},
     ),
     "UnitAnnotator": lambda: (pack.UnitAnnotator(), {}),
-    "BM25Retriever": lambda: (
-        pack.BM25Retriever(NODES, similarity_top_k=3, k1=1.1),
+    "JiebaBM25Retriever": lambda: (
+        pack.JiebaBM25Retriever(NODES, similarity_top_k=3, k1=1.1),
         {"nodes": NODES},
     ),
     "HybridFusionRetriever": lambda: (
         pack.HybridFusionRetriever(
-            [ListRetriever(), pack.BM25Retriever(NODES)],
+            [ListRetriever(), pack.JiebaBM25Retriever(NODES)],
             leg_names=["dense", "bm25"],
             english_only_legs=["dense"],
             mode="score",
         ),
-        {"retrievers": [ListRetriever(), pack.BM25Retriever(NODES)]},
+        {"retrievers": [ListRetriever(), pack.JiebaBM25Retriever(NODES)]},
     ),
     "RecursiveIndexNodeRetriever": lambda: (
         pack.RecursiveIndexNodeRetriever("root", {"root": ListRetriever()}, max_depth=2),
@@ -111,7 +111,13 @@ CASES: dict[str, Case] = {
     ),
     "CRAGPostprocessor": lambda: (
         pack.CRAGPostprocessor(
-            judge=KeywordJudge(), upper=0.7, lower=0.2, corrective_retriever=ListRetriever()
+            judge=KeywordJudge(),
+            upper=0.7,
+            lower=0.2,
+            corrective_retriever=ListRetriever(),
+            judge_timeout=30.0,
+            retrieve_timeout=None,
+            web_search_timeout=5.0,
         ),
         {"judge": KeywordJudge()},
     ),
@@ -173,10 +179,12 @@ def test_to_dict_from_dict_round_trip(name: str) -> None:
     assert not live_names & set(data), "live objects are never serialised"
 
 
-@pytest.mark.parametrize("name", ["BM25Retriever", "HybridFusionRetriever", "CRAGPostprocessor"])
+@pytest.mark.parametrize(
+    "name", ["JiebaBM25Retriever", "HybridFusionRetriever", "CRAGPostprocessor"]
+)
 def test_a_changed_setting_survives_the_round_trip(name: str) -> None:
     component, live = CASES[name]()
-    setting = {"BM25Retriever": "similarity_top_k", "HybridFusionRetriever": "k"}.get(
+    setting = {"JiebaBM25Retriever": "similarity_top_k", "HybridFusionRetriever": "k"}.get(
         name, "max_rounds"
     )
     setattr(component, setting, 7)  # settings are writable attributes
@@ -184,14 +192,52 @@ def test_a_changed_setting_survives_the_round_trip(name: str) -> None:
     assert getattr(again, setting) == 7
 
 
+def test_crag_timeouts_and_prompts_survive_the_round_trip() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    crag, live = CASES["CRAGPostprocessor"]()
+    crag.update_prompts({"rewrite_prompt": PromptTemplate("Terms of {query}:")})
+    data = json.loads(json.dumps(crag.to_dict()))
+    assert (data["judge_timeout"], data["retrieve_timeout"], data["web_search_timeout"]) == (
+        30.0,
+        None,
+        5.0,
+    )
+    again = pack.CRAGPostprocessor.from_dict(data, **live)
+    assert again.judge is live["judge"]
+    assert again.get_prompts()["rewrite_prompt"].template == "Terms of {query}:"
+    with pytest.raises(ValueError, match="judge_timeout"):
+        pack.CRAGPostprocessor.from_dict({**data, "judge_timeout": 0}, **live)
+    with pytest.raises(ValueError, match="query"):
+        pack.CRAGPostprocessor.from_dict({**data, "rewrite_prompt": "no variable"}, **live)
+
+
+def test_self_rag_prompts_set_through_update_prompts_survive_the_round_trip() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    engine, live = CASES["SelfRAGQueryEngine"]()
+    engine.update_prompts({"rewrite_prompt": PromptTemplate("Again: {query} {avoid}")})
+    again = pack.SelfRAGQueryEngine.from_dict(json.loads(json.dumps(engine.to_dict())), **live)
+    assert again.get_prompts()["rewrite_prompt"].template == "Again: {query} {avoid}"
+    assert set(again.get_prompts()) == set(engine.get_prompts())
+
+
+def test_the_former_bm25_name_gives_the_new_names_data() -> None:
+    with pytest.warns(DeprecationWarning, match="renamed JiebaBM25Retriever"):
+        old = pack.BM25Retriever(NODES, similarity_top_k=3)
+    data = json.loads(json.dumps(old.to_dict()))
+    assert data["class_name"] == "JiebaBM25Retriever"
+    assert pack.JiebaBM25Retriever.from_dict(data, nodes=NODES).to_dict() == data
+
+
 def test_from_dict_refuses_another_class() -> None:
-    data = pack.BM25Retriever(NODES).to_dict()
-    with pytest.raises(ValueError, match="'BM25Retriever', not a 'HybridFusionRetriever'"):
+    data = pack.JiebaBM25Retriever(NODES).to_dict()
+    with pytest.raises(ValueError, match="'JiebaBM25Retriever', not a 'HybridFusionRetriever'"):
         pack.HybridFusionRetriever.from_dict(data, retrievers=[ListRetriever()])
 
 
 def test_with_settings_copies_and_shares_the_live_objects() -> None:
-    bm25 = pack.BM25Retriever(NODES, similarity_top_k=2)
+    bm25 = pack.JiebaBM25Retriever(NODES, similarity_top_k=2)
     hybrid = pack.HybridFusionRetriever([bm25, ListRetriever()], similarity_top_k=2)
     one = hybrid.with_settings(similarity_top_k=1)
     assert (one.similarity_top_k, hybrid.similarity_top_k) == (1, 2)

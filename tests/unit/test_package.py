@@ -57,8 +57,24 @@ def test_llamahub_class_authors_name_every_public_component() -> None:
     assert set(authors) <= set(pkg._EXPORTS), "class_authors names a class the root does not export"
 
 
-def test_version_and_licence_metadata() -> None:
+def test_one_version_source_and_the_tested_python() -> None:
+    import re
+
+    pyproject = _pyproject()
+    project = pyproject["project"]
+    assert "version" not in project and project["dynamic"] == ["version"]
+    assert pyproject["tool"]["hatch"]["version"]["path"] == "llama_index_ext_advrag/__init__.py"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pkg.__version__)
+    claimed = sorted(
+        tuple(int(part) for part in c.rsplit(" :: ", 1)[1].split("."))
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    )
+    assert sys.version_info[:2] in claimed  # the tests run on a version the package claims
+    assert project["requires-python"] == ">={}.{}".format(*claimed[0])
+
+
+def test_licence_metadata() -> None:
     project = _pyproject()["project"]
-    assert project["version"] == pkg.__version__
     assert "License :: OSI Approved :: MIT License" in project["classifiers"]
     assert project["license-files"] == ["LICENSE"]

