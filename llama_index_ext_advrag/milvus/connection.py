@@ -47,7 +47,15 @@ def is_server_uri(uri: str | os.PathLike[str]) -> bool:
 
 
 def resolve_uri(uri: str | os.PathLike[str]) -> str:
-    """Validate ``uri`` and, for Milvus Lite, expand ``~`` and create the parent folder.
+    """Validate ``uri`` (:func:`check_uri`) and, for Milvus Lite, create the parent folder."""
+    checked = check_uri(uri)
+    if not is_server_uri(checked):
+        Path(checked).parent.mkdir(parents=True, exist_ok=True)
+    return checked
+
+
+def check_uri(uri: str | os.PathLike[str]) -> str:
+    """``uri`` validated, with ``~`` expanded in a Milvus Lite path; touches nothing on disk.
 
     Raises:
         ValueError: For an empty ``uri``, a scheme other than ``http``, ``https``, ``tcp`` and
@@ -75,7 +83,6 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
             f"Milvus Lite file path {text!r} must end in '{LITE_SUFFIX}' "
             "(for a server use http://host:19530)"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
     return str(path)
 
 
