@@ -39,7 +39,9 @@ URI_ENV = "ADVRAG_MILVUS_URI"
 TOKEN_ENV = "ADVRAG_MILVUS_TOKEN"
 
 
-def build_baseline(documents, embed_model, uri: str, top_k: int, token: str = "") -> Pipeline:
+def build_baseline(
+    documents, embed_model, uri: str, top_k: int, token: str = "", show_progress: bool = True
+) -> Pipeline:
     """LlamaIndex core's SentenceSplitter(256) + dense retrieval over Milvus: the baseline."""
     from llama_index_ext_advrag.milvus import flush, open_vector_store
     from llama_index_ext_advrag.models import DEFAULT_EMBED_DIM
@@ -51,7 +53,7 @@ def build_baseline(documents, embed_model, uri: str, top_k: int, token: str = ""
         nodes,
         storage_context=StorageContext.from_defaults(vector_store=store),
         embed_model=embed_model,
-        show_progress=True,
+        show_progress=show_progress,
     )
     flush(store)
     retriever = index.as_retriever(similarity_top_k=top_k)
@@ -68,7 +70,9 @@ def command_run(args: argparse.Namespace) -> int:
     questions = load_qa(qa_path)
     embed_model = resolve_embed_model()
     print(f"{len(documents)} documents, {len(questions)} questions, index at {args.uri}")
-    pipelines = [build_baseline(documents, embed_model, args.uri, args.top_k, args.token)]
+    pipelines = [
+        build_baseline(documents, embed_model, args.uri, args.top_k, args.token, not args.quiet)
+    ]
     runs = []
     for pipeline in pipelines:
         runs.extend(run_pipeline(pipeline, questions, show_progress=not args.quiet))

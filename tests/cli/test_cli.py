@@ -38,8 +38,9 @@ def test_run_prints_coverage_table(tmp_path, capsys, monkeypatch, embed_model) -
     code = cli.main(
         ["run", "--data", str(data), "--uri", str(tmp_path / "run.db"), "--top-k", "2", "--quiet"]
     )
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0
+    assert "%|" not in err and "it/s" not in err, err  # --quiet: no progress bar
     assert "1 documents, 2 questions" in out
     row = next(line for line in out.splitlines() if " all " in line)
     assert row.split()[-3] == "1.000"  # coverage of the one answerable question
