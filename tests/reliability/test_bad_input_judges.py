@@ -611,6 +611,16 @@ QUESTION_FILES: dict[str, tuple[str, str | bytes, tuple[str, ...]]] = {
         '{"id": "1", "question": "q", "answers": "3.5 bar"}\n',
         ("s.jsonl:1", "must be a list"),
     ),
+    "question-null": (
+        "q.jsonl",
+        '{"id": "1", "question": null, "answers": ["x"]}\n',
+        ("q.jsonl:1: 'question' must be a string",),
+    ),
+    "only-unusable-rows": (
+        "u.jsonl",
+        '{"id": "1", "question": "", "answers": ["x"]}\n{"id": "2", "question": "q", "answers": []}\n',
+        ("u.jsonl:1 (id 1): empty question",),
+    ),
     "duplicate-ids": (
         "d.jsonl",
         '{"id": "1", "question": "q", "answers": []}\n{"id": "1", "question": "r", "answers": []}\n',
