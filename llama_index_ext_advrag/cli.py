@@ -61,6 +61,7 @@ def build_baseline(
 
 
 def command_run(args: argparse.Namespace) -> int:
+    from llama_index_ext_advrag._progress import library_progress_bars
     from llama_index_ext_advrag.models import resolve_embed_model
 
     started = time.perf_counter()
@@ -68,7 +69,8 @@ def command_run(args: argparse.Namespace) -> int:
     qa_path = Path(args.qa) if args.qa else data / "qa.jsonl"
     documents = load_documents(data)
     questions = load_qa(qa_path)
-    embed_model = resolve_embed_model()
+    with library_progress_bars(not args.quiet):
+        embed_model = resolve_embed_model()
     print(f"{len(documents)} documents, {len(questions)} questions, index at {args.uri}")
     pipelines = [
         build_baseline(documents, embed_model, args.uri, args.top_k, args.token, not args.quiet)

@@ -147,11 +147,13 @@ def prepare_embed_model(
     """The embedding model chosen for the documents' languages by
     :func:`~llama_index_ext_advrag.models.decide_embed_model` (the decision and its reason go
     into the report)."""
+    from llama_index_ext_advrag._progress import library_progress_bars
     from llama_index_ext_advrag.models import decide_embed_model
 
-    return decide_embed_model(
-        options.embed_model, options.language, sample_texts=[d.text for d in documents] or None
-    )
+    with library_progress_bars(options.show_progress):  # --quiet: no "Loading weights" bar
+        return decide_embed_model(
+            options.embed_model, options.language, sample_texts=[d.text for d in documents] or None
+        )
 
 
 def prepare_models(
