@@ -74,14 +74,14 @@ def row_problem(question: Question, missing_answer: str | None = None) -> str | 
     Args:
         question: the row as read.
         missing_answer: set by the format's loader when the row has no answer and is not marked
-            unanswerable: how to mark it (e.g. ``'"type": "unanswerable"'``).
+            unanswerable: what to do about it (how to add the answer or the mark).
 
     Example:
         >>> from llama_index_ext_advrag.evaluation.questions import Question
         >>> row_problem(Question(id="1", question="  "))
         'empty question'
-        >>> row_problem(Question(id="2", question="Pressure?"), "a mark")[:42]
-        'no answer, and the row is not marked unans'
+        >>> row_problem(Question(id="2", question="Pressure?"), "add the answer")
+        'no answer: add the answer'
     """
     text = question.question
     if not text.strip():
@@ -107,10 +107,7 @@ def row_problem(question: Question, missing_answer: str | None = None) -> str | 
         if problem is not None:
             return problem
     if missing_answer is not None:
-        return (
-            f"no answer, and the row is not marked unanswerable (add {missing_answer} to score "
-            "it as one)"
-        )
+        return f"no answer: {missing_answer}"
     return None
 
 

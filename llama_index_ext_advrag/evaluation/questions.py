@@ -162,6 +162,11 @@ def read_json(path: Path) -> Any:
 UNANSWERABLE = "unanswerable"
 
 
+def unmarked_hint(mark: str) -> str:
+    """What a row with no answer and no unanswerable mark is told to do."""
+    return f"the row is not marked unanswerable (add answers, or {mark} to score it as one)"
+
+
 def load_qa_jsonl(path: Path) -> QuestionRows:
     rows = QuestionRows()
     for number, record in iter_jsonl(path):
@@ -181,7 +186,7 @@ def load_qa_jsonl(path: Path) -> QuestionRows:
             source=record.get("source"),
         )
         unmarked = not groups and kind != UNANSWERABLE
-        rows.keep(question, where, f'"type": "{UNANSWERABLE}"' if unmarked else None)
+        rows.keep(question, where, unmarked_hint(f'"type": "{UNANSWERABLE}"') if unmarked else None)
     return rows
 
 
@@ -224,7 +229,8 @@ def load_squad(path: Path) -> QuestionRows:
                     type=UNANSWERABLE if not alternatives else "single-hop",
                 )
                 unmarked = not alternatives and qa.get("is_impossible") is not True
-                rows.keep(question, where, '"is_impossible": true' if unmarked else None)
+                hint = unmarked_hint('"is_impossible": true') if unmarked else None
+                rows.keep(question, where, hint)
     return rows
 
 
@@ -263,7 +269,7 @@ def load_hotpot(path: Path) -> QuestionRows:
             type=str(record.get("type", "multi-hop")),
         )
         # yes/no answers are not scored for coverage (documented); an empty one is a gap
-        rows.keep(question, where, "an answer" if not answer else None)
+        rows.keep(question, where, None if answer else "HotpotQA has no unanswerable mark; add it")
     return rows
 
 
@@ -302,7 +308,7 @@ def load_rgb(path: Path) -> QuestionRows:
             evidence_texts=positives,
             evidence_docs=tuple(rgb_passage_id(p) for p in positives),
         )
-        rows.keep(question, where, "an answer" if not groups else None)
+        rows.keep(question, where, None if groups else "RGB has no unanswerable mark; add it")
     return rows
 
 

@@ -181,15 +181,20 @@ def build_context(
 
 
 def load_evaluation_questions(
-    options: CompareOptions, documents: Sequence[Any], llm: Any, labelled: QuestionSet | None
+    options: CompareOptions,
+    documents: Sequence[Any],
+    llm: Any,
+    labelled: QuestionSet | None = None,
 ) -> tuple[list[Question], str]:
-    """The labelled questions read beforehand, or probe questions made from the documents;
-    with a description of where they come from for the report."""
+    """The labelled questions (``labelled`` when read beforehand), or probe questions made
+    from the documents; with a description of where they come from for the report."""
+    if labelled is None and options.questions:
+        labelled = read_questions(options.questions, options.questions_format, options.qrels)
     if labelled is not None:
         questions = labelled.questions
         source = Path(str(options.questions)).name
         if labelled.skipped:
-            source += f"; {len(labelled.skipped)} rows skipped, listed below"
+            source += f"; {len(labelled.skipped)} rows skipped: see Skipped questions"
         if labelled.unjudged:
             source += f"; {labelled.unjudged} queries without judged documents left out"
     else:

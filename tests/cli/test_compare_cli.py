@@ -195,7 +195,7 @@ def test_compare_and_ask_end_to_end(tmp_path: Path, capfd, hash_model) -> None:
         in out
     )
     assert "  qa.jsonl:6 (id surrogate): question holds a lone surrogate U+D800" in out
-    assert "  qa.jsonl:7 (id no-answer): no answer, and the row is not marked unanswerable" in out
+    assert "  qa.jsonl:7 (id no-answer): no answer: the row is not marked unanswerable" in out
     report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
     assert [row["question_id"] for row in report["skipped_questions"]] == [
         "empty", "surrogate", "no-answer"]  # fmt: skip

@@ -64,14 +64,11 @@ def test_recoverable_rows_are_skipped_with_their_line_and_reason(tmp_path: Path)
         ("qa.jsonl:8", "huge"),
     ]
     reasons = [s.reason for s in read.skipped]
-    assert (
-        reasons[0]
-        == reasons[1]
-        == (
-            'no answer, and the row is not marked unanswerable (add "type": "unanswerable" to '
-            "score it as one)"
-        )
+    unmarked = (
+        'no answer: the row is not marked unanswerable (add answers, or "type": "unanswerable" '
+        "to score it as one)"
     )
+    assert reasons[0] == reasons[1] == unmarked
     assert reasons[2] == reasons[3] == "empty question"
     assert reasons[4].startswith("question holds a lone surrogate U+D800 at character 4")
     assert reasons[5].startswith("an answer holds a lone surrogate U+DC00 at character 4")
@@ -160,8 +157,8 @@ def test_squad_rows_follow_the_same_rule(tmp_path: Path) -> None:
     assert [q.id for q in read.questions] == ["s1", "s3"]
     assert read.questions[1].type == "unanswerable"
     where = "covid.json: data[0].paragraphs[0].qas"
-    assert [(s.where, s.reason[:33]) for s in read.skipped] == [
-        (f"{where}[1]", "no answer, and the row is not mar"),
+    assert [(s.where, s.reason[:34]) for s in read.skipped] == [
+        (f"{where}[1]", "no answer: the row is not marked u"),
         (f"{where}[3]", "empty question"),
     ]
     assert '"is_impossible": true' in read.skipped[0].reason
@@ -175,7 +172,8 @@ def test_rgb_and_hotpot_rows_without_an_answer_are_skipped(tmp_path: Path) -> No
     )  # fmt: skip
     read = read_questions(rgb, fmt="rgb")
     assert [q.id for q in read.questions] == ["0"]
-    assert read.skipped[0].where == "zh.json:2" and "add an answer" in read.skipped[0].reason
+    assert read.skipped[0].where == "zh.json:2"
+    assert read.skipped[0].reason == "no answer: RGB has no unanswerable mark; add it"
     record = {"question": "Is it?", "context": [["T", ["It is."]]], "supporting_facts": [["T", 0]]}
     hotpot = tmp_path / "hotpot.json"
     hotpot.write_text(
@@ -184,7 +182,9 @@ def test_rgb_and_hotpot_rows_without_an_answer_are_skipped(tmp_path: Path) -> No
     )  # fmt: skip
     read = read_questions(hotpot)
     assert [q.id for q in read.questions] == ["yes"]  # yes/no: kept, scored by evidence only
-    assert [s.question_id for s in read.skipped] == ["gap"]
+    assert [(s.question_id, s.reason) for s in read.skipped] == [
+        ("gap", "no answer: HotpotQA has no unanswerable mark; add it")
+    ]
 
 
 def test_beir_queries_of_another_split_are_counted_not_skipped(tmp_path: Path) -> None:
