@@ -10,9 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from llama_index.core.llms import LLM
+
+T = TypeVar("T")
+
+
+def call_within(fn: Callable[[], T], timeout: float | None, what: str = "the LLM") -> T:
+    """``fn()`` run in a daemon thread of its own, or ``TimeoutError`` after ``timeout`` seconds
+    (``None``: wait). ``fn``'s own errors are raised unchanged; a call that never returns is
+    abandoned in its thread. The thread has no event loop, so ``fn`` may run one.
+
+    >>> call_within(lambda: 2 + 2, timeout=5)
+    4
+    """
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name="advrag-llm-call", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"{what} gave no answer within {timeout:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return cast(T, outcome["value"])
 
 
 def complete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
@@ -24,23 +54,7 @@ def complete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
     """
     if timeout is None:
         return llm.complete(prompt)
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def call() -> None:
-        try:
-            outcome["value"] = llm.complete(prompt)
-        except BaseException as exc:  # handed to the caller below
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=call, name="advrag-llm-call", daemon=True).start()
-    if not done.wait(timeout):
-        raise TimeoutError(f"the LLM gave no answer within {timeout:g} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    return call_within(lambda: llm.complete(prompt), timeout)
 
 
 async def acomplete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
@@ -62,4 +76,4 @@ async def acomplete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
     return response
 
 
-__all__ = ["acomplete_within", "complete_within"]
+__all__ = ["acomplete_within", "call_within", "complete_within"]
