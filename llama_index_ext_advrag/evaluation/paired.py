@@ -22,11 +22,13 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 10_000
 MIN_RESAMPLES = 2_000
 DEFAULT_BOOTSTRAP_SEED = 0
-# Below this many paired questions no decision is made ("too few questions to decide"). With
-# 0/1 scores the percentile interval is too narrow on small sets: in simulations of two equally
-# good pipelines (benchmarks/bench_paired_decision.py, results/paired_decision.txt) it calls a
-# winner more often than its nominal 2.5% below ~30 questions, and a set that small moves by
-# 1/n per question, so one question decides.
+# Below this many paired questions no decision is made ("too few questions to decide"). Not a
+# calibration fix: simulating two equally good pipelines (benchmarks/bench_paired_decision.py)
+# the rule calls a false winner at 0.000-0.033 of runs at every size from 5 to 200 questions
+# (nominal 0.025). It keeps a verdict from resting on a handful of questions: the percentile
+# interval of a mean of a few 0/+-1 values excludes 0 as soon as 4 questions change one way
+# and none the other (an exact sign test needs 6), and below 30 questions one question moves
+# the mean by more than 0.033.
 MIN_PAIRED_QUESTIONS = 30
 SAME_TOLERANCE = 1e-9  # per-question differences closer to 0 than this count as "same"
 _CHUNK_VALUES = 4_000_000  # resampled values held in memory at once
