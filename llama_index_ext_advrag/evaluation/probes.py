@@ -69,9 +69,9 @@ DEFAULT_PROBE_STYLE = ProbeStyle.MASKED
 
 def surface_tokenizer() -> Any:
     """Words as written (one jieba cut for Chinese), lower-cased, stop words dropped."""
-    from llama_index_ext_advrag.text.words import WordTokenizer
+    from llama_index_ext_advrag.text.words import ChineseMode, WordTokenizer
 
-    return WordTokenizer(stem=False, chinese_mode="accurate", chinese_characters=False)
+    return WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE, chinese_characters=False)
 
 
 def _terms(text: str, tokenizer: Any) -> list[str]:
