@@ -13,9 +13,9 @@ offline probe (the sentence's six rarest words, rarest first).
 Usage (a shared machine: one thread, low priority)::
 
     OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/bench_probes.py --dataset covidqa \
-        --max-documents 12 --probes 100
+        --max-documents 10 --shortest --probes 80
     OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/bench_probes.py --dataset cmrc \
-        --max-documents 20 --probes 100
+        --max-documents 20 --probes 80
 """
 
 from __future__ import annotations
@@ -62,17 +62,21 @@ logger = logging.getLogger("bench_probes")
 FORMER = "former: 6 rarest words"
 
 
-def subset_file(dataset: Path, max_documents: int, folder: Path) -> Path:
-    """The first ``max_documents`` paragraphs of a SQuAD-style file, with their questions."""
+def subset_file(dataset: Path, max_documents: int, folder: Path, shortest: bool = False) -> Path:
+    """The first (or, with ``shortest``, the shortest) ``max_documents`` paragraphs of a
+    SQuAD-style file, with their questions."""
     raw = json.loads(dataset.read_text(encoding="utf-8"))
+    articles = raw["data"]
+    if shortest:  # one paragraph per article (COVID-QA's papers): by length
+        articles = sorted(articles, key=lambda a: sum(len(p["context"]) for p in a["paragraphs"]))
     kept, left = [], max_documents
-    for article in raw["data"]:
+    for article in articles:
         if left <= 0:
             break
         paragraphs = article["paragraphs"][:left]
         left -= len(paragraphs)
         kept.append({**article, "paragraphs": paragraphs})
-    path = folder / f"{dataset.stem}_first{max_documents}.json"
+    path = folder / f"{dataset.stem}_{'shortest' if shortest else 'first'}{max_documents}.json"
     path.write_text(json.dumps({"data": kept}, ensure_ascii=False), encoding="utf-8")
     return path
 
@@ -114,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dataset", choices=("covidqa", "cmrc"), required=True)
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--max-documents", type=int, default=12)
+    parser.add_argument("--shortest", action="store_true",
+                        help="the shortest documents instead of the first (COVID-QA)")  # fmt: skip
     parser.add_argument("--probes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pipelines", default="", help="comma-separated (default: all offline)")
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     source = covidqa_path(args.datasets) if args.dataset == "covidqa" else cmrc_path(args.datasets)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-probes-") as tmp:
-        subset = subset_file(source, args.max_documents, Path(tmp))
+        subset = subset_file(source, args.max_documents, Path(tmp), args.shortest)
         documents = load_corpus([subset])
         options = CompareOptions(
             docs=[str(subset)], questions=str(subset), uri=str(Path(tmp) / "m.db"),
@@ -170,7 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     scores = {name: advantages(run) for name, run in runs.items()}
     real = scores["labelled"]
     lines = [
-        f"{args.dataset}: first {args.max_documents} paragraphs, {len(documents)} documents, "
+        f"{args.dataset}: {'shortest' if args.shortest else 'first'} {args.max_documents} "
+        f"paragraphs, {len(documents)} documents, "
         f"{len(sets['labelled'])} labelled questions, {args.probes} probes per style "
         f"(seed {args.seed}); embedding {type(decision.model).__name__}",
         "",
@@ -211,7 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         {"scores": scores, "tau": taus, "hybrid_k1": hybrid_k1, "wall_s": wall,
          "documents": len(documents), "labelled": len(sets["labelled"]), "probes": args.probes,
          "command": f"benchmarks/bench_probes.py --dataset {args.dataset} --max-documents "
-                    f"{args.max_documents} --probes {args.probes} --seed {args.seed}"},
+                    f"{args.max_documents} --probes {args.probes} --seed {args.seed}"
+                    + (" --shortest" if args.shortest else "")},
     )  # fmt: skip
 
 
