@@ -13,13 +13,14 @@ text embedding of the same string differ on purpose.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from typing import Any
 
-from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+
+from llama_index_ext_advrag.embeddings._blocking import BlockingEncoderEmbedding
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def set_engine_threads(engine: Any, num_threads: int | None) -> bool:
     return True
 
 
-class MultilingualE5Embedding(BaseEmbedding):
+class MultilingualE5Embedding(BlockingEncoderEmbedding):
     """multilingual-e5-small (4-bit, offline) as a LlamaIndex embedding model.
 
     Reads Chinese, English and about 100 other languages into one 384-dimensional space, so it
@@ -136,24 +137,6 @@ class MultilingualE5Embedding(BaseEmbedding):
             set_engine_threads(self._engine, self.num_threads)
             vectors = self._engine.encode(list(texts), is_query)
         return [row.tolist() for row in vectors]
-
-    def _get_query_embedding(self, query: str) -> Embedding:
-        return self._encode([query], is_query=True)[0]
-
-    def _get_text_embedding(self, text: str) -> Embedding:
-        return self._encode([text], is_query=False)[0]
-
-    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return self._encode(texts, is_query=False)
-
-    async def _aget_query_embedding(self, query: str) -> Embedding:
-        return (await asyncio.to_thread(self._encode, [query], True))[0]
-
-    async def _aget_text_embedding(self, text: str) -> Embedding:
-        return (await asyncio.to_thread(self._encode, [text], False))[0]
-
-    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return await asyncio.to_thread(self._encode, texts, False)
 
 
 __all__ = [

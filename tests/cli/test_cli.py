@@ -17,7 +17,7 @@ def test_bad_top_k_is_refused(capsys) -> None:
 @pytest.mark.milvus_lite
 def test_run_prints_coverage_table(tmp_path, capsys, monkeypatch, embed_model) -> None:
     monkeypatch.setattr(
-        "llama_index_ext_advrag.models.load_packaged_embed_model", lambda: embed_model
+        "llama_index_ext_advrag.models.load_default_embed_model", lambda: embed_model
     )
     data = tmp_path / "data"
     data.mkdir()

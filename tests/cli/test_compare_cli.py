@@ -14,7 +14,7 @@ from llama_index_ext_advrag import cli
 @pytest.fixture
 def hash_model(monkeypatch):
     model = HashEmbedding(dim=64)
-    monkeypatch.setattr("llama_index_ext_advrag.models.load_packaged_embed_model", lambda: model)
+    monkeypatch.setattr("llama_index_ext_advrag.models.load_default_embed_model", lambda: model)
     return model
 
 

@@ -564,7 +564,7 @@ def test_self_rag_refuses_bad_arguments(case: str) -> None:
 @pytest.fixture
 def hash_model(monkeypatch):
     model = HashEmbedding(dim=64)
-    monkeypatch.setattr("llama_index_ext_advrag.models.load_packaged_embed_model", lambda: model)
+    monkeypatch.setattr("llama_index_ext_advrag.models.load_default_embed_model", lambda: model)
     return model
 
 
