@@ -617,6 +617,8 @@ def run_bge_quality(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
                 table, figures = compare_models(label, chosen, pipelines)
                 lines += table
                 data[label] = figures
+            # written after each question set, so a long run keeps what it finished
+            write_results(f"{args.name}_bge_quality", "\n".join(lines), {"sets": data})
     return "\n".join(lines), data
 
 

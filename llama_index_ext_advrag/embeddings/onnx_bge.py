@@ -54,11 +54,13 @@ OFFLINE_EXTRA_HINT = (
 )
 EMBED_DIM = 384
 MAX_LENGTH = 512
-# Measured on a shared 2-core machine (benchmarks/bench_embeddings.py --only onnx,
-# docs/embeddings.md): see there for the settings tried.
+# Measured on a loaded 2-core machine, interleaved against all-MiniLM through torch
+# (benchmarks/bench_embeddings.py --only bge-throughput, docs/embeddings.md, every setting tried
+# listed there): one thread beat two for every setting, and a 512-token budget (one ~256-token
+# chunk per model call) was the fastest with one thread.
 DEFAULT_EMBED_BATCH_SIZE = 128
-DEFAULT_MAX_BATCH_TOKENS = 4096
-DEFAULT_NUM_THREADS: int | None = None
+DEFAULT_MAX_BATCH_TOKENS = 512
+DEFAULT_NUM_THREADS: int | None = 1
 DEFAULT_GRAPH_OPTIMIZATION = "all"
 
 
@@ -89,7 +91,7 @@ def length_batches(lengths: Sequence[int], max_batch_tokens: int) -> list[list[i
     """Positions of ``lengths`` sorted shortest first and cut into batches whose padded size
     (texts x longest) stays within ``max_batch_tokens`` (a single longer text is its own batch).
 
-    >>> length_batches([5, 100, 6, 7], max_batch_tokens=20)
+    >>> length_batches([5, 100, 6, 7], max_batch_tokens=21)  # 3 x 7 tokens fit, 100 alone
     [[0, 2, 3], [1]]
     """
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -143,8 +145,8 @@ class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
         max_length: tokens per text after truncation.
         embed_batch_size: texts per call (sorted by length within a call).
         max_batch_tokens: padded tokens per model batch within a call.
-        num_threads: onnxruntime intra-op threads; ``None`` = onnxruntime's default (every
-            physical core).
+        num_threads: onnxruntime intra-op threads (default 1, the fastest on a loaded 2-core
+            machine); ``None`` = onnxruntime's default (every physical core).
         graph_optimization: onnxruntime graph optimisation: ``"disable"``, ``"basic"``,
             ``"extended"`` or ``"all"``.
 

@@ -77,6 +77,7 @@ def test_defaults_and_invalid_arguments() -> None:
     assert model.model_name == "BAAI/bge-small-en-v1.5"
     assert model.query_instruction == BGE_QUERY_INSTRUCTION
     assert (model.max_length, model.graph_optimization) == (512, "all")
+    assert (model.num_threads, model.max_batch_tokens, model.embed_batch_size) == (1, 512, 128)
     assert model.class_name() == "BgeSmallOnnxEmbedding"
     for bad in (
         {"graph_optimization": "fast"},
