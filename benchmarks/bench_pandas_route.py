@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import pandas as pd  # noqa: E402
 from advrag_testing import HashEmbedding, ScriptedLLM  # noqa: E402
-from common import DEFAULT_DATASETS, cached_default_embedding, write_results  # noqa: E402
+from common import DEFAULT_DATASETS, cached_minilm_embedding, write_results  # noqa: E402
 from query_engine.hostile_corpus import fill, programs  # noqa: E402
 
 from llama_index_ext_advrag.query_engine import pandas_engine, pandas_sandbox  # noqa: E402
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
     path = args.datasets / WORKBOOK
     frames = pd.read_excel(path, sheet_name=None)
     expected = truths(frames)
-    embed_model = cached_default_embedding()
+    embed_model = cached_minilm_embedding()
     rows = []
     if args.llm in ("scripted", "both"):
         core = core_baseline(frames, scripted_llm(), embed_model)

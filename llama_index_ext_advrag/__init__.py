@@ -15,6 +15,7 @@ from llama_index_ext_advrag._lazy import lazy_getattr
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.embeddings import BgeSmallOnnxEmbedding as BgeSmallOnnxEmbedding
     from llama_index_ext_advrag.embeddings import CachedEmbedding as CachedEmbedding
     from llama_index_ext_advrag.embeddings import MultilingualE5Embedding as MultilingualE5Embedding
     from llama_index_ext_advrag.embeddings import is_english_only as is_english_only
@@ -93,6 +94,7 @@ _EXPORTS = {
     "MilvusConnectionError": "llama_index_ext_advrag.milvus",
     "MilvusAuthenticationError": "llama_index_ext_advrag.milvus",
     "UnsafeCodeError": "llama_index_ext_advrag.query_engine",
+    "BgeSmallOnnxEmbedding": "llama_index_ext_advrag.embeddings",
     "MultilingualE5Embedding": "llama_index_ext_advrag.embeddings",
     "CachedEmbedding": "llama_index_ext_advrag.embeddings",
     "is_english_only": "llama_index_ext_advrag.embeddings",

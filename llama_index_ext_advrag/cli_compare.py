@@ -71,14 +71,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--embed-model",
         default=None,
-        help="a LlamaIndex embed-model string (e.g. local:/path); default: chosen by --language",
+        help="an offline model by name (bge-small, all-MiniLM, multilingual-e5) or a "
+        "LlamaIndex embed-model string (e.g. local:/path); default: chosen by --language",
     )
     parser.add_argument(
         "--language",
         default="auto",
         choices=("auto", "en", "multi"),
-        help="default embedding model: en = packaged all-MiniLM-L6-v2 (English "
-        "only), multi = multilingual-e5-small (multilingual extra), auto = "
+        help="default embedding model: en = bge-small-en-v1.5 int8 ONNX (English "
+        "only, offline extra), multi = multilingual-e5-small (multilingual extra), auto = "
         "multi when the documents are mostly Chinese and it is installed",
     )
     parser.add_argument(

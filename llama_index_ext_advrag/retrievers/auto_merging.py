@@ -105,7 +105,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever[AutoMergingConfig])
         vector_store: the leaves' ``MilvusVectorStore``.
         parent_store: the parents' ``MilvusVectorStore`` (same uri).
         embed_model: the model the leaves were embedded with; resolved when first needed
-            (explicit > ``Settings.embed_model`` > packaged all-MiniLM-L6-v2).
+            (explicit > ``Settings.embed_model`` > packaged bge-small-en-v1.5).
         similarity_top_k, merge_ratio, score_aggregation, max_context_tokens: see
             :class:`AutoMergingConfig`.
         layout: the recorded layout (set by ``from_uri``/``from_documents``).

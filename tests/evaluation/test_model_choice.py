@@ -30,7 +30,7 @@ def test_an_explicit_model_is_kept_and_the_reason_names_the_corpus() -> None:
 def test_an_english_only_default_on_chinese_documents_is_a_visible_warning(caplog) -> None:
     with caplog.at_level("WARNING"):
         model, _, decision = prepare_models(options(language="en"), CHINESE)
-    assert decision.english_only and "MiniLM" in decision.reason
+    assert decision.english_only and "bge-small-en-v1.5" in decision.reason
     assert decision.warning and "multilingual" in decision.warning
     assert any("reads English only" in r.getMessage() for r in caplog.records)
     _, _, english = prepare_models(options(language="en"), ENGLISH)
@@ -42,7 +42,7 @@ def test_auto_picks_the_multilingual_model_for_chinese_documents() -> None:
     model, _, decision = prepare_models(options(language="auto"), CHINESE)
     assert not decision.english_only and decision.reason.startswith("multilingual default")
     _, _, english = prepare_models(options(language="auto"), ENGLISH)
-    assert english.english_only  # the same setting keeps MiniLM for English
+    assert english.english_only  # the same setting keeps bge-small for English
 
 
 def test_an_unknown_language_is_refused_with_the_allowed_values() -> None:

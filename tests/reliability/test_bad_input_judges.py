@@ -575,7 +575,7 @@ def test_self_rag_refuses_bad_arguments(case: str) -> None:
 def hash_model(monkeypatch):
     """The offline default, English or multilingual (the test corpus is half Chinese)."""
     model = HashEmbedding(dim=64)
-    monkeypatch.setattr("llama_index_ext_advrag.models.load_packaged_embed_model", lambda: model)
+    monkeypatch.setattr("llama_index_ext_advrag.models.load_default_embed_model", lambda: model)
     monkeypatch.setattr(
         "llama_index_ext_advrag.models.load_multilingual_embed_model", lambda: model
     )
