@@ -61,6 +61,7 @@ def _stop(process: subprocess.Popen) -> None:
 # --- tiers and network ------------------------------------------------------------------------
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in SERVICE_TIERS):
