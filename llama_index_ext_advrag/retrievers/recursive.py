@@ -10,7 +10,7 @@ level run concurrently) and keeps the engines' sources. Every returned node is a
 ``metadata["advrag_trace"]["recursive"]`` holds the route that produced it.
 
 Builders: :meth:`~RecursiveIndexNodeRetriever.from_dataframes` / ``from_excel`` (one
-:class:`~llama_index_ext_advrag.query_engine.SafePandasQueryEngine` per table: deny-by-default
+:class:`~llama_index_ext_advrag.tables.SafePandasQueryEngine` per table: deny-by-default
 code check, sandboxed execution; table loading in :mod:`llama_index_ext_advrag.tables.workbooks`)
 and ``from_topics`` (one vector index per topic: :mod:`.pointer_index`). A query engine's own
 trace records (``response.metadata[TRACE_KEY]``, e.g. the pandas engine's refused programs) are
