@@ -56,12 +56,12 @@ from advrag_testing import HashEmbedding, ScriptedLLM  # noqa: E402
 from common import DEFAULT_DATASETS, cached_minilm_embedding, write_results  # noqa: E402
 from tables.hostile_corpus import fill, programs  # noqa: E402
 
-from llama_index_ext_advrag.tables import pandas_engine, pandas_sandbox  # noqa: E402
 from llama_index_ext_advrag.retrievers.recursive import (  # noqa: E402
     RecursiveIndexNodeRetriever,
     clean_frame,
     describe_frame,
 )
+from llama_index_ext_advrag.tables import pandas_engine, pandas_sandbox  # noqa: E402
 from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits  # noqa: E402
 from llama_index_ext_advrag.trace import TRACE_KEY  # noqa: E402
 
