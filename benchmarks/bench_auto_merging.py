@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import (  # noqa: E402
     CACHE_DIR,
     DEFAULT_DATASETS,
-    cached_default_embedding,
+    cached_minilm_embedding,
     covidqa_path,
     load_squad,
     write_results,
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     corpus = load_squad(covidqa_path(args.datasets), max_questions=args.max_questions)
     documents = [Document(text=text, id_=doc_id) for doc_id, text in corpus.documents.items()]
-    embed_model = cached_default_embedding()
+    embed_model = cached_minilm_embedding()
     core, core_nodes = core_pipelines(documents, embed_model, args.milvus, args.k)
     rows = [evaluate(name, fn, corpus.questions) for name, fn in core.items()]
     if args.budget is None:  # compare at (at most) the context size core hands the LLM

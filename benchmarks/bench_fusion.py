@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     DEFAULT_DATASETS,
     SquadCorpus,
-    cached_default_embedding,
+    cached_minilm_embedding,
     cmrc_path,
     covidqa_path,
     load_squad,
@@ -208,7 +208,7 @@ def build_retrievers(
 ) -> dict[str, BaseRetriever]:
     from llama_index.retrievers.bm25 import BM25Retriever as CoreBM25Retriever
 
-    embed_model = cached_default_embedding()
+    embed_model = cached_minilm_embedding()
     started = time.perf_counter()
     index = VectorStoreIndex(nodes, embed_model=embed_model, show_progress=False)
     logger.info("embedded %d nodes in %.0fs", len(nodes), time.perf_counter() - started)

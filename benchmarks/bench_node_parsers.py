@@ -49,7 +49,7 @@ from benchmarks.common import (  # noqa: E402
     CACHE_DIR,
     DEFAULT_DATASETS,
     SquadCorpus,
-    cached_default_embedding,
+    cached_minilm_embedding,
     cmrc_path,
     covidqa_path,
     load_squad,
@@ -454,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parts = set(args.parts.split(","))
     reconnects_before = process_reconnects()
-    embed_model = cached_default_embedding()
+    embed_model = cached_minilm_embedding()
     report: list[str] = []
     data: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
 

@@ -15,7 +15,7 @@ local model (Gemma 3 270M over llama.cpp's OpenAI server, ``--llm local``). Repo
 accuracy, answer accuracy against pandas' own result, refusals, errors, latency (p50, and ours
 as a ratio to the baseline of the same run).
 
-Part 2, every program of the hostile corpus (``tests/query_engine/hostile_corpus.py``) end to
+Part 2, every program of the hostile corpus (``tests/tables/hostile_corpus.py``) end to
 end through ``from_excel(workbook, llm=scripted)`` with a sentinel folder and a secret file:
 refused, run, files written, secrets read, hangs. The same corpus is also checked statically
 (nothing run) against llama-index-experimental's own source check. ``--sandbox-only`` runs the
@@ -53,16 +53,16 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import pandas as pd  # noqa: E402
 from advrag_testing import HashEmbedding, ScriptedLLM  # noqa: E402
-from common import DEFAULT_DATASETS, cached_default_embedding, write_results  # noqa: E402
-from query_engine.hostile_corpus import fill, programs  # noqa: E402
+from common import DEFAULT_DATASETS, cached_minilm_embedding, write_results  # noqa: E402
+from tables.hostile_corpus import fill, programs  # noqa: E402
 
-from llama_index_ext_advrag.query_engine import pandas_engine, pandas_sandbox  # noqa: E402
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits  # noqa: E402
 from llama_index_ext_advrag.retrievers.recursive import (  # noqa: E402
     RecursiveIndexNodeRetriever,
     clean_frame,
     describe_frame,
 )
+from llama_index_ext_advrag.tables import pandas_engine, pandas_sandbox  # noqa: E402
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits  # noqa: E402
 from llama_index_ext_advrag.trace import TRACE_KEY  # noqa: E402
 
 logger = logging.getLogger("bench_pandas_route")
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
     path = args.datasets / WORKBOOK
     frames = pd.read_excel(path, sheet_name=None)
     expected = truths(frames)
-    embed_model = cached_default_embedding()
+    embed_model = cached_minilm_embedding()
     rows = []
     if args.llm in ("scripted", "both"):
         core = core_baseline(frames, scripted_llm(), embed_model)

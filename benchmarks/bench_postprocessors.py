@@ -47,7 +47,7 @@ from benchmarks.common import (  # noqa: E402
     CACHE_DIR,
     DEFAULT_DATASETS,
     SquadQuestion,
-    cached_default_embedding,
+    cached_minilm_embedding,
     covidqa_path,
     load_squad,
     write_results,
@@ -368,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for noisy in ("httpx", "llama_index_ext_advrag"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     parts = set(args.parts.split(","))
-    embed_model = cached_default_embedding()
+    embed_model = cached_minilm_embedding()
     corpus = load_squad(covidqa_path(args.datasets))
     evaluated, held_out = split_questions(
         corpus.questions, args.max_questions, args.calibration_questions

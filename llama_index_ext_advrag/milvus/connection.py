@@ -49,14 +49,31 @@ def is_server_uri(uri: str | os.PathLike[str]) -> bool:
 
 
 def resolve_uri(uri: str | os.PathLike[str]) -> str:
-    """Validate ``uri`` and, for Milvus Lite, expand ``~`` and create the parent folder.
+    """Validate ``uri`` (:func:`check_uri`) and, for Milvus Lite, create the parent folder.
+
+    Raises:
+        MilvusConnectionError: The folder of a Lite file cannot be created (the message names
+            the path and why).
+    """
+    checked = check_uri(uri)
+    if not is_server_uri(checked):
+        try:
+            Path(checked).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            reason = diagnose_lite_path(checked)
+            raise MilvusConnectionError(
+                checked, "open", f"failed: Milvus Lite cannot open {checked}: {reason}"
+            ) from error
+    return checked
+
+
+def check_uri(uri: str | os.PathLike[str]) -> str:
+    """``uri`` validated, with ``~`` expanded in a Milvus Lite path; touches nothing on disk.
 
     Raises:
         ValueError: For an empty ``uri``, a scheme other than ``http``, ``https``, ``tcp`` and
             ``unix`` (``grpc://x`` would otherwise become a local folder ``grpc:``), or a Lite path
             that does not end in ``.db`` (pymilvus only treats ``*.db`` paths as Milvus Lite).
-        MilvusConnectionError: The folder of a Lite file cannot be created (the message names
-            the path and why).
     """
     text = str(uri).strip() if uri is not None else ""
     if not text:
@@ -79,12 +96,6 @@ def resolve_uri(uri: str | os.PathLike[str]) -> str:
             f"Milvus Lite file path {text!r} must end in '{LITE_SUFFIX}' "
             "(for a server use http://host:19530)"
         )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise MilvusConnectionError(
-            text, "open", f"failed: Milvus Lite cannot open {text}: {diagnose_lite_path(path)}"
-        ) from error
     return str(path)
 
 

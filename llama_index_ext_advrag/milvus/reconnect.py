@@ -26,6 +26,10 @@ Milvus Lite clients also get keepalive settings the Lite server accepts
 (:data:`~llama_index_ext_advrag.milvus.recovery.LITE_GRPC_OPTIONS`), so an idle client is no
 longer sent a GOAWAY.
 
+pymilvus' own reports of the same failure ("Connection recovery failed", "RPC error" with
+tracebacks) are folded into that one warning while the call runs
+(:mod:`~llama_index_ext_advrag.milvus.pymilvus_logs`).
+
 A second failure raises :class:`MilvusConnectionError` naming the uri. Each client counts
 its reconnects in ``reconnect_count``; :func:`count_reconnects` sums them for stores.
 
@@ -48,6 +52,7 @@ from urllib.parse import urlsplit
 
 from pymilvus import AsyncMilvusClient, MilvusClient
 
+from llama_index_ext_advrag.milvus import pymilvus_logs
 from llama_index_ext_advrag.milvus.lite_files import diagnose_lite_path, is_lite_open_failure
 from llama_index_ext_advrag.milvus.recovery import (
     MilvusAuthenticationError,
@@ -157,6 +162,14 @@ def open_with_reconnect(
             Lite could not open the file (the message names the path and the likely cause:
             a folder that cannot be written, another process holding the file).
     """
+    pymilvus_logs.install()
+    with pymilvus_logs.reconnecting_call():
+        return _open_with_reconnect(uri, opener, what)
+
+
+def _open_with_reconnect(
+    uri: str, opener: Callable[[bool], OpenedT], what: str
+) -> tuple[OpenedT, int]:
     try:
         return opener(False), 0
     except Exception as error:
@@ -227,6 +240,7 @@ class _Reconnecting:
     """State and messages shared by the sync and async clients."""
 
     def _init_state(self, uri: str, token: str, options: Mapping[str, Any]) -> None:
+        pymilvus_logs.install()
         self.uri = uri
         self.reconnect_count = 0
         self._token = token
@@ -315,6 +329,10 @@ class ReconnectingClient(_Reconnecting, _SyncBase):
         return call
 
     def _call(self, operation: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+        with pymilvus_logs.reconnecting_call():
+            return self._call_once(operation, args, kwargs)
+
+    def _call_once(self, operation: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         generation = self._generation
         try:
             return getattr(self._client, operation)(*args, **kwargs)
@@ -410,6 +428,10 @@ class AsyncReconnectingClient(_Reconnecting, _AsyncBase):
         return self._lock
 
     async def _call(self, operation: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+        with pymilvus_logs.reconnecting_call():
+            return await self._call_once(operation, args, kwargs)
+
+    async def _call_once(self, operation: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         lock = self._bind_loop()
         generation = self._generation
         try:

@@ -18,7 +18,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index_ext_advrag.layout import IndexLayoutError
 from llama_index_ext_advrag.milvus.connection import ensure_loaded, open_client
 from llama_index_ext_advrag.milvus.indexes import build_index_params
 from llama_index_ext_advrag.milvus.nodes import fetch_rows
@@ -29,6 +28,20 @@ LAYOUT_COLLECTION = "advrag_layouts"
 LAYOUT_FORMAT = 1
 PLACEHOLDER_DIM = 2
 PLACEHOLDER_VECTOR = [1.0, 0.0]
+
+
+class IndexLayoutError(ValueError):
+    """A retriever index's layout (its collections, recorded in the uri's layout registry) is
+    missing: the named index does not exist at the uri, or is of another kind.
+
+    >>> from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
+    >>> try:  # doctest: +SKIP
+    ...     HierarchicalAutoMergingRetriever.from_uri("./rag.db", collection_name="missing")
+    ... except IndexLayoutError as error:
+    ...     print(error)  # names the index and lists those that exist at the uri
+    >>> issubclass(IndexLayoutError, ValueError)
+    True
+    """
 
 
 def _ensure_layout_collection(client: Any) -> None:

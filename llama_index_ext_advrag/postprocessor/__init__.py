@@ -1,8 +1,8 @@
 """Node postprocessors: prev-next expansion, drift-aware windows, consecutive merge, window
 replacement.
 
-Classes are imported lazily, so importing the package stays cheap. ``UnitAnnotator`` runs at
-ingest and lives in :mod:`llama_index_ext_advrag.node_parser`; it is importable from here too.
+Classes are imported lazily, so importing the package stays cheap. ``UnitAnnotator``, which
+runs at ingest, lives in :mod:`llama_index_ext_advrag.node_parser`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from llama_index_ext_advrag._lazy import lazy_getattr
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
-    from llama_index_ext_advrag.node_parser.annotations import UnitAnnotator as UnitAnnotator
     from llama_index_ext_advrag.postprocessor.consecutive_merge import (
         ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
     )
@@ -34,7 +33,6 @@ _EXPORTS = {
     "PrevNextPostprocessor": ".prev_next",
     "DriftAwareWindowPostprocessor": ".drift_window",
     "ConsecutiveMergePostprocessor": ".consecutive_merge",
-    "UnitAnnotator": "llama_index_ext_advrag.node_parser.annotations",
     "WindowReplacementPostprocessor": ".window_replacement",
     "JudgeRerankPostprocessor": ".judge_rerank",
     "CRAGPostprocessor": ".crag",

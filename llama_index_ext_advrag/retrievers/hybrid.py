@@ -137,10 +137,10 @@ class HybridFusionRetriever(ConfiguredRetriever):
             caller's retrievers are not modified.
         leg_names: names used in the trace (default: the legs' class names).
         english_only_legs: names of legs whose model only reads English (e.g. ``["dense"]`` over
-            all-MiniLM-L6-v2): such a leg's term for a candidate is multiplied by ``r + (1 - r) *
-            cjk_weight_floor`` with ``r = 1 - max(s_query, s_node)``, the ``s`` being shares of CJK
-            characters; English text fuses with the given weights, Chinese text leans on the
-            language-independent legs (BM25).
+            bge-small-en-v1.5 or all-MiniLM-L6-v2): such a leg's term for a candidate is
+            multiplied by ``r + (1 - r) * cjk_weight_floor`` with ``r = 1 - max(s_query,
+            s_node)``, the ``s`` being shares of CJK characters; English text fuses with the
+            given weights, Chinese text leans on the language-independent legs (BM25).
         cjk_weight_floor: that factor for wholly CJK text, in [0, 1] (0 mutes the leg there). The
             default is chosen on held-out CMRC 2018 questions (docs/retrievers_fusion.md).
         node_language: ``True`` (default): the factor uses the query's and the candidate node's CJK
@@ -283,8 +283,8 @@ class HybridFusionRetriever(ConfiguredRetriever):
 
         Unless ``english_only_legs`` is given, the dense leg is marked English-only exactly
         when the index's embedding model is (:func:`~llama_index_ext_advrag.embeddings.
-        language.is_english_only`): all-MiniLM-L6-v2 is scaled down on Chinese text, a
-        multilingual model is not."""
+        language.is_english_only`): bge-small-en-v1.5 or all-MiniLM-L6-v2 is scaled down on
+        Chinese text, a multilingual model is not."""
         from llama_index_ext_advrag.embeddings.language import is_english_only
         from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever
 

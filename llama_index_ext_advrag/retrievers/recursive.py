@@ -10,8 +10,8 @@ level run concurrently) and keeps the engines' sources. Every returned node is a
 ``metadata["advrag_trace"]["recursive"]`` holds the route that produced it.
 
 Builders: :meth:`~RecursiveIndexNodeRetriever.from_dataframes` / ``from_excel`` (one
-:class:`~llama_index_ext_advrag.query_engine.SafePandasQueryEngine` per table: deny-by-default
-code check, sandboxed execution; table loading in :mod:`llama_index_ext_advrag.query_engine.tables`)
+:class:`~llama_index_ext_advrag.tables.SafePandasQueryEngine` per table: deny-by-default
+code check, sandboxed execution; table loading in :mod:`llama_index_ext_advrag.tables.workbooks`)
 and ``from_topics`` (one vector index per topic: :mod:`.pointer_index`). A query engine's own
 trace records (``response.metadata[TRACE_KEY]``, e.g. the pandas engine's refused programs) are
 copied into its answer node's trace. :func:`check_pandas_code`, :class:`UnsafeCodeError`,
@@ -36,15 +36,6 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.queries import clean_query_bundle
-from llama_index_ext_advrag.query_engine.pandas_check import UnsafeCodeError, check_pandas_code
-from llama_index_ext_advrag.query_engine.pandas_engine import SafePandasQueryEngine
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
-from llama_index_ext_advrag.query_engine.tables import (
-    clean_frame,
-    describe_frame,
-    read_workbook,
-    table_pointers,
-)
 from llama_index_ext_advrag.retrievers._config import (
     ConfiguredRetriever,
     aclose_all,
@@ -56,6 +47,15 @@ from llama_index_ext_advrag.retrievers.pointer_index import (
     build_root_retriever,
     topic_pointer_text,
     topic_pointers,
+)
+from llama_index_ext_advrag.tables.pandas_check import UnsafeCodeError, check_pandas_code
+from llama_index_ext_advrag.tables.pandas_engine import SafePandasQueryEngine
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
+from llama_index_ext_advrag.tables.workbooks import (
+    clean_frame,
+    describe_frame,
+    read_workbook,
+    table_pointers,
 )
 from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score
 
@@ -262,7 +262,7 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
         **kwargs: Any,
     ) -> RecursiveIndexNodeRetriever:
         """One :class:`SafePandasQueryEngine` per DataFrame, one pointer per table (see
-        :func:`~llama_index_ext_advrag.query_engine.tables.table_pointers` for the pointer
+        :func:`~llama_index_ext_advrag.tables.workbooks.table_pointers` for the pointer
         texts). ``limits`` bound the sandbox (``timeout_seconds`` is a shortcut for its
         wall-clock limit). Other ``kwargs`` go to :meth:`from_pointers`.
 

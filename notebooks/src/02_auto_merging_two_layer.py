@@ -11,7 +11,7 @@
 #   a workbook, a section of a manual), a details collection answers from inside it.
 #
 # Everything runs on a Milvus Lite file in a temporary folder with the packaged offline
-# embedding model (all-MiniLM-L6-v2). Moving to a Milvus server is a different `uri`
+# embedding model (bge-small-en-v1.5, int8 ONNX). Moving to a Milvus server is a different `uri`
 # (`"http://host:19530"`, plus `token=` when the server has authentication).
 
 # %%
@@ -75,7 +75,7 @@ built = json.loads((workdir / "built.json").read_text())
 # model's name and dimension. Same questions, same nodes:
 
 # %%
-embed_model = resolve_embed_model()  # the packaged all-MiniLM-L6-v2 (offline extra)
+embed_model = resolve_embed_model()  # the packaged bge-small-en-v1.5 (offline extra)
 retriever = HierarchicalAutoMergingRetriever.from_uri(str(workdir / "manual.db"), embed_model=embed_model, similarity_top_k=8)
 for question in QUESTIONS:
     same = [n.node.node_id for n in retriever.retrieve(question)] == built[question]
@@ -128,7 +128,7 @@ pd.DataFrame(rows)
 #
 # `data/tables.xlsx` has yearly sales sheets (`2022年销售`, `2023年销售`) with identical
 # columns, plus `Staff` and `Warehouses`. A one-layer index cannot tell the two sales sheets
-# apart (and all-MiniLM-L6-v2 reads no Chinese); the summary layer adds the years in the sheet
+# apart (and bge-small-en-v1.5 reads no Chinese); the summary layer adds the years in the sheet
 # name (`Year: 2023 (2023年)`) and ranks routes by similarity **plus the overlap of cues**
 # (numbers, names) between the question and the sheet name. With an LLM, a short LLM summary
 # is appended to each sheet's summary; without one (here) the summary is the name, years,

@@ -25,7 +25,7 @@ from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.llms import CustomLLM, MockLLM
 
 from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, JiebaBM25Retriever, RecursiveIndexNodeRetriever, SafePandasQueryEngine, resolve_embed_model, resolve_llm
-from llama_index_ext_advrag.query_engine.tables import read_workbook, table_pointers
+from llama_index_ext_advrag.tables.workbooks import read_workbook, table_pointers
 from llama_index_ext_advrag.retrievers.pointer_index import topic_pointers
 
 DATA = next(p for p in (Path("../data"), Path("data")) if (p / "qa.jsonl").is_file())

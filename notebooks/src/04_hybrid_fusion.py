@@ -7,14 +7,14 @@
 # * `mode="rrf"`: reciprocal rank fusion, `sum w_i / (k + rank_i)`, weights honoured;
 # * `mode="score"`: each leg's scores normalised (`"minmax"` or `"zscore"`), then a weighted sum.
 #
-# The packaged embedding model, all-MiniLM-L6-v2, **reads English only**: on Chinese text its
+# The default embedding model, bge-small-en-v1.5 (int8 ONNX), **reads English only**: on Chinese text its
 # vectors are noise, and fusing noise in lowers quality. `HybridFusionRetriever.from_defaults`
 # notices that the index's model is English-only and marks the dense leg so: its term is
 # scaled down by the share of Chinese characters in the query and in each candidate, so
 # Chinese questions lean on BM25 (jieba words) and English ones fuse both legs. With the
 # `multilingual` extra (multilingual-e5-small), the leg is left on.
 #
-# Offline: a Milvus Lite file in a temp folder, the packaged model, BM25 in memory.
+# Offline: a Milvus Lite file in a temp folder, the packaged model (`offline` extra), BM25 in memory.
 
 # %%
 import tempfile

@@ -13,7 +13,7 @@
 #   pay. Every step is in the trace.
 #
 # English documents here: the thresholds are calibrated for the packaged English model
-# (all-MiniLM-L6-v2). Offline, Milvus Lite in a temp folder, no LLM.
+# (bge-small-en-v1.5, int8 ONNX). Offline, Milvus Lite in a temp folder, no LLM.
 
 # %%
 import tempfile
@@ -130,7 +130,7 @@ plt.show()
 # `SentenceWindowNodeParser`'s coverage (0.733) with 1,266 tokens instead of 2,001.
 #
 # * Thresholds (`min_sim`, `prune_sim`) are cosine values of one model. Left unset they come
-#   from the embedding model's calibrated defaults (all-MiniLM-L6-v2; multilingual-e5 for
+#   from the embedding model's calibrated defaults (bge-small-en-v1.5, all-MiniLM-L6-v2; multilingual-e5 for
 #   English and for Chinese queries; the trace's `thresholds` says which); for another model,
 #   calibrate them on your corpus with `postprocessor.calibration.calibrate_thresholds`.
 # * Chinese text needs a model that reads it (the `multilingual` extra) for the similarities

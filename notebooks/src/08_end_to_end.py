@@ -97,8 +97,9 @@ frontier = pd.read_csv(workdir / "report" / "frontier.csv")
 frontier.head(9)
 
 # %% [markdown]
-# The report (`report.md`) names a pipeline only when it beats the baseline by more than twice
-# the standard error at the same token budget; `results.csv` has one row per pipeline and
+# The report (`report.md`) names a pipeline only when, paired question by question at the same
+# token budgets, the 95% bootstrap interval of its gain over the baseline lies above 0 (with at
+# least 30 questions; the rule is printed in the report); `results.csv` has one row per pipeline and
 # question to look at the misses. Other pipelines: `advrag compare --list`; your own
 # combinations: `--spec my_pipelines.yaml` (`docs/compare.md`). To look at one question's
 # context and the decision trace: `advrag ask "..." --pipeline hybrid --docs data`.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from llama_index_ext_advrag.evaluation.frontier import (
@@ -11,7 +9,7 @@ from llama_index_ext_advrag.evaluation.frontier import (
     compare_at_budgets,
     frontier_points,
     interpolate_coverage,
-    standard_error,
+    interpolation_weights,
 )
 
 A = [(100.0, 0.40), (300.0, 0.60), (500.0, 0.70)]
@@ -59,6 +57,13 @@ def test_compare_at_budgets_picks_the_best_at_each() -> None:
     assert rows[1].best == "a"
 
 
-def test_standard_error() -> None:
-    assert standard_error(0.5, 100) == pytest.approx(0.05)
-    assert math.isnan(standard_error(0.5, 0))
+def test_interpolation_weights_read_the_curve_by_hand() -> None:
+    assert interpolation_weights([100.0, 300.0, 500.0], 250.0) == pytest.approx({0: 0.25, 1: 0.75})
+    assert interpolation_weights([100.0, 300.0], 300.0) == {1: 1.0}
+    # two k at the same mean tokens share their weight
+    assert interpolation_weights([100.0, 100.0, 300.0], 150.0) == pytest.approx(
+        {0: 0.375, 1: 0.375, 2: 0.25}
+    )
+    assert interpolation_weights([100.0, float("nan"), 300.0], 200.0) == {0: 0.5, 2: 0.5}
+    assert interpolation_weights([100.0, 300.0], 301.0) is None
+    assert interpolation_weights([], 1.0) is None

@@ -10,7 +10,6 @@ from llama_index_ext_advrag.evaluation.frontier import (
     compare_at_budgets,
     frontier_points,
     interpolate_coverage,
-    standard_error,
 )
 from llama_index_ext_advrag.evaluation.metrics import answer_covered, normalize_for_match
 
@@ -66,12 +65,5 @@ def test_best_is_alphabetical_on_a_tie_and_rows_skip_unreached_budgets() -> None
     assert rows[1].coverage == {"zeta": 0.5}
 
 
-def test_standard_error_by_hand() -> None:
-    assert standard_error(0.9, 100) == pytest.approx(0.03)
-    assert standard_error(1.0, 10) == 0.0
-    assert standard_error(0.5, -1) != standard_error(0.5, -1)  # NaN for no questions
-
-
 def test_default_budget_count_and_one_question() -> None:
     assert common_budgets({"a": [(100, 0.1), (400, 0.2)]}) == [100.0, 200.0, 300.0, 400.0]
-    assert standard_error(0.5, 1) == 0.5

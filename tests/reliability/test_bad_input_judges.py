@@ -573,8 +573,12 @@ def test_self_rag_refuses_bad_arguments(case: str) -> None:
 
 @pytest.fixture
 def hash_model(monkeypatch):
+    """The offline default, English or multilingual (the test corpus is half Chinese)."""
     model = HashEmbedding(dim=64)
-    monkeypatch.setattr("llama_index_ext_advrag.models.load_packaged_embed_model", lambda: model)
+    monkeypatch.setattr("llama_index_ext_advrag.models.load_default_embed_model", lambda: model)
+    monkeypatch.setattr(
+        "llama_index_ext_advrag.models.load_multilingual_embed_model", lambda: model
+    )
     return model
 
 
@@ -616,6 +620,16 @@ QUESTION_FILES: dict[str, tuple[str, str | bytes, tuple[str, ...]]] = {
         "s.jsonl",
         '{"id": "1", "question": "q", "answers": "3.5 bar"}\n',
         ("s.jsonl:1", "must be a list"),
+    ),
+    "question-null": (
+        "q.jsonl",
+        '{"id": "1", "question": null, "answers": ["x"]}\n',
+        ("q.jsonl:1: 'question' must be a string",),
+    ),
+    "only-unusable-rows": (
+        "u.jsonl",
+        '{"id": "1", "question": "", "answers": ["x"]}\n{"id": "2", "question": "q", "answers": []}\n',
+        ("u.jsonl:1 (id 1): empty question",),
     ),
     "duplicate-ids": (
         "d.jsonl",

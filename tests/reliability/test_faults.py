@@ -22,9 +22,9 @@ from llama_index_ext_advrag import (
     TwoLayerMilvusRetriever,
 )
 from llama_index_ext_advrag.milvus import count_rows, open_client
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
-from llama_index_ext_advrag.query_engine.tables import table_pointers
 from llama_index_ext_advrag.retrievers import bm25 as bm25_module
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
+from llama_index_ext_advrag.tables.workbooks import table_pointers
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 LIMITS = SandboxLimits(timeout_seconds=60, cpu_seconds=5, memory_mb=256)

@@ -447,7 +447,7 @@ def test_self_rag_judge_failure_is_recorded() -> None:
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_probe_question_llm_faults_fall_back_to_keywords(fault: str) -> None:
+def test_probe_question_llm_faults_fall_back_to_offline_probes(fault: str) -> None:
     documents = [
         Document(
             text="Cats purr when they are content and warm, and sometimes when they are hurt "
@@ -463,7 +463,7 @@ def test_probe_question_llm_faults_fall_back_to_keywords(fault: str) -> None:
         extra = probes[0].extra
         if fault == "garbage":  # a reply is a reply: used, and marked as the LLM's
             return None if extra["probe_kind"] == "llm" else str(extra)
-        if extra["probe_kind"] != "keywords" or (
+        if extra["probe_kind"] == "llm" or (
             fault != "empty" and not _shows(fault, extra.get("llm_fallback"))
         ):
             return f"extra {extra}"

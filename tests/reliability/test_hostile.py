@@ -21,8 +21,8 @@ from llama_index_ext_advrag import (
     SafePandasQueryEngine,
     TwoLayerMilvusRetriever,
 )
-from llama_index_ext_advrag.layout import IndexLayoutError
 from llama_index_ext_advrag.milvus import (
+    IndexLayoutError,
     eq_filter,
     fetch_nodes,
     flush,
@@ -31,8 +31,8 @@ from llama_index_ext_advrag.milvus import (
     open_vector_store,
 )
 from llama_index_ext_advrag.postprocessor.prev_next import Direction
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
 from llama_index_ext_advrag.retrievers import HierarchicalAutoMergingRetriever
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 INJECTIONS = [

@@ -11,9 +11,9 @@ import logging
 import pytest
 from advrag_testing import ScriptedLLM
 
-from llama_index_ext_advrag.query_engine.pandas_check import refusal_reason
 from llama_index_ext_advrag.retrievers import RecursiveIndexNodeRetriever
 from llama_index_ext_advrag.retrievers.recursive import clean_frame
+from llama_index_ext_advrag.tables.pandas_check import refusal_reason
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 logger = logging.getLogger(__name__)

@@ -146,6 +146,12 @@ CASES: dict[str, Case] = {
         {"judges": {"en": KeywordJudge()}},
     ),
     "MultilingualE5Embedding": lambda: (pack.MultilingualE5Embedding(embed_batch_size=8), {}),
+    "BgeSmallOnnxEmbedding": lambda: (  # the model loads at first use, not here
+        pack.BgeSmallOnnxEmbedding(
+            embed_batch_size=8, num_threads=None, graph_optimization="basic"
+        ),
+        {},
+    ),
     "CachedEmbedding": lambda: (
         pack.CachedEmbedding(HashEmbedding(), cache_queries=False),
         {"inner": HashEmbedding()},

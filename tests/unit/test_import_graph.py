@@ -10,11 +10,14 @@ from import_graph import (
     PACKAGE,
     Import,
     all_imports,
+    floor_of,
+    layer,
     layer_graph,
     module_imports,
     package_modules,
     private_owner,
     private_violations,
+    upward_imports,
 )
 
 MODULES = package_modules()
@@ -23,6 +26,31 @@ MODULES = package_modules()
 def test_no_import_of_another_packages_private_module() -> None:
     bad = private_violations(all_imports())
     assert not bad, "\n".join(f"{e.importer}:{e.line} imports {e.imported}" for e in bad)
+
+
+def test_no_import_points_to_a_higher_floor() -> None:
+    bad = upward_imports(all_imports())
+    assert not bad, "\n".join(f"{e.importer}:{e.line} imports {e.imported}" for e in bad)
+
+
+def test_every_unit_of_the_package_has_a_floor() -> None:
+    units = {layer(name) for name in MODULES}
+    assert {unit for unit in units if not _has_floor(unit)} == set()
+
+
+def _has_floor(unit: str) -> bool:
+    try:
+        floor_of(unit)
+    except KeyError:
+        return False
+    return True
+
+
+def test_an_upward_import_is_caught() -> None:
+    edge = Import(f"{PACKAGE}.text.words", f"{PACKAGE}.retrievers.hybrid", 1)
+    down = Import(f"{PACKAGE}.retrievers.hybrid", f"{PACKAGE}.text.words", 1)
+    assert upward_imports([edge, down]) == [edge]
+    assert floor_of("tables") < floor_of("retrievers") < floor_of("query_engine")
 
 
 def test_the_walk_sees_the_package() -> None:

@@ -19,11 +19,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
-from query_engine.hostile_corpus import CORPUS, fill, programs
+from tables.hostile_corpus import CORPUS, fill, programs
 
-from llama_index_ext_advrag.query_engine.pandas_check import refusal_reason
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
 from llama_index_ext_advrag.retrievers import RecursiveIndexNodeRetriever
+from llama_index_ext_advrag.tables.pandas_check import refusal_reason
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 LIMITS = SandboxLimits(timeout_seconds=60, cpu_seconds=3, memory_mb=256)

@@ -15,11 +15,11 @@ from typing import Any
 from llama_index.core.llms import LLM
 from llama_index.core.schema import IndexNode
 
-from llama_index_ext_advrag.query_engine.pandas_engine import (
+from llama_index_ext_advrag.tables.pandas_engine import (
     SafePandasQueryEngine,
     resolve_code_llm,
 )
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
 
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits
 from llama_index_ext_advrag.retrievers import RecursiveIndexNodeRetriever
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 logger = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llama_index_ext_advrag.query_engine import pandas_allowlist as allow
-from llama_index_ext_advrag.query_engine.pandas_check import (
+from llama_index_ext_advrag.tables import pandas_allowlist as allow
+from llama_index_ext_advrag.tables.pandas_check import (
     UnsafeCodeError,
     check_pandas_code,
     refusal_reason,

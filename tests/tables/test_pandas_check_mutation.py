@@ -8,12 +8,12 @@ import ast
 
 import pytest
 
-from llama_index_ext_advrag.query_engine.pandas_allowlist import (
+from llama_index_ext_advrag.tables.pandas_allowlist import (
     AGGREGATIONS,
     MAX_DEPTH,
     MAX_NODES,
 )
-from llama_index_ext_advrag.query_engine.pandas_check import (
+from llama_index_ext_advrag.tables.pandas_check import (
     UnsafeCodeError,
     check_pandas_code,
     refusal_reason,

@@ -32,7 +32,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from llama_index_ext_advrag.query_engine.pandas_allowlist import (
+from llama_index_ext_advrag.tables.pandas_allowlist import (
     AGGREGATIONS,
     BUILTIN_FUNCTIONS,
     BUILTIN_TYPES,
@@ -93,7 +93,7 @@ def check_pandas_code(code: str) -> None:
         >>> check_pandas_code("df.agg('to_' + 'csv')")
         Traceback (most recent call last):
         ...
-        llama_index_ext_advrag.query_engine.pandas_check.UnsafeCodeError: refused to run generated pandas code: agg() takes a literal aggregation name (or a list or dict of them), got BinOp
+        llama_index_ext_advrag.tables.pandas_check.UnsafeCodeError: refused to run generated pandas code: agg() takes a literal aggregation name (or a list or dict of them), got BinOp
     """
     if len(code) > MAX_CODE_CHARS:
         raise UnsafeCodeError(f"code longer than {MAX_CODE_CHARS} characters", code)

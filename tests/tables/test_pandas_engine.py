@@ -17,13 +17,13 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import QueryBundle
 
 from llama_index_ext_advrag import SafePandasQueryEngine
-from llama_index_ext_advrag.query_engine.pandas_engine import (
+from llama_index_ext_advrag.tables.pandas_engine import (
     Attempt,
     extract_code,
     should_retry,
     write_attempt,
 )
-from llama_index_ext_advrag.query_engine.pandas_sandbox import SandboxLimits, SandboxResult
+from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits, SandboxResult
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 LIMITS = SandboxLimits(timeout_seconds=60, cpu_seconds=3, memory_mb=256)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llama_index_ext_advrag.query_engine.pandas_check import UnsafeCodeError
-from llama_index_ext_advrag.query_engine.pandas_sandbox import (
+from llama_index_ext_advrag.tables.pandas_check import UnsafeCodeError
+from llama_index_ext_advrag.tables.pandas_sandbox import (
     SandboxLimits,
     _arun_unchecked,
     _run_unchecked,

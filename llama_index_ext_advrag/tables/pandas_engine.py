@@ -28,8 +28,8 @@ from llama_index.core.schema import QueryBundle
 from llama_index_ext_advrag.configuration import Configured, PromptSetting
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.queries import clean_query_bundle
-from llama_index_ext_advrag.query_engine.pandas_check import refusal_reason
-from llama_index_ext_advrag.query_engine.pandas_sandbox import (
+from llama_index_ext_advrag.tables.pandas_check import refusal_reason
+from llama_index_ext_advrag.tables.pandas_sandbox import (
     SandboxLimits,
     SandboxResult,
     arun_pandas_code,

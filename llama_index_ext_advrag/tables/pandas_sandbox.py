@@ -36,8 +36,8 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 
-from llama_index_ext_advrag.query_engine.pandas_allowlist import BUILTIN_FUNCTIONS, BUILTIN_TYPES
-from llama_index_ext_advrag.query_engine.pandas_check import check_pandas_code
+from llama_index_ext_advrag.tables.pandas_allowlist import BUILTIN_FUNCTIONS, BUILTIN_TYPES
+from llama_index_ext_advrag.tables.pandas_check import check_pandas_code
 
 logger = logging.getLogger(__name__)
 

