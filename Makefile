@@ -55,7 +55,7 @@ typecheck: $(VENV)/.test-deps
 # --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
 TEST_WORKERS ?= 2
 pytest: $(VENV)/.test-deps
-	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) --dist loadgroup
+	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 

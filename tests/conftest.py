@@ -61,17 +61,13 @@ def _stop(process: subprocess.Popen) -> None:
 # --- tiers and network ------------------------------------------------------------------------
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in SERVICE_TIERS):
             item.add_marker(pytest.mark.unit)
-        # With pytest-xdist (--dist loadgroup) a module runs on one worker, so its module-scoped
-        # fixtures (indexes, models) are built once; the local-LLM tests share one worker and
-        # so one llama.cpp server.
-        group = "local_llm" if item.get_closest_marker("local_llm") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-    # The longest groups first, so that no worker is left with a long one at the end.
+    # With pytest-xdist (`make test`: --dist loadfile, a file's tests on one worker, so its
+    # module-scoped fixtures are built once) the files with local-LLM tests go first: the
+    # longest waits start early, and no worker is left with one at the end.
     items.sort(key=lambda item: 0 if item.get_closest_marker("local_llm") else 1)
 
 
