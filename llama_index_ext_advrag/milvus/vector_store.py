@@ -27,6 +27,7 @@ import asyncio
 import inspect
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.schema import BaseNode
@@ -86,13 +87,13 @@ class CheckedMilvusVectorStore(MilvusVectorStore):
     def class_name(cls) -> str:
         return "MilvusVectorStore"
 
-    def add(self, nodes: list[BaseNode], **add_kwargs: Any) -> list[str]:
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         check_storable_nodes(nodes)
-        return super().add(nodes, **add_kwargs)
+        return super().add(list(nodes), **add_kwargs)
 
-    async def async_add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         check_storable_nodes(nodes)
-        return await super().async_add(nodes, **kwargs)
+        return await super().async_add(list(nodes), **kwargs)
 
 
 def check_server_features(version: tuple[int, int, int] | None, kwargs: dict[str, Any]) -> None:
