@@ -38,7 +38,12 @@ from llama_index_ext_advrag.milvus.indexes import (
     build_search_params,
     resolve_index,
 )
-from llama_index_ext_advrag.milvus.limits import MAX_TEXT_BYTES, check_storable_nodes
+from llama_index_ext_advrag.milvus.limits import (
+    MAX_TEXT_BYTES,
+    STORABLE_METADATA,
+    check_storable_nodes,
+    unstorable_metadata,
+)
 from llama_index_ext_advrag.milvus.nodes import (
     afetch_nodes,
     afetch_rows,
@@ -70,12 +75,17 @@ from llama_index_ext_advrag.milvus.registry import (
     record_layout,
     write_layout,
 )
-from llama_index_ext_advrag.milvus.vector_store import AsyncLoopBinding, open_vector_store
+from llama_index_ext_advrag.milvus.vector_store import (
+    AsyncLoopBinding,
+    CheckedMilvusVectorStore,
+    open_vector_store,
+)
 
 __all__ = [
     "AUTO_FLAT_MAX_ROWS",
     "AsyncLoopBinding",
     "AsyncReconnectingClient",
+    "CheckedMilvusVectorStore",
     "IndexLayoutError",
     "IndexPlan",
     "IndexPreset",
@@ -87,6 +97,7 @@ __all__ = [
     "PLACEHOLDER_DIM",
     "PLACEHOLDER_VECTOR",
     "ReconnectingClient",
+    "STORABLE_METADATA",
     "afetch_nodes",
     "afetch_rows",
     "aquery_nodes",
@@ -121,6 +132,7 @@ __all__ = [
     "resolve_uri",
     "row_to_node",
     "server_version",
+    "unstorable_metadata",
     "validate_field_name",
     "write_layout",
 ]
