@@ -57,7 +57,10 @@ TEST_WORKERS ?= 2
 pytest: $(VENV)/.test-deps
 	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) --dist loadfile
 
-test: lint typecheck pytest
+# mypy (a few minutes on a cold cache) runs beside the tests; each one's output is printed whole
+# when it ends, so the test summary comes last.
+test: lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck pytest
 
 bench: $(VENV)/.test-deps
 	$(BIN)/python benchmarks/run_all.py

@@ -121,7 +121,9 @@ def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        from llama_index_ext_advrag.embeddings.packaged import PackagedHuggingFaceEmbedding
+        from llama_index_ext_advrag.embeddings.packaged import packaged_embedding_class
+
+        embedding_class = packaged_embedding_class()
     except ImportError as exc:
         raise ModelResolutionError(
             "The packaged all-MiniLM-L6-v2 runs through llama-index-embeddings-huggingface "
@@ -131,7 +133,7 @@ def load_packaged_embed_model(**kwargs: Any) -> BaseEmbedding:
     options: dict[str, Any] = {"device": "cpu", "embed_batch_size": 64}
     options.update(kwargs)
     logger.info("Loading packaged embedding model %s from %s", MINILM_MODEL_NAME, path)
-    return PackagedHuggingFaceEmbedding(model_name=str(path), **options)
+    return embedding_class(model_name=str(path), **options)
 
 
 class EmbedLanguage(str, Enum):

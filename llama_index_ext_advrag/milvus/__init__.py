@@ -40,7 +40,12 @@ from llama_index_ext_advrag.milvus.indexes import (
     build_search_params,
     resolve_index,
 )
-from llama_index_ext_advrag.milvus.limits import MAX_TEXT_BYTES, check_storable_nodes
+from llama_index_ext_advrag.milvus.limits import (
+    MAX_TEXT_BYTES,
+    STORABLE_METADATA,
+    check_storable_nodes,
+    unstorable_metadata,
+)
 from llama_index_ext_advrag.milvus.nodes import (
     afetch_nodes,
     afetch_rows,
@@ -72,12 +77,17 @@ from llama_index_ext_advrag.milvus.registry import (
     record_layout,
     write_layout,
 )
-from llama_index_ext_advrag.milvus.vector_store import AsyncLoopBinding, open_vector_store
+from llama_index_ext_advrag.milvus.vector_store import (
+    AsyncLoopBinding,
+    CheckedMilvusVectorStore,
+    open_vector_store,
+)
 
 __all__ = [
     "AUTO_FLAT_MAX_ROWS",
     "AsyncLoopBinding",
     "AsyncReconnectingClient",
+    "CheckedMilvusVectorStore",
     "IndexLayoutError",
     "IndexPlan",
     "IndexPreset",
@@ -89,6 +99,7 @@ __all__ = [
     "PLACEHOLDER_DIM",
     "PLACEHOLDER_VECTOR",
     "ReconnectingClient",
+    "STORABLE_METADATA",
     "afetch_nodes",
     "afetch_rows",
     "aquery_nodes",
@@ -125,6 +136,7 @@ __all__ = [
     "resolve_uri",
     "row_to_node",
     "server_version",
+    "unstorable_metadata",
     "validate_field_name",
     "write_layout",
 ]

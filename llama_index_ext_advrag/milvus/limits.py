@@ -1,23 +1,50 @@
-"""What a Milvus row can hold, checked before anything is embedded.
+"""What a Milvus row can hold, checked before anything is stored.
 
 Milvus refuses a text longer than its VARCHAR field (65,535 bytes in UTF-8 by default) only
 when the rows are inserted, after every node was embedded: minutes lost on a large ingest and
-an error that names neither the node nor the document. :func:`check_storable_nodes` finds such
-a node (and metadata JSON cannot encode) first, with a ``ValueError`` that names it.
+an error that names neither the node nor the document. Metadata fares worse: some values are
+refused deep inside pymilvus (an integer beyond 64 bits), others come back changed (a set, a
+tuple, ``inf``, a datetime) or not at all (a key holding a lone surrogate).
+
+:func:`check_storable_nodes` finds such a node first, with a ``ValueError`` that names it. Metadata
+is checked deny by default: only values that come back from Milvus exactly as they went in are
+accepted (:data:`STORABLE_METADATA`); anything else is refused with the node, the key and the
+value's type.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 from collections.abc import Iterable
+from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
+
+from llama_index_ext_advrag.text import has_lone_surrogates
 
 logger = logging.getLogger(__name__)
 
 # MilvusVectorStore's default max_length of the text field; Milvus counts UTF-8 bytes.
 MAX_TEXT_BYTES = 65_535
+# Milvus JSON numbers are 64-bit: a larger integer is refused by pymilvus or comes back rounded.
+MIN_METADATA_INT = -(2**63)
+MAX_METADATA_INT = 2**63 - 1
+STORABLE_METADATA = (
+    "str (no lone surrogate), int within 64 bits, finite float, bool, None, and lists and "
+    "dicts with str keys of these"
+)
+_HINTS = {
+    "tuple": "use a list (a tuple comes back as a list)",
+    "set": "use a sorted list (a set comes back as a list, or not at all)",
+    "frozenset": "use a sorted list",
+    "bytes": "decode it to str, or store it base64-encoded",
+    "bytearray": "decode it to str, or store it base64-encoded",
+    "datetime": "store value.isoformat() (a str)",
+    "date": "store value.isoformat() (a str)",
+    "time": "store value.isoformat() (a str)",
+    "Decimal": "store str(value) or float(value)",
+}
 
 
 def _describe(node: BaseNode) -> str:
@@ -25,14 +52,69 @@ def _describe(node: BaseNode) -> str:
     return f"node {node.node_id!r}" + (f" of document {document!r}" if document else "")
 
 
+def _path(keys: tuple[Any, ...]) -> str:
+    return "metadata" + "".join(f"[{key!r}]" for key in keys)
+
+
+def unstorable_metadata(value: Any, keys: tuple[Any, ...] = ()) -> str | None:
+    """Why metadata ``value`` would not come back from Milvus exactly, ``None`` when it would.
+
+    Deny by default: exact ``str``, ``int`` (within 64 bits), ``float`` (finite), ``bool`` and
+    ``None``, and ``list``/``dict`` (``str`` keys) of them; subclasses (a ``str`` enum, numpy
+    scalars) are refused too, since they come back as the plain type.
+
+    >>> unstorable_metadata({"year": 2023, "tags": ["a", "b"]}) is None
+    True
+    >>> unstorable_metadata({"big": 2**70}).split(";")[0]
+    "metadata['big'] is an int of 71 bits"
+    """
+    where = _path(keys)
+    kind = type(value)
+    if value is None or kind is bool:
+        return None
+    if kind is str:
+        if has_lone_surrogates(value):
+            return f"{where} is a str holding a lone surrogate: replace it (U+FFFD) or drop it"
+        return None
+    if kind is int:
+        if MIN_METADATA_INT <= value <= MAX_METADATA_INT:
+            return None
+        return (
+            f"{where} is an int of {value.bit_length()} bits; Milvus holds 64-bit integers "
+            "(-2**63 to 2**63-1): store it as a str"
+        )
+    if kind is float:
+        if math.isfinite(value):
+            return None
+        return f"{where} is the float {value!r}, which JSON cannot hold: store None or a str"
+    if kind is list:
+        for index, item in enumerate(value):
+            problem = unstorable_metadata(item, (*keys, index))
+            if problem:
+                return problem
+        return None
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return f"{where} has the key {key!r} of type {type(key).__name__}: keys must be str"
+            if has_lone_surrogates(key):
+                return f"{where} has the key {key!r}, which holds a lone surrogate"
+            problem = unstorable_metadata(item, (*keys, key))
+            if problem:
+                return problem
+        return None
+    hint = _HINTS.get(kind.__name__, "convert it to one of these first")
+    return f"{where} is of type {kind.__module__}.{kind.__qualname__}: {hint}"
+
+
 def check_storable_nodes(nodes: Iterable[BaseNode], max_text_bytes: int = MAX_TEXT_BYTES) -> None:
     """Raise before embedding when a node cannot be stored in a Milvus collection.
 
     Raises:
         ValueError: A node's text is longer than ``max_text_bytes`` UTF-8 bytes, or cannot be
-            encoded (a lone surrogate), or its metadata cannot be written as JSON (a non-string key
-            such as a tuple, a value such as a set); the message names the node, its document and
-            what to change.
+            encoded (a lone surrogate), or its metadata holds something Milvus would refuse,
+            change or lose (see :func:`unstorable_metadata`); the message names the node, its
+            document, the key, the value's type and what is allowed.
     """
     for node in nodes:
         text = node.get_content(metadata_mode=MetadataMode.NONE)
@@ -50,13 +132,19 @@ def check_storable_nodes(nodes: Iterable[BaseNode], max_text_bytes: int = MAX_TE
                 f"most {max_text_bytes:,}: cut it first (the pack's parsers cut sentences longer "
                 "than max_sentence_chars)"
             )
-        try:
-            json.dumps(node.metadata, ensure_ascii=False)
-        except (TypeError, ValueError) as error:
+        problem = unstorable_metadata(node.metadata)
+        if problem is not None:
             raise ValueError(
-                f"{_describe(node)} has metadata Milvus cannot store as JSON ({error}); use "
-                "string keys and JSON values (str, int, float, bool, None, lists, dicts)"
-            ) from error
+                f"{_describe(node)} has metadata Milvus cannot store as it is: {problem}. "
+                f"Allowed: {STORABLE_METADATA}"
+            )
 
 
-__all__ = ["MAX_TEXT_BYTES", "check_storable_nodes"]
+__all__ = [
+    "MAX_METADATA_INT",
+    "MAX_TEXT_BYTES",
+    "MIN_METADATA_INT",
+    "STORABLE_METADATA",
+    "check_storable_nodes",
+    "unstorable_metadata",
+]

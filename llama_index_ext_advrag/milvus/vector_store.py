@@ -15,7 +15,10 @@ What :func:`open_vector_store` settles so callers do not have to:
   the BM25 function 2.5 (on 2.3 the collection would be created and the index then fail).
   Use the pack's bm25s-based hybrid retriever there. Dynamic fields (where
   ``MilvusVectorStore`` keeps ``_node_content`` and metadata) and the ``Session``
-  consistency level work on both backends and are kept.
+  consistency level work on both backends and are kept;
+* ``add``/``async_add`` refuse, before anything is written, a node Milvus would refuse,
+  change or lose (:func:`~llama_index_ext_advrag.milvus.limits.check_storable_nodes`: text
+  too long, metadata that would not come back as it went in), naming the node and the key.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ import asyncio
 import inspect
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
+from llama_index.core.schema import BaseNode
 from llama_index.vector_stores.milvus import MilvusVectorStore
 from pymilvus import MilvusClient
 
@@ -44,6 +49,7 @@ from llama_index_ext_advrag.milvus.indexes import (
     plan_from_description,
     resolve_index,
 )
+from llama_index_ext_advrag.milvus.limits import check_storable_nodes
 from llama_index_ext_advrag.milvus.reconnect import (
     AsyncReconnectingClient,
     ReconnectingClient,
@@ -66,6 +72,28 @@ _OWNED_ARGUMENTS = (
     "index_config",
     "similarity_metric",
 )
+
+
+class CheckedMilvusVectorStore(MilvusVectorStore):
+    """``MilvusVectorStore`` whose ``add``/``async_add`` check the nodes first.
+
+    What :func:`open_vector_store` returns. A node whose text or metadata Milvus would refuse,
+    change or lose raises ``ValueError`` naming it (see
+    :func:`~llama_index_ext_advrag.milvus.limits.check_storable_nodes`) and no row of that
+    call is written.
+    """
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MilvusVectorStore"
+
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        check_storable_nodes(nodes)
+        return super().add(list(nodes), **add_kwargs)
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        check_storable_nodes(nodes)
+        return await super().async_add(list(nodes), **kwargs)
 
 
 def check_server_features(version: tuple[int, int, int] | None, kwargs: dict[str, Any]) -> None:
@@ -165,7 +193,8 @@ def open_vector_store(
 
     Raises:
         ValueError: For an empty uri, a bad ``dim``/preset/metric, or options the server cannot
-            serve.
+            serve. Later, from the store's ``add``/``async_add``: a node Milvus would refuse,
+            change or lose (its text or metadata), before any row of that call is written.
 
     Example:
         >>> store = open_vector_store("./data/milvus.db", "docs", dim=384)  # doctest: +SKIP
@@ -196,7 +225,7 @@ def open_vector_store(
     client_kwargs = _client_kwargs(kwargs)
 
     def build(reopening: bool) -> MilvusVectorStore:
-        return MilvusVectorStore(
+        return CheckedMilvusVectorStore(
             uri=resolved,
             token=token,
             collection_name=collection_name,
@@ -266,6 +295,7 @@ class AsyncLoopBinding:
 
 __all__ = [
     "AsyncLoopBinding",
+    "CheckedMilvusVectorStore",
     "attach_reconnecting_clients",
     "check_server_features",
     "open_vector_store",

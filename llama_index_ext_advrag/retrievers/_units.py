@@ -18,7 +18,7 @@ from typing import Any
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_ext_advrag.node_parser.hierarchical import pack_sentences
-from llama_index_ext_advrag.node_parser.inputs import clean_document
+from llama_index_ext_advrag.node_parser.inputs import clean_document, unique_document_ids
 from llama_index_ext_advrag.text import count_tokens, find_sections, split_sentences
 
 logger = logging.getLogger(__name__)
@@ -200,24 +200,25 @@ def document_units(
     Each unit keeps its document's own metadata (``source_url``, ``author``, ...), under the
     keys the units write (``document_id``, ``title``, section keys). A document without text
     or without a sentence that is not a heading is skipped with a warning naming it; lone
-    surrogates are replaced with U+FFFD (warned)."""
+    surrogates are replaced with U+FFFD (warned). A document whose id an earlier one has is
+    kept under ``"<id>#1"`` (warned), as the parsers do (:func:`unique_document_ids`)."""
     units: list[Unit] = []
-    for original in documents:
+    for original, document_id in zip(documents, unique_document_ids(documents), strict=True):
         document = clean_document(original)
         text = document.get_content(metadata_mode=MetadataMode.NONE)
         if not text.strip():
-            logger.warning("document %r has no text: it is not indexed", document.node_id)
+            logger.warning("document %r has no text: it is not indexed", document_id)
             continue
         title = document_title(document, text)
-        base = {**document.metadata, "document_id": document.node_id, "title": title}
+        base = {**document.metadata, "document_id": document_id, "title": title}
         before = len(units)
         pieces: list[tuple[str, str, str, UnitKind, dict[str, Any]]]
         if granularity is UnitGranularity.DOCUMENT:
-            pieces = [(document.node_id, title, text, UnitKind.DOCUMENT, {})]
+            pieces = [(document_id, title, text, UnitKind.DOCUMENT, {})]
         else:
             pieces = [
                 (
-                    f"{document.node_id}#{section.index}",
+                    f"{document_id}#{section.index}",
                     f"{title} / {section.title}"
                     if section.title and section.title != title
                     else title,
@@ -244,7 +245,6 @@ def document_units(
             )
         if len(units) == before:
             logger.warning(
-                "document %r has no sentence outside headings: it is not indexed",
-                document.node_id,
+                "document %r has no sentence outside headings: it is not indexed", document_id
             )
     return units

@@ -2,7 +2,9 @@
 
 The root is a small index over short :class:`IndexNode` pointers (and any ordinary nodes beside
 them): dense, fused with BM25 over the same texts, since a year or a sheet name in a pointer is
-exact-word evidence that embeddings of short texts blur.
+exact-word evidence that embeddings of short texts blur. Over tables,
+:class:`NamedPointerRetriever` goes first: a question that names a table is sent to that table
+alone, without a search.
 """
 
 from __future__ import annotations
@@ -11,16 +13,21 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import BaseNode, IndexNode, TextNode
+from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.models import resolve_embed_model
+from llama_index_ext_advrag.tables.workbooks import tables_named_in
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
 
 TOPIC_POINTER_CHARS = 300
 DEFAULT_ROOT_WEIGHTS = (0.5, 1.0)  # dense, BM25 over pointer texts
 TOPIC_PREFIX = "topic::"
+NAMED_ROUTE_COMPONENT = "named_route"
+NAMED_SCORE = 1.0
 
 
 def topic_pointer_text(topic: str, nodes: Sequence[BaseNode]) -> str:
@@ -111,8 +118,69 @@ def build_root_retriever(
     )
 
 
+class NamedPointerRetriever(BaseRetriever):
+    """Send a question that names pointers (tables, by name) to those pointers alone; search
+    with ``search`` otherwise.
+
+    Each returned pointer is a copy whose trace, ``metadata["advrag_trace"]["named_route"]``,
+    says how it was chosen: ``{"decision": "named", "names": [...]}`` (score 1.0) or
+    ``{"decision": "search"}``. Names are matched by
+    :func:`~llama_index_ext_advrag.tables.workbooks.tables_named_in`.
+
+    Args:
+        search: the root retriever used when the question names no pointer.
+        named: name -> pointer (e.g. a sheet name -> its table pointer).
+
+    Raises:
+        ValueError: ``named`` is empty.
+    """
+
+    def __init__(
+        self,
+        search: BaseRetriever,
+        named: Mapping[str, IndexNode],
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        if not named:
+            raise ValueError("named must hold at least one name -> pointer, got none")
+        self.search = search
+        self.named = dict(named)
+        super().__init__(callback_manager=callback_manager)
+
+    def _named(self, query: str) -> list[NodeWithScore] | None:
+        names = tables_named_in(query, list(self.named))
+        if not names:
+            return None
+        logger.info("question names %s: routed there without a search", names)
+        results = []
+        for name in names:
+            result = copy_node_with_score(NodeWithScore(node=self.named[name], score=NAMED_SCORE))
+            add_trace(result.node, NAMED_ROUTE_COMPONENT, {"decision": "named", "names": names})
+            results.append(result)
+        return results
+
+    @staticmethod
+    def _searched(results: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+        copies = [copy_node_with_score(result) for result in results]
+        for copy in copies:
+            add_trace(copy.node, NAMED_ROUTE_COMPONENT, {"decision": "search"})
+        return copies
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        named = self._named(query_bundle.query_str)
+        return named if named is not None else self._searched(self.search.retrieve(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        named = self._named(query_bundle.query_str)
+        if named is not None:
+            return named
+        return self._searched(await self.search.aretrieve(query_bundle))
+
+
 __all__ = [
     "DEFAULT_ROOT_WEIGHTS",
+    "NAMED_ROUTE_COMPONENT",
+    "NamedPointerRetriever",
     "build_root_retriever",
     "topic_pointer_text",
     "topic_pointers",

@@ -44,6 +44,8 @@ from llama_index_ext_advrag.retrievers._config import (
 )
 from llama_index_ext_advrag.retrievers.pointer_index import (
     DEFAULT_ROOT_WEIGHTS,
+    NAMED_ROUTE_COMPONENT,
+    NamedPointerRetriever,
     build_root_retriever,
     topic_pointer_text,
     topic_pointers,
@@ -57,7 +59,7 @@ from llama_index_ext_advrag.tables.workbooks import (
     read_workbook,
     table_pointers,
 )
-from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score
+from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, get_trace
 
 logger = logging.getLogger(__name__)
 
@@ -263,8 +265,12 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
     ) -> RecursiveIndexNodeRetriever:
         """One :class:`SafePandasQueryEngine` per DataFrame, one pointer per table (see
         :func:`~llama_index_ext_advrag.tables.workbooks.table_pointers` for the pointer
-        texts). ``limits`` bound the sandbox (``timeout_seconds`` is a shortcut for its
-        wall-clock limit). Other ``kwargs`` go to :meth:`from_pointers`.
+        texts). A question that names a table (its sheet name) is sent to that table alone; any
+        other question goes through the root search (see
+        :class:`~.pointer_index.NamedPointerRetriever`; the answer's trace says which, under
+        ``named_route``).
+        ``limits`` bound the sandbox (``timeout_seconds`` is a shortcut for its wall-clock
+        limit). Other ``kwargs`` go to :meth:`from_pointers`.
 
         Raises:
             ValueError: ``frames`` is empty, or a limit is out of range.
@@ -273,7 +279,11 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
             base = (limits or SandboxLimits()).model_dump()
             limits = SandboxLimits(**{**base, "timeout_seconds": timeout_seconds})
         pointers, engines = table_pointers(frames, llm, summaries, summarize, limits)
-        return cls.from_pointers(pointers, query_engine_dict=engines, **kwargs)
+        retriever = cls.from_pointers(pointers, query_engine_dict=engines, **kwargs)
+        named = {str(p.metadata["table"]): p for p in pointers}
+        root = retriever.retriever_dict[ROOT]
+        retriever.retriever_dict[ROOT] = NamedPointerRetriever(root, named)
+        return retriever
 
     @classmethod
     def from_excel(cls, path: str | Path, **kwargs: Any) -> RecursiveIndexNodeRetriever:
@@ -366,6 +376,9 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
             text=str(response),
             metadata={"index_id": hop.target_id, "answer_to": query},
         )
+        chosen = get_trace(hop.pointer.node, NAMED_ROUTE_COMPONENT)
+        if chosen is not None:  # how the root chose the pointer that led here
+            add_trace(answer, NAMED_ROUTE_COMPONENT, chosen)
         if isinstance(engine_trace, dict):
             for component, record in engine_trace.items():
                 add_trace(answer, component, record)
@@ -457,6 +470,7 @@ RecursiveConfig = settings_model(RecursiveIndexNodeRetriever, "RecursiveConfig")
 __all__ = [
     "DEFAULT_ROOT_WEIGHTS",
     "HopKind",
+    "NamedPointerRetriever",
     "RecursiveConfig",
     "RecursiveIndexNodeRetriever",
     "SafePandasQueryEngine",

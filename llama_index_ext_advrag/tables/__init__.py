@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits as SandboxLimits
     from llama_index_ext_advrag.tables.pandas_sandbox import SandboxResult as SandboxResult
     from llama_index_ext_advrag.tables.pandas_sandbox import (
+        arun_pandas_code as arun_pandas_code,
+    )
+    from llama_index_ext_advrag.tables.pandas_sandbox import (
         run_pandas_code as run_pandas_code,
     )
 
@@ -30,6 +33,7 @@ _EXPORTS = {
     "SandboxLimits": ".pandas_sandbox",
     "SandboxResult": ".pandas_sandbox",
     "run_pandas_code": ".pandas_sandbox",
+    "arun_pandas_code": ".pandas_sandbox",
     "UnsafeCodeError": ".pandas_check",
     "check_pandas_code": ".pandas_check",
 }

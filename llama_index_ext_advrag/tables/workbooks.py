@@ -8,7 +8,8 @@ by the LLM, or the name, columns and first rows) and a
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ DEFAULT_TABLE_SUMMARY_PROMPT = (
     "contains and which questions it can answer.\nSummary: "
 )
 TABLE_PREFIX = "table::"
+_ASCII_WORD = re.compile(r"[A-Za-z0-9_]")
 
 
 def clean_frame(frame: Any) -> Any:
@@ -106,6 +108,56 @@ def table_pointers(
     return pointers, engines
 
 
+def _spaced(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _is_whole(text: str, start: int, stop: int) -> bool:
+    """Whether ``text[start:stop]`` does not cut a Latin word or number at either end (CJK
+    text has no spaces, so a name followed by a CJK character still counts)."""
+    inside = (text[start], text[stop - 1])
+    outside = (text[start - 1] if start else "", text[stop] if stop < len(text) else "")
+    return not any(
+        _ASCII_WORD.match(i) and _ASCII_WORD.match(o) for i, o in zip(inside, outside, strict=True)
+    )
+
+
+def tables_named_in(query: str, names: Sequence[str]) -> list[str]:
+    """The table ``names`` that ``query`` names, in ``names`` order.
+
+    A name counts when it occurs in the query (case and runs of whitespace ignored) without
+    cutting a Latin word or number (``"Staff"`` is not named by "Staffing", ``"2023"`` not by
+    "20231"); a name found only inside a longer named one (``"Sales"`` in "Sales 2023") does
+    not count.
+
+    >>> tables_named_in("Total of 2023年销售 by region?", ["2023年销售", "Staff", "2023"])
+    ['2023年销售']
+    """
+    text = _spaced(query)
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for name in names:
+        needle = _spaced(name)
+        if not needle:
+            continue
+        found = []
+        start = text.find(needle)
+        while start >= 0:
+            if _is_whole(text, start, start + len(needle)):
+                found.append((start, start + len(needle)))
+            start = text.find(needle, start + 1)
+        if found:
+            spans[name] = found
+    longer = [(a, b, n) for n, found in spans.items() for a, b in found]
+    return [
+        name
+        for name, found in spans.items()
+        if any(
+            not any(a <= start and stop <= b and b - a > stop - start for a, b, _ in longer)
+            for start, stop in found
+        )
+    ]
+
+
 def read_workbook(path: str | Path) -> dict[str, Any]:
     """Every sheet of the workbook at ``path`` as a DataFrame, by sheet name.
 
@@ -126,4 +178,5 @@ __all__ = [
     "read_workbook",
     "summarize_frame",
     "table_pointers",
+    "tables_named_in",
 ]

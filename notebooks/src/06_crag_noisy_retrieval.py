@@ -116,6 +116,41 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ## What a tracer sees
+#
+# Every decision above is also an instrumentation event: the pack's components open a span
+# through LlamaIndex's dispatcher and emit typed events (`llama_index_ext_advrag.events`), so
+# Arize Phoenix, Langfuse or any `BaseEventHandler` attached to the root dispatcher sees the
+# CRAG action and the judge's grades without reading node metadata.
+
+# %%
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+from llama_index_ext_advrag.events import AdvragEvent
+
+
+class PrintAdvragEvents(BaseEventHandler):
+    @classmethod
+    def class_name(cls) -> str:
+        return "PrintAdvragEvents"
+
+    def handle(self, event, **kwargs) -> None:
+        if isinstance(event, AdvragEvent):
+            shown = ("component", "action", "judge", "grades", "kept", "dropped")
+            facts = {k: len(v) if isinstance(v, list) else v for k, v in event.model_dump().items() if k in shown}
+            print(f"{event.class_name():22s} {facts}")
+
+
+root = get_dispatcher()
+handler = PrintAdvragEvents()
+root.add_event_handler(handler)
+try:
+    variants["CRAG"].postprocess_nodes(retrieved[questions[0].id], query_str=questions[0].question)
+finally:
+    root.event_handlers.remove(handler)
+
+# %% [markdown]
 # CRAG hands the LLM fewer, more relevant passages; what it costs is the judge's time (about
 # 70 pairs per second on one CPU thread for this cross-encoder) and, sometimes, an answer whose
 # passage the judge doubted. Refinement trims further and can cut the sentence that tied the

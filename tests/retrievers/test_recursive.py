@@ -264,7 +264,7 @@ def test_from_dataframes_routes_to_the_right_table() -> None:
     pandas = results[0].node.metadata[TRACE_KEY]["pandas"]
     assert pandas["outcome"] == "answered" and pandas["value"] == 1
     assert "refused" not in pandas["attempts"][0]
-    pointers = retriever.retriever_dict["root"]._legs[1].nodes  # the BM25 leg's nodes
+    pointers = retriever.retriever_dict["root"].search._legs[1].nodes  # the BM25 leg's nodes
     assert pointers[0].get_content().startswith("A table of people.\nTable '2023 billionaires'")
 
 
@@ -287,7 +287,7 @@ def test_from_dataframes_explicit_summaries_win() -> None:
         summarize=False,
         embed_model=HashEmbedding(dim=64),
     )
-    texts = [n.get_content() for n in retriever.retriever_dict["root"]._legs[1].nodes]
+    texts = [n.get_content() for n in retriever.retriever_dict["root"].search._legs[1].nodes]
     assert texts[1].startswith("Greengrocer price list\nTable 'fruit prices'")
 
 
@@ -314,6 +314,96 @@ def test_from_excel_reads_every_sheet(tmp_path: Path) -> None:
         "table::2023 billionaires",
         "table::fruit prices",
     ]
+
+
+SHEETS = {
+    "Staff": pd.DataFrame({"Name": ["Ann", "Bo", "Cy"], "City": ["Lisbon", "Oslo", "Lisbon"]}),
+    "Warehouses": pd.DataFrame({"City": ["Lisbon", "Porto"], "Capacity": [120, 80]}),
+    "2023年销售": pd.DataFrame({"地区": ["华东", "华北"], "销量": [10, 12]}),
+}
+
+
+@pytest.fixture
+def workbook(tmp_path: Path) -> Path:
+    path = tmp_path / "book.xlsx"
+    with pd.ExcelWriter(path) as writer:
+        for name, frame in SHEETS.items():
+            frame.to_excel(writer, sheet_name=name, index=False)
+    return path
+
+
+def row_count_llm() -> ScriptedLLM:
+    """Answers every code prompt with ``len(df)``: each call is one sheet queried."""
+    return ScriptedLLM(lambda prompt: "```python\nlen(df)\n```")
+
+
+def answers(results) -> list[tuple[str, str, dict | None]]:
+    """(routed table, answer, named_route trace) of each answer node."""
+    return [
+        (
+            r.node.metadata["index_id"],
+            r.node.get_content(),
+            r.node.metadata[TRACE_KEY].get("named_route"),
+        )
+        for r in results
+        if "answer_to" in r.node.metadata
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("question", "sheet", "rows"),
+    [
+        ("How many people in Staff work in Lisbon?", "Staff", "3"),
+        ("What is the capacity of the warehouses sheet in total?", "Warehouses", "2"),
+        ("2023年销售的华东销量是多少？", "2023年销售", "2"),
+    ],
+)
+def test_from_excel_queries_only_the_sheet_a_question_names(
+    workbook: Path, mode: str, question: str, sheet: str, rows: str
+) -> None:
+    llm = row_count_llm()
+    retriever = RecursiveIndexNodeRetriever.from_excel(
+        workbook, llm=llm, summarize=False, embed_model=HashEmbedding(dim=64)
+    )
+    assert retriever.retriever_dict["root"].search.config.similarity_top_k == 2  # the default
+    assert llm.prompts == []
+    if mode == "sync":
+        results = retriever.retrieve(question)
+    else:
+        results = asyncio.run(retriever.aretrieve(question))
+    assert len(llm.prompts) == 1  # one sheet queried, one program written
+    named = {"decision": "named", "names": [sheet]}
+    assert answers(results) == [(f"table::{sheet}", rows, named)]
+    assert route(results[0])["route"] == ["root", f"table::{sheet}"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_from_excel_searches_when_no_sheet_is_named(workbook: Path, mode: str) -> None:
+    llm = row_count_llm()
+    retriever = RecursiveIndexNodeRetriever.from_excel(
+        workbook, llm=llm, summarize=False, embed_model=HashEmbedding(dim=64)
+    )
+    question = "Which city has the most capacity?"
+    if mode == "sync":
+        results = retriever.retrieve(question)
+    else:
+        results = asyncio.run(retriever.aretrieve(question))
+    found = answers(results)
+    assert len(found) == 2 and len(llm.prompts) == 2  # the two best pointers, as before
+    assert all(trace == {"decision": "search"} for _, _, trace in found)
+    assert found[0][0] == "table::Warehouses"
+
+
+def test_a_question_naming_two_sheets_queries_both(workbook: Path) -> None:
+    llm = row_count_llm()
+    retriever = RecursiveIndexNodeRetriever.from_excel(
+        workbook, llm=llm, summarize=False, embed_model=HashEmbedding(dim=64), similarity_top_k=1
+    )
+    results = retriever.retrieve("Compare Staff with Warehouses: which is longer?")
+    named = {"decision": "named", "names": ["Staff", "Warehouses"]}
+    assert answers(results) == [("table::Staff", "3", named), ("table::Warehouses", "2", named)]
+    assert len(llm.prompts) == 2
 
 
 def test_from_topics() -> None:

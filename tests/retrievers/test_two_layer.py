@@ -104,6 +104,54 @@ def test_search_mode_within_routed_units(tables: TwoLayerMilvusRetriever) -> Non
     assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
 
 
+def test_route_top_k_caps_the_units_routed(tables: TwoLayerMilvusRetriever) -> None:
+    """On both backends: exactly ``route_top_k`` units (at most all of them), only their
+    details, up to the bound (1,024, whose summary search asks Milvus for 1,024 hits); one
+    past it is refused by name."""
+    query = "Staff Warehouses 2023年销售 salary capacity"
+    units = tables.layout["num_units"]
+    for top_k in (1, 2, 3, 1024):
+        retriever = TwoLayerMilvusRetriever.from_dict(
+            {**tables.to_dict(), "route_top_k": top_k, "details_mode": "fetch"},
+            embed_model=HashEmbedding(dim=64),
+        )
+        for nodes in (retriever.retrieve(query), asyncio.run(retriever.aretrieve(query))):
+            routed = route_of(nodes)
+            assert len(routed) == min(top_k, units) == len(set(routed)), (top_k, routed)
+            assert [n.node.metadata["unit_key"] for n in nodes] == routed  # one table each
+    for bad in (0, 1025):
+        with pytest.raises(ValueError, match=rf"route_top_k[\s\S]*{'1024' if bad else '1'}"):
+            TwoLayerMilvusRetriever.from_dict(
+                {**tables.to_dict(), "route_top_k": bad}, embed_model=HashEmbedding(dim=64)
+            )
+
+
+def test_documents_sharing_an_id_are_both_kept(
+    milvus_uri: str, collection_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As the parsers and the other builders do: the second document is kept under "<id>#1"
+    (warned), not refused."""
+    docs = [
+        Document(text="# Cats\n\nCats purr when they are content.", id_="same"),
+        Document(text="# Dogs\n\nDogs bark at the postman.", id_="same"),
+    ]
+    with caplog.at_level("WARNING"):
+        retriever = TwoLayerMilvusRetriever.from_documents(
+            docs, uri=milvus_uri, collection_name=collection_name,
+            embed_model=HashEmbedding(dim=64), route_top_k=1, cue_weight=0.0,
+        )  # fmt: skip
+    assert "'same'" in caplog.text and "'same#1'" in caplog.text
+    assert retriever.layout["num_units"] == 2
+    for query, key, text in (
+        ("Cats purr when they are content", "same", "Cats purr"),
+        ("Dogs bark at the postman", "same#1", "Dogs bark"),
+    ):
+        for nodes in (retriever.retrieve(query), asyncio.run(retriever.aretrieve(query))):
+            assert route_of(nodes) == [key]
+            assert text in nodes[0].node.get_content()
+            assert nodes[0].node.metadata["document_id"] == key
+
+
 def index_type(retriever: TwoLayerMilvusRetriever, collection: str) -> str:
     client = retriever._summary_store.client
     return str(client.describe_index(collection, client.list_indexes(collection)[0])["index_type"])

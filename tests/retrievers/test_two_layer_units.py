@@ -100,6 +100,20 @@ def test_document_units_per_document_and_per_section() -> None:
     assert all(u.key.startswith("m#") for u in sections)
 
 
+@pytest.mark.parametrize("granularity", list(UnitGranularity))
+def test_documents_sharing_an_id_get_distinct_units(granularity: UnitGranularity) -> None:
+    docs = [
+        Document(text="# A\n\nFirst text here.", id_="x"),
+        Document(text="# B\n\nSecond text here.", id_="x#1"),
+        Document(text="# C\n\nThird text here.", id_="x"),
+    ]
+    units = document_units(docs, granularity, chunk_tokens=32)
+    keys = [u.key for u in units]
+    assert len(keys) == 3 == len(set(keys))
+    assert [u.metadata["document_id"] for u in units] == ["x", "x#1", "x#2"]
+    assert [u.details[0].split()[-3] for u in units] == ["First", "Second", "Third"]
+
+
 def test_document_title_from_metadata() -> None:
     doc = Document(text="Plain text without heading.", id_="d", metadata={"title": "Policy"})
     assert document_units([doc], UnitGranularity.DOCUMENT, 32)[0].name == "Policy"

@@ -291,6 +291,64 @@ CORPUS: dict[str, list[str]] = {
 }
 
 
+# What stops each program. A refusal reason is of one of these families (the pattern matches the
+# whole reason); a category may be refused only by the families listed for it in REFUSED_BY.
+REFUSAL_FAMILIES: dict[str, str] = {
+    "builtin call": r"calling '(?P<name>\w+)' is not allowed|calling a \w+ is not allowed",
+    "method": r"method '(?P<name>\w+)' is not allowed",
+    "attribute": r"attribute '(?P<name>\w+)' is not allowed",
+    "module function": r"(?:pd|np)\.(?P<name>\w+)\(\) is not allowed",
+    "positional arguments": r"(?P<name>\w+)\(\) takes at most \d+ positional argument\(s\) here, got \d+",
+    "string dispatch": r"(?:pd\.)?(?P<name>\w+)\(\) (?:may only name a listed aggregation, got '\w+'"
+    r" \(allowed: .*\)|takes a literal aggregation name \(or a list or dict of them\), got \w+)"
+    r"|keyword '\w+' of (?P<name2>\w+)\(\) must be a named aggregation .*",
+    "keyword": r"keyword '\w+' is not allowed for (?P<name>\w+)\(\) \(allowed: [\w, ]+\)",
+    "statement": r"\w+ statements are not allowed",
+    "syntax": r"(?:JoinedStr|ListComp|DictComp|SetComp|GeneratorExp|Lambda|NamedExpr) is not allowed"
+    r"|'\*\*' unpacking is not allowed|not valid Python \(.*\)",
+    "name": r"name '(?P<name>\w+)' is not allowed|module '(?P<name2>pd|np)' may only be used as .*",
+    "assignment": r"assignments may only bind one plain name|assigning the name '\w+' is not allowed",
+    "operator": r"repeating a sequence with '\*' is not allowed|'\*\*' needs a literal exponent of "
+    r"at most 10 in size|'%' string formatting is not allowed",
+    "size": r"integer literal larger than 1e\+15|more than 20 statements|expressions nested more "
+    r"than 100 deep",
+}
+REFUSED_BY: dict[str, set[str]] = {
+    "string dispatch": {"positional arguments", "string dispatch", "method", "syntax"},
+    "eval and query strings": {"method", "module function", "builtin call", "string dispatch",
+                               "positional arguments"},
+    "dunder via strings, format, frames and builtins": {"method", "attribute", "builtin call",
+                                                        "name", "syntax", "operator"},
+    "readers and writers": {"method", "module function", "positional arguments"},
+    "numpy file I/O": {"module function", "method"},
+    "memory and CPU bombs": {"module function", "method", "operator", "size", "builtin call",
+                             "syntax", "statement", "string dispatch"},
+    "global state setters": {"module function", "method", "assignment"},
+    "closures, lambdas and comprehensions": {"string dispatch", "builtin call", "syntax",
+                                             "keyword"},
+    "imports": {"statement", "method"},
+    "walrus": {"syntax"},
+    "class and def": {"statement"},
+    "multi-statement tricks": {"method", "attribute", "name", "positional arguments",
+                               "assignment", "statement", "builtin call", "size", "syntax"},
+}  # fmt: skip
+# The programs the allowlist accepts, and what the sandbox makes of them: an answer (its value),
+# an ordinary failure (the exception's name) or the limit that stopped it (or the limits, when
+# which one comes first depends on the machine).
+ACCEPTED: dict[str, tuple[str, object]] = {
+    "df['__class__']": ("failed", "KeyError"),
+    "df.get('__globals__')": ("answered", None),
+    "df.to_dict('{S}/by.json')": ("failed", "ValueError"),
+    "pd.Series('{F}').str.cat()": ("answered", "{F}"),
+    "df['Name'] * 1000000000000000": ("limit", "memory"),
+    "df['Age'].value_counts(bins=1000000000000)": ("limit", "memory"),
+    "pd.cut(df['Age'], bins=1000000000000)": ("limit", "memory"),
+    # big-integer powers: the CPU or the memory limit, whichever a CPU's speed makes come first
+    "a = 1000000000000000\n" + "a = a ** 10\n" * 9 + "a > 0": ("limit", ("cpu", "memory")),
+    "s = 'ab'\ns * 1000000000000000": ("limit", "memory"),
+}
+
+
 def programs() -> list[tuple[str, str]]:
     """Every (category, template) pair, in a stable order."""
     return [(category, template) for category, items in CORPUS.items() for template in items]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
-from tables.hostile_corpus import CORPUS, fill, programs
+from tables.hostile_corpus import (
+    ACCEPTED,
+    CORPUS,
+    REFUSAL_FAMILIES,
+    REFUSED_BY,
+    fill,
+    programs,
+)
 
 from llama_index_ext_advrag.retrievers import RecursiveIndexNodeRetriever
 from llama_index_ext_advrag.tables.pandas_check import refusal_reason
@@ -74,6 +83,42 @@ def test_the_corpus_is_large_and_covers_every_category() -> None:
         assert example in joined
 
 
+def refusal_family(reason: str) -> tuple[str, str | None]:
+    """The family of a refusal reason and the name it gives (a method, a function), if any."""
+    for family, pattern in REFUSAL_FAMILIES.items():
+        match = re.fullmatch(pattern, reason)
+        if match:
+            named = [v for k, v in match.groupdict().items() if k.startswith("name") and v]
+            return family, (named[0] if named else None)
+    raise AssertionError(f"a refusal of no known family: {reason!r}")
+
+
+@pytest.mark.parametrize(("category", "template"), programs())
+def test_each_refusal_is_of_its_categorys_kind_and_names_the_culprit(
+    category: str, template: str
+) -> None:
+    """The rule that refused a program is one its category expects, and the method, function
+    or builtin it names is in the program; exactly the programs of ACCEPTED are accepted."""
+    code = fill(template, "/sentinel", "/vault/secret.txt")
+    reason = refusal_reason(code)
+    if template in ACCEPTED:
+        assert reason is None, f"{template!r} is listed as accepted but refused: {reason}"
+        return
+    assert reason is not None, f"{template!r} was accepted but is not in ACCEPTED"
+    family, named = refusal_family(reason)
+    assert family in REFUSED_BY[category], (category, template, reason)
+    if named is not None:  # Python reads identifiers NFKC-normalised (ｔｏ_csv is to_csv)
+        assert named in unicodedata.normalize("NFKC", code), (template, reason)
+
+
+def test_the_expectations_cover_the_corpus() -> None:
+    assert set(REFUSED_BY) == set(CORPUS)
+    listed = {template for _, template in programs()}
+    assert set(ACCEPTED) <= listed
+    outcomes = {outcome for outcome, _ in ACCEPTED.values()}
+    assert outcomes == {"answered", "failed", "limit"}  # every kind of sandbox outcome is used
+
+
 def everything_said(results, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture) -> str:
     nodes = [{"text": r.node.get_content(), "metadata": r.node.metadata} for r in results]
     return "\n".join(
@@ -115,7 +160,18 @@ def test_hostile_program_end_to_end(
         assert len(llm.prompts) == 2 and reason in llm.prompts[1]
         assert answer.node.get_content().startswith("No answer was computed from table 'people'")
         assert "Table 'people' (3 rows)" in answer.node.get_content()
-    else:  # accepted (harmless or contained by the sandbox): ran in the child
+    else:  # accepted: ran in the child, which answered, failed or hit the expected limit
         runs = [a["run"] for a in trace["attempts"]]
         assert runs and all("files_left" not in run for run in runs)
-        assert trace["outcome"] in {"answered", "failed"}
+        expected, detail = ACCEPTED[template]
+        if expected == "answered":
+            assert trace["outcome"] == "answered" and len(runs) == 1
+            value = detail.replace("{F}", str(arena.secret)) if isinstance(detail, str) else detail
+            assert trace["value"] == value
+        elif expected == "failed":  # an ordinary error: retried once, failing the same way
+            assert trace["outcome"] == "failed" and len(runs) == 2
+            assert all(not run["ok"] and "limit" not in run for run in runs)
+            assert all(run["error"].startswith(f"{detail}:") for run in runs), runs
+        else:  # a limit: not retried (the same program would hit it again)
+            assert trace["outcome"] == "failed" and len(runs) == 1, runs
+            assert runs[0]["limit"] in (detail if isinstance(detail, tuple) else (detail,)), runs

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from tables.hostile_corpus import fill, programs
 
-from llama_index_ext_advrag.tables.pandas_check import UnsafeCodeError
-from llama_index_ext_advrag.tables.pandas_sandbox import (
+from llama_index_ext_advrag.tables import (
     SandboxLimits,
+    UnsafeCodeError,
+    arun_pandas_code,
+    run_pandas_code,
+)
+from llama_index_ext_advrag.tables.pandas_check import refusal_reason
+from llama_index_ext_advrag.tables.pandas_sandbox import (
     _arun_unchecked,
     _run_unchecked,
     interpret_child,
-    run_pandas_code,
 )
 
 FAST = SandboxLimits(timeout_seconds=60, cpu_seconds=2, memory_mb=256)
@@ -36,6 +42,56 @@ def test_refused_code_starts_nothing(df: pd.DataFrame, tmp_path: Path) -> None:
     with pytest.raises(UnsafeCodeError):
         run_pandas_code(f"df.to_csv('{tmp_path}/x.csv')", df, FAST)
     assert not list(tmp_path.iterdir())
+
+
+def _run(mode: str, code: str, df: pd.DataFrame, limits: SandboxLimits | None = None):
+    """``run_pandas_code`` (sync) or ``arun_pandas_code`` awaited in a fresh loop (async)."""
+    if mode == "sync":
+        return run_pandas_code(code, df, limits)
+    return asyncio.run(arun_pandas_code(code, df, limits))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_every_hostile_program_the_allowlist_refuses_starts_nothing(
+    mode: str, df: pd.DataFrame, tmp_path: Path
+) -> None:
+    """Each public entry point checks the code itself (the engine checks it too, so a runner
+    that skipped the check would go unnoticed through the engine)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    refused = 0
+    for _, template in programs():
+        code = fill(template, str(tmp_path), str(secret))
+        reason = refusal_reason(code)
+        if reason is None:
+            continue
+        with pytest.raises(UnsafeCodeError) as raised:
+            _run(mode, code, df, FAST)
+        assert raised.value.reason == reason, code
+        refused += 1
+    assert refused >= 200
+    assert sorted(os.listdir(tmp_path)) == ["secret.txt"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_allocation_between_the_memory_limit_and_host_ram_is_refused(
+    mode: str, df: pd.DataFrame
+) -> None:
+    """Three times the default limit (1.5 GB): refused by the child's RLIMIT_AS with a
+    MemoryError, where a host with a few GB free would have served it. Allowed code, so the
+    sandbox alone stops it; with the limit in place nothing is allocated."""
+    limits = SandboxLimits(timeout_seconds=60, cpu_seconds=5)
+    size = 3 * limits.memory_mb * 2**20
+    result = _run(mode, f"s = 'a'\nx = s * {size}\nlen(x)", df, limits)
+    assert not result.ok and result.limit == "memory", result
+    assert (result.error or "").startswith("MemoryError")
+
+
+def test_an_allocation_under_the_memory_limit_is_served(df: pd.DataFrame) -> None:
+    limits = SandboxLimits(timeout_seconds=60, cpu_seconds=5)
+    size = limits.memory_mb * 2**20 // 4
+    result = run_pandas_code(f"s = 'a'\nx = s * {size}\nlen(x)", df, limits)
+    assert result.ok and result.value == size
 
 
 def test_the_callers_frame_is_not_modified(df: pd.DataFrame) -> None:
