@@ -17,6 +17,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
+from llama_index_ext_advrag.configuration import aclose_all, close_all
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.tables.workbooks import tables_named_in
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
@@ -175,6 +176,13 @@ class NamedPointerRetriever(BaseRetriever):
         if named is not None:
             return named
         return self._searched(await self.search.aretrieve(query_bundle))
+
+    def close(self) -> None:
+        """Close ``search`` when it can be closed (the recursive retriever closes its root)."""
+        close_all([self.search])
+
+    async def aclose(self) -> None:
+        await aclose_all([self.search])
 
 
 __all__ = [

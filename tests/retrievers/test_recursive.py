@@ -420,3 +420,29 @@ def test_from_topics() -> None:
         "rockets" in results[0].node.get_content().lower()
         or "orbit" in results[0].node.get_content().lower()
     )
+
+
+class ClosableRetriever(ListRetriever):
+    def __init__(self) -> None:
+        super().__init__([])
+        self.closed = 0
+        self.aclosed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+    async def aclose(self) -> None:
+        self.aclosed += 1
+
+
+def test_closing_a_table_router_closes_the_search_behind_the_named_route() -> None:
+    retriever = RecursiveIndexNodeRetriever.from_dataframes(
+        FRAMES, summarize=False, embed_model=HashEmbedding(dim=64), lexical=False
+    )
+    router = retriever.retriever_dict["root"]
+    search = ClosableRetriever()
+    router.search = search  # the root search the named route falls back to
+    retriever.close()
+    assert (search.closed, search.aclosed) == (1, 0)
+    asyncio.run(retriever.aclose())
+    assert (search.closed, search.aclosed) == (1, 1)
