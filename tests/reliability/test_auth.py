@@ -40,7 +40,10 @@ from llama_index_ext_advrag.retrievers import (
 
 pytestmark = [pytest.mark.milvus_server, pytest.mark.timeout(900)]
 ROOT_TOKEN = "root:Milvus"  # Milvus' default root credentials
-BASE_PORT = 39_500
+# Below Linux's ephemeral range (32768-60999 by default): a port in it can be taken for minutes
+# by any outgoing connection's local end (the shared server's own gRPC links, say), which
+# failed a fresh-clone CI run at 39579.
+BASE_PORT = 29_500
 PORTS = {  # milvus-server option -> port, away from the shared server's
     "--etcd-port": BASE_PORT + 79,
     "--proxy-port": BASE_PORT + 30,
@@ -53,6 +56,7 @@ PORTS = {  # milvus-server option -> port, away from the shared server's
     "--data-coord-port": BASE_PORT + 133,
     "--data-node-port": BASE_PORT + 124,
 }
+ETCD_PEER_PORT = PORTS["--etcd-port"] + 1
 ETCD_CONFIG = """name: advrag-auth
 data-dir: {data}/data/etcd.data
 listen-peer-urls: http://127.0.0.1:{peer}
@@ -103,14 +107,16 @@ class OwnedServer:
 
     def start(self) -> None:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not all(map(_bindable, PORTS.values())):
+        wanted = {**PORTS, "etcd peer": ETCD_PEER_PORT}
+        while time.monotonic() < deadline and not all(map(_bindable, wanted.values())):
             time.sleep(2)
-        busy = [f"{name} {port}" for name, port in PORTS.items() if not _bindable(port)]
+        busy = [f"{name} {port}" for name, port in wanted.items() if not _bindable(port)]
         if busy:
             raise RuntimeError(f"ports still in use after 180 s, the server would move: {busy}")
         etcd = self.data / "etcd.yaml"
-        peer = PORTS["--etcd-port"] + 1
-        etcd.write_text(ETCD_CONFIG.format(data=self.data, peer=peer, client=PORTS["--etcd-port"]))
+        etcd.write_text(
+            ETCD_CONFIG.format(data=self.data, peer=ETCD_PEER_PORT, client=PORTS["--etcd-port"])
+        )
         options = " ".join(f"{name} {port}" for name, port in PORTS.items())
         script = (
             "mount -t tmpfs tmpfs /run/milvus && exec "
@@ -300,3 +306,14 @@ def test_a_server_stopped_mid_query_is_a_clear_error_and_the_next_query_after_re
     server.start()
     assert _serving(uri, time.monotonic() + 600), "the server did not come back"
     assert [r.node.node_id for r in retriever.retrieve("cats purr")] == expected
+
+
+def test_the_auth_server_ports_lie_below_the_ephemeral_range() -> None:
+    """An outgoing connection may hold any port of the ephemeral range, so a fixed listening port
+    there is taken at random on a busy machine (the CI failure this guards against)."""
+    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    if not ranges.exists():
+        pytest.skip("no Linux ephemeral port range to check against")
+    low = int(ranges.read_text().split()[0])
+    ports = {**PORTS, "etcd peer": ETCD_PEER_PORT}
+    assert all(port < low for port in ports.values()), (ports, low)
