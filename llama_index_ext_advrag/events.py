@@ -173,8 +173,144 @@ class SelfRAGAnswerEvent(AdvragEvent):
         return "SelfRAGAnswerEvent"
 
 
+class NodeParseEvent(AdvragEvent):
+    """A parser built nodes: how many, from how much text, and the sizes it chose.
+
+    ``window_sizes`` maps sentences per node to how many nodes have that size (the adaptive
+    sliding-window parser: ``stops`` says why windows stopped growing); ``levels`` holds the
+    hierarchy parser's chunk size and node count per level."""
+
+    component: str = Field(description="sliding_window or hierarchical.")
+    parser: str = Field(description="The parser's class name.")
+    documents: int
+    sentences: int
+    nodes: int
+    storage_expansion: float = Field(description="Stored characters over source characters.")
+    window_sizes: dict[int, int] = Field(default_factory=dict)
+    stops: dict[str, int] = Field(default_factory=dict)
+    levels: list[dict[str, int]] = Field(default_factory=list)
+    breakpoint_signals: dict[str, int] = Field(default_factory=dict)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "NodeParseEvent"
+
+
+class AutoMergingEvent(AdvragEvent):
+    """Auto-merging: which parents replaced which retrieved children, and what was returned."""
+
+    component: str = "auto_merging"
+    query: str
+    merges: list[dict[str, Any]] = Field(
+        description="parent_id, round, children_retrieved, children_total, ratio, absorbed, "
+        "leaf_ids of every merge."
+    )
+    skipped: list[dict[str, Any]] = Field(
+        default_factory=list, description="Merges not made (max_context_tokens) and why."
+    )
+    returned: list[dict[str, Any]] = Field(description="node_id, merged, leaf_ids, level, score.")
+    rounds: int
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AutoMergingEvent"
+
+
+class TwoLayerRouteEvent(AdvragEvent):
+    """The two-layer retriever's route: the summary units chosen and how details were read."""
+
+    component: str = "two_layer"
+    query: str
+    route: list[dict[str, Any]] = Field(description="The trace's route: one record per unit.")
+    details_mode: str = Field(description="search or fetch.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TwoLayerRouteEvent"
+
+
+class RecursiveHopEvent(AdvragEvent):
+    """The recursive retriever followed an IndexNode into a sub-retriever, query engine or node."""
+
+    component: str = "recursive"
+    pointer_id: str = Field(description="The IndexNode followed.")
+    target_id: str = Field(description="Its index_id: the sub-retriever, engine or node.")
+    kind: str = Field(description="retriever, query_engine or node.")
+    path: list[str] = Field(description="The route from the root to the target.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RecursiveHopEvent"
+
+
+class RecursiveResultEvent(AdvragEvent):
+    """What the recursive retriever returned: per node its route, depth and why it stopped."""
+
+    component: str = "recursive"
+    results: list[dict[str, Any]] = Field(description="node_id and the node's trace record.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RecursiveResultEvent"
+
+
+class TableRouteEvent(AdvragEvent):
+    """The named table route: a question naming tables goes to them, otherwise a search."""
+
+    component: str = "named_route"
+    query: str
+    decision: str = Field(description="named or search.")
+    names: list[str] = Field(default_factory=list, description="The tables the question names.")
+    node_ids: list[str] = Field(description="The pointers returned.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TableRouteEvent"
+
+
+class PandasQueryEvent(AdvragEvent):
+    """The safe pandas engine's outcome: the code attempts, refusals and the answer."""
+
+    component: str = "pandas"
+    record: dict[str, Any] = Field(
+        description="table, outcome (answered, refused, failed, no_llm), attempts, value/reason."
+    )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PandasQueryEvent"
+
+
+class NeighbourExpansionEvent(AdvragEvent):
+    """Prev-next expansion or consecutive merge: what each returned node is made of.
+
+    ``decision`` holds the prev-next direction and where it came from, or the consecutive
+    merge's gap counts; ``nodes`` holds per returned node its id, its members (id and role:
+    hit, before, after, gap) and the hits merged into it."""
+
+    component: str = Field(description="prev_next or consecutive_merge.")
+    decision: dict[str, Any]
+    nodes: list[dict[str, Any]]
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "NeighbourExpansionEvent"
+
+
+class WindowReplacementEvent(AdvragEvent):
+    """Window replacement: the hits whose windows were kept and the ones skipped as covered."""
+
+    component: str = "window_replacement"
+    kept: list[dict[str, Any]] = Field(description="node_id, rank and skipped_as_covered.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "WindowReplacementEvent"
+
+
 __all__ = [
     "AdvragEvent",
+    "AutoMergingEvent",
     "CRAGActionEvent",
     "CRAGResultEvent",
     "CRAGRoundEvent",
@@ -182,7 +318,15 @@ __all__ = [
     "HybridFusionEvent",
     "JudgeGradesEvent",
     "JudgeRerankEvent",
+    "NeighbourExpansionEvent",
+    "NodeParseEvent",
+    "PandasQueryEvent",
+    "RecursiveHopEvent",
+    "RecursiveResultEvent",
     "SelfRAGAnswerEvent",
     "SelfRAGReflectionEvent",
     "SelfRAGRouteEvent",
+    "TableRouteEvent",
+    "TwoLayerRouteEvent",
+    "WindowReplacementEvent",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 
+from llama_index_ext_advrag.events import NodeParseEvent
 from llama_index_ext_advrag.layout import SECTION_TITLE_KEY
 from llama_index_ext_advrag.trace import TRACE_KEY, exclude_trace_key, with_record
 
@@ -158,10 +159,25 @@ class ParseStats:
         return self.window_chars / self.source_chars if self.source_chars else 0.0
 
 
+def parse_event(component: str, parser: str, stats: ParseStats, **sizes: Any) -> NodeParseEvent:
+    """The instrumentation event of one parse: ``stats`` and the sizes the parser chose."""
+    return NodeParseEvent(
+        component=component,
+        parser=parser,
+        documents=stats.documents,
+        sentences=stats.sentences,
+        nodes=stats.nodes,
+        storage_expansion=round(stats.storage_expansion, 4),
+        breakpoint_signals=dict(stats.breakpoint_signals),
+        **sizes,
+    )
+
+
 __all__ = [
     "NodeFactory",
     "ParseStats",
     "link_prev_next",
+    "parse_event",
     "restore_id_func",
     "source_info",
 ]

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import BaseNode, TransformComponent
 from llama_index.core.utils import get_tqdm_iterable
 
@@ -26,6 +27,7 @@ from llama_index_ext_advrag.layout import ANNOTATION_KEYS, UNIT_CUES_KEY, UNIT_T
 from llama_index_ext_advrag.text import count_tokens, extract_cues
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 
 def annotate_unit(node: BaseNode) -> BaseNode:
@@ -64,15 +66,20 @@ class UnitAnnotator(TransformComponent):
     def class_name(cls) -> str:
         return "UnitAnnotator"
 
-    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+    @staticmethod
+    def _annotate(nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         show_progress = bool(kwargs.get("show_progress", False))
         return [
             annotate_unit(node)
             for node in get_tqdm_iterable(nodes, show_progress, "Annotating units")
         ]
 
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        return self._annotate(nodes, **kwargs)
+
+    @dispatcher.span
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        return self.__call__(nodes, **kwargs)
+        return self._annotate(nodes, **kwargs)  # CPU only: one span, not acall around __call__
 
 
 __all__ = ["UnitAnnotator", "annotate_unit"]

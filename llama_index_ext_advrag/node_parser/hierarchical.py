@@ -11,10 +11,12 @@ a parent's text is exactly the concatenation of its children's texts, and every 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import (
     BaseNode,
@@ -37,14 +39,17 @@ from llama_index_ext_advrag.node_parser._nodes import (
     NodeFactory,
     ParseStats,
     link_prev_next,
+    parse_event,
     restore_id_func,
 )
 from llama_index_ext_advrag.text import DEFAULT_MAX_SENTENCE_CHARS, Sentence
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_CHUNK_SIZES = (2048, 512, 128)
 LEVEL_KEY = "hierarchy_level"
+EVENT_COMPONENT = "hierarchical"  # the events' name; the hierarchy writes no trace
 
 
 def pack_sentences(
@@ -242,6 +247,14 @@ class HierarchicalSentenceNodeParser(NodeParser):
             stored += doc_stored
             source_chars += len(plan.text.strip())
         self._last_stats = ParseStats(len(nodes), sentences, len(all_nodes), source_chars, stored)
+        per_level = Counter(node.metadata[LEVEL_KEY] for node in all_nodes)
+        levels = [
+            {"level": level, "chunk_size": size, "nodes": per_level[level]}
+            for level, size in enumerate(self.chunk_sizes)
+        ]
+        dispatcher.event(
+            parse_event(EVENT_COMPONENT, self.class_name(), self._last_stats, levels=levels)
+        )
         return all_nodes
 
     def _postprocess_parsed_nodes(

@@ -16,6 +16,7 @@ a sentence too short to embed alone can take the sentences after it (``min_embed
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, Document
@@ -50,6 +52,7 @@ from llama_index_ext_advrag.node_parser._nodes import (
     NodeFactory,
     ParseStats,
     link_prev_next,
+    parse_event,
     restore_id_func,
 )
 from llama_index_ext_advrag.node_parser.planning import (
@@ -69,8 +72,10 @@ from llama_index_ext_advrag.node_parser.planning import (
 from llama_index_ext_advrag.node_parser.presets import DocumentPreset, preset_values
 from llama_index_ext_advrag.text import DEFAULT_MAX_SENTENCE_CHARS
 from llama_index_ext_advrag.text.words import cjk_share
+from llama_index_ext_advrag.trace import get_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_WINDOW_SIZE = 3
 DEFAULT_STRIDE = 1
@@ -518,6 +523,16 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             len(plans),
             self._last_stats.storage_expansion,
         )
+        spans = [node.metadata[SENTENCE_SPAN_KEY] for node in all_nodes]
+        dispatcher.event(
+            parse_event(
+                TRACE_COMPONENT,
+                self.class_name(),
+                self._last_stats,
+                window_sizes=dict(sorted(Counter(last - first for first, last in spans).items())),
+                stops=dict(Counter(get_trace(node, TRACE_COMPONENT)["stop"] for node in all_nodes)),
+            )
+        )
         return all_nodes
 
     def _parse_nodes(
@@ -535,6 +550,7 @@ class AdaptiveSlidingWindowNodeParser(NodeParser):
             )
         return self._finish(plans, show_progress)
 
+    @dispatcher.span
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> list[BaseNode]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.layout import (
@@ -30,12 +31,14 @@ from llama_index_ext_advrag.postprocessor.pieces import (
     Member,
     Piece,
     dedupe_hits,
+    expansion_event,
     merge_pieces,
     piece_from_members,
     piece_to_node,
 )
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "consecutive_merge"
 DEFAULT_MAX_GAP = 2
@@ -157,6 +160,7 @@ class ConsecutiveMergePostprocessor(StoreBackedPostprocessor):
             output.append(
                 piece_to_node(piece, TRACE_COMPONENT, record, self.layout, self.separator)
             )
+        dispatcher.event(expansion_event(TRACE_COMPONENT, record, output))
         return output
 
     def _postprocess_nodes(
@@ -170,6 +174,7 @@ class ConsecutiveMergePostprocessor(StoreBackedPostprocessor):
         found = self._store.get_nodes(ids, False) if ids and self._store else {}
         return self._assemble(hits, locations, gaps, found)
 
+    @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:

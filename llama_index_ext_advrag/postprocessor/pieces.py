@@ -13,8 +13,9 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore
 
+from llama_index_ext_advrag.events import NeighbourExpansionEvent
 from llama_index_ext_advrag.layout import ANNOTATION_KEYS, CHAIN_PREFIX, Location, NodeLayout
-from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score, get_trace
 
 GAP_MARKER = " ... "
 
@@ -195,6 +196,19 @@ def dedupe_hits(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
     return list(seen.values())
 
 
+def expansion_event(
+    component: str, decision: dict[str, Any], results: Sequence[NodeWithScore]
+) -> NeighbourExpansionEvent:
+    """The instrumentation event of one expansion: ``decision`` (the record shared by every
+    returned node) and, per returned node, the rest of its trace (members, hits, span, role)."""
+    nodes = []
+    for result in results:
+        record = get_trace(result.node, component) or {}
+        own = {key: value for key, value in record.items() if key not in decision}
+        nodes.append({"node_id": result.node.node_id, **own})
+    return NeighbourExpansionEvent(component=component, decision=dict(decision), nodes=nodes)
+
+
 __all__ = [
     "GAP_MARKER",
     "Member",
@@ -202,6 +216,7 @@ __all__ = [
     "add_member",
     "char_span",
     "dedupe_hits",
+    "expansion_event",
     "join_texts",
     "merge_pieces",
     "ordered_members",

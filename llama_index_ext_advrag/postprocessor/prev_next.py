@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
@@ -37,6 +38,7 @@ from llama_index_ext_advrag.postprocessor.pieces import (
     Member,
     Piece,
     dedupe_hits,
+    expansion_event,
     merge_pieces,
     ordered_members,
     piece_from_members,
@@ -45,6 +47,7 @@ from llama_index_ext_advrag.postprocessor.pieces import (
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "prev_next"
 DEFAULT_NUM_NODES = 1
@@ -295,10 +298,14 @@ class PrevNextPostprocessor(StoreBackedPostprocessor):
         pieces = merge_pieces(expansion_pieces(hits, fetched, self.layout))
         record = {**decision, "num_nodes": self.num_nodes, "round_trips": fetched.round_trips}
         if not self.merge:
-            return unmerged_nodes(pieces, TRACE_COMPONENT, record)
-        return [
-            piece_to_node(p, TRACE_COMPONENT, record, self.layout, self.separator) for p in pieces
-        ]
+            results = unmerged_nodes(pieces, TRACE_COMPONENT, record)
+        else:
+            results = [
+                piece_to_node(p, TRACE_COMPONENT, record, self.layout, self.separator)
+                for p in pieces
+            ]
+        dispatcher.event(expansion_event(TRACE_COMPONENT, record, results))
+        return results
 
     # --- sync / async: only the I/O differs ----------------------------------------------------
 
@@ -319,6 +326,7 @@ class PrevNextPostprocessor(StoreBackedPostprocessor):
         fetched = self._store.fetch(self._requests(hits, decision))
         return self._assemble(hits, fetched, decision)
 
+    @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:

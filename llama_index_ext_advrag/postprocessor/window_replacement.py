@@ -16,13 +16,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag.events import WindowReplacementEvent
 from llama_index_ext_advrag.layout import DOCUMENT_ID_KEY, ORIGINAL_TEXT_KEY, WINDOW_KEY
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "window_replacement"
 DEFAULT_WINDOW_KEY = WINDOW_KEY
@@ -100,6 +103,7 @@ class WindowReplacementPostprocessor(BaseNodePostprocessor):
         triples = [self._triple(hit) for hit in nodes]
         kept, skipped = select_windows(triples, self.top_n, self.skip_covered)
         results = []
+        kept_records = []
         for index in kept:
             result = copy_node_with_score(nodes[index])
             result.node.set_content(triples[index][2])
@@ -107,8 +111,10 @@ class WindowReplacementPostprocessor(BaseNodePostprocessor):
             record: dict[str, Any] = {"rank": index, "skipped_as_covered": covered}
             add_trace(result.node, TRACE_COMPONENT, record)
             results.append(result)
+            kept_records.append({"node_id": result.node.node_id, **record})
         if skipped:
             logger.debug("skipped %d hits already inside a kept window", len(skipped))
+        dispatcher.event(WindowReplacementEvent(kept=kept_records))
         return results
 
 

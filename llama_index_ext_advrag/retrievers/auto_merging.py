@@ -25,10 +25,12 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
+from llama_index_ext_advrag.events import AutoMergingEvent
 from llama_index_ext_advrag.milvus import afetch_nodes, count_reconnects, fetch_nodes
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
 from llama_index_ext_advrag.retrievers._auto_merging_store import (
@@ -46,14 +48,45 @@ from llama_index_ext_advrag.retrievers._hierarchy import (
 )
 from llama_index_ext_advrag.retrievers._milvus_base import MilvusLayoutRetriever
 from llama_index_ext_advrag.text import count_tokens
-from llama_index_ext_advrag.trace import add_trace
+from llama_index_ext_advrag.trace import add_trace, get_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_COLLECTION_NAME = "advrag_auto_merging"
 DEFAULT_SIMILARITY_TOP_K = 12
 DEFAULT_MERGE_RATIO = 0.5
 TRACE_COMPONENT = "auto_merging"
+
+
+def merge_event(
+    session: MergeSession, results: Sequence[NodeWithScore], query: str
+) -> AutoMergingEvent:
+    """The instrumentation event of one retrieval: every merge made or skipped, what returned."""
+    merges: dict[str, dict[str, Any]] = {}
+    skipped: list[dict[str, Any]] = []
+    for entry in session.final_entries():
+        merges.update((m["parent_id"], m) for m in entry.merges)
+        skipped.extend(s for s in entry.skipped if s not in skipped)
+    returned = []
+    for result in results:
+        record = get_trace(result.node, TRACE_COMPONENT)
+        returned.append(
+            {
+                "node_id": result.node.node_id,
+                "merged": record["merged"],
+                "leaf_ids": record["leaf_ids"],
+                "level": record["level"],
+                "score": result.score,
+            }
+        )
+    return AutoMergingEvent(
+        query=query,
+        merges=sorted(merges.values(), key=lambda m: m["round"]),
+        skipped=skipped,
+        returned=returned,
+        rounds=session.rounds,
+    )
 
 
 class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever):
@@ -286,7 +319,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever):
             token_counter=count_tokens,
         )
 
-    def _finish(self, session: MergeSession) -> list[NodeWithScore]:
+    def _finish(self, session: MergeSession, query: str) -> list[NodeWithScore]:
         chunk_sizes = self._layout.get("chunk_sizes") or []
         reconnects = count_reconnects(self._vector_store, self._parent_store)
         results = []
@@ -312,6 +345,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever):
                 },
             )
             results.append(NodeWithScore(node=node, score=entry.score))
+        dispatcher.event(merge_event(session, results, query))
         return results
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -323,8 +357,9 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever):
         session = self._start_session(result)
         while (parent_ids := session.pending_parent_ids()) is not None:
             session.advance(fetch_nodes(self._parent_store, parent_ids) if parent_ids else {})
-        return self._finish(session)
+        return self._finish(session, query_bundle.query_str)
 
+    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         self._loop_binding.bind(self._vector_store, self._parent_store)
@@ -339,7 +374,7 @@ class HierarchicalAutoMergingRetriever(MilvusLayoutRetriever):
             session.advance(
                 await afetch_nodes(self._parent_store, parent_ids) if parent_ids else {}
             )
-        return self._finish(session)
+        return self._finish(session, query_bundle.query_str)
 
 
 # Deprecated: the settings of earlier versions' ``config`` attribute (now fields).

@@ -14,15 +14,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.configuration import aclose_all, close_all
+from llama_index_ext_advrag.events import TableRouteEvent
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.tables.workbooks import tables_named_in
-from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
+from llama_index_ext_advrag.trace import add_trace, copy_node_with_score, get_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TOPIC_POINTER_CHARS = 300
 DEFAULT_ROOT_WEIGHTS = (0.5, 1.0)  # dense, BM25 over pointer texts
@@ -167,15 +170,33 @@ class NamedPointerRetriever(BaseRetriever):
             add_trace(copy.node, NAMED_ROUTE_COMPONENT, {"decision": "search"})
         return copies
 
+    @staticmethod
+    def _report(query: str, results: list[NodeWithScore]) -> list[NodeWithScore]:
+        """Emit the route the results took (every result carries the same decision)."""
+        record = get_trace(results[0].node, NAMED_ROUTE_COMPONENT) if results else None
+        record = record or {"decision": "search"}
+        dispatcher.event(
+            TableRouteEvent(
+                query=query,
+                decision=record["decision"],
+                names=list(record.get("names", [])),
+                node_ids=[result.node.node_id for result in results],
+            )
+        )
+        return results
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         named = self._named(query_bundle.query_str)
-        return named if named is not None else self._searched(self.search.retrieve(query_bundle))
+        if named is None:
+            named = self._searched(self.search.retrieve(query_bundle))
+        return self._report(query_bundle.query_str, named)
 
+    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         named = self._named(query_bundle.query_str)
-        if named is not None:
-            return named
-        return self._searched(await self.search.aretrieve(query_bundle))
+        if named is None:
+            named = self._searched(await self.search.aretrieve(query_bundle))
+        return self._report(query_bundle.query_str, named)
 
     def close(self) -> None:
         """Close ``search`` when it can be closed (the recursive retriever closes its root)."""

@@ -31,10 +31,12 @@ from typing import Any, ClassVar
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
+from llama_index_ext_advrag.events import RecursiveHopEvent, RecursiveResultEvent
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers._config import (
     ConfiguredRetriever,
@@ -62,6 +64,7 @@ from llama_index_ext_advrag.tables.workbooks import (
 from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, get_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_MAX_DEPTH = 3
 DEFAULT_MAX_CONCURRENCY = 4
@@ -355,6 +358,14 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
             else:
                 kind, obj = self._resolve(node)
                 steps.append(Hop(result, target, kind, obj, (*path, target)))
+                dispatcher.event(
+                    RecursiveHopEvent(
+                        pointer_id=node.node_id,
+                        target_id=target,
+                        kind=kind.value,
+                        path=[*path, target],
+                    )
+                )
         return steps
 
     def _leaf(self, leaf: Leaf) -> NodeWithScore:
@@ -410,6 +421,14 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
             if node_id not in seen:
                 seen.add(node_id)
                 results.append(self._leaf(leaf))
+        dispatcher.event(
+            RecursiveResultEvent(
+                results=[
+                    {"node_id": r.node.node_id, **get_trace(r.node, TRACE_COMPONENT)}
+                    for r in results
+                ]
+            )
+        )
         return results
 
     # --- I/O -----------------------------------------------------------------------------------
@@ -444,6 +463,7 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
             steps = expanded
         return self._finish([step for step in steps if isinstance(step, Leaf)])
 
+    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         limit = asyncio.Semaphore(self.max_concurrency)

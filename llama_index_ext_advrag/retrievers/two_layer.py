@@ -25,11 +25,13 @@ from typing import Any, ClassVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
 from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.events import TwoLayerRouteEvent
 from llama_index_ext_advrag.milvus import aquery_nodes, count_reconnects, in_filter, query_nodes
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
@@ -56,6 +58,7 @@ from llama_index_ext_advrag.retrievers._units import (
 from llama_index_ext_advrag.trace import add_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_COLLECTION_NAME = "advrag_two_layer"
 DEFAULT_DETAIL_CHUNK_TOKENS = 256
@@ -277,13 +280,21 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever):
         return VectorStoreQuery(query_embedding=embedding, similarity_top_k=top_k)
 
     def _route(self, query: str, result: VectorStoreQueryResult) -> list[RouteHit]:
-        return rank_routes(
+        route = rank_routes(
             result.nodes or [],
             result.similarities or [],
             query,
             self.route_top_k,
             self.cue_weight,
         )
+        dispatcher.event(
+            TwoLayerRouteEvent(
+                query=query,
+                route=[hit.as_trace() for hit in route],
+                details_mode=self._mode().value,
+            )
+        )
+        return route
 
     def _details_request(self, route: list[RouteHit], embedding: list[float]) -> dict[str, Any]:
         expression = in_filter(KEY_FIELD, [hit.unit_key for hit in route])
@@ -335,6 +346,7 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever):
         nodes = query_nodes(self._details_store, request["expression"], request["limit"])
         return self._finish(route, nodes, [])
 
+    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         self._loop_binding.bind(self._summary_store, self._details_store)

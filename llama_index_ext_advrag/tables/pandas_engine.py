@@ -21,11 +21,13 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import Response
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import QueryBundle
 
 from llama_index_ext_advrag.configuration import Configured, PromptSetting
+from llama_index_ext_advrag.events import PandasQueryEvent
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.tables.pandas_check import refusal_reason
@@ -38,6 +40,7 @@ from llama_index_ext_advrag.tables.pandas_sandbox import (
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "pandas"
 DEFAULT_MAX_RETRIES = 1
@@ -314,10 +317,12 @@ class SafePandasQueryEngine(Configured, BaseQueryEngine):
 
     def _fallback(self, why: str, record: dict[str, Any], llm_output: str = "") -> Response:
         text = f"No answer was computed from table {self.name!r} ({why}).\n{self.description}"
+        record = {**record, "reason": why}
+        dispatcher.event(PandasQueryEvent(record=record))
         metadata = {
             "pandas_instruction_str": llm_output,
             "raw_pandas_output": "",
-            TRACE_KEY: {TRACE_COMPONENT: {**record, "reason": why}},
+            TRACE_KEY: {TRACE_COMPONENT: record},
         }
         return Response(response=text, metadata=metadata)
 
@@ -336,6 +341,7 @@ class SafePandasQueryEngine(Configured, BaseQueryEngine):
         }
         if last.answered and last.result is not None:
             record.update(outcome="answered", value=last.result.value)
+            dispatcher.event(PandasQueryEvent(record=record))
             metadata = {
                 "pandas_instruction_str": last.llm_output,
                 "raw_pandas_output": last.result.text,
