@@ -1,10 +1,12 @@
-"""Test doubles shared by the test suite: a scripted LLM and a deterministic fake embedding."""
+"""Test doubles shared by the test suite: a scripted LLM, a deterministic fake embedding, and
+collectors of instrumentation events and spans."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -15,8 +17,14 @@ from llama_index.core.base.llms.types import (
     LLMMetadata,
 )
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
+
+from llama_index_ext_advrag.events import AdvragEvent
 
 
 class ScriptedLLM(CustomLLM):
@@ -100,3 +108,36 @@ class HashEmbedding(BaseEmbedding):
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._vector(text)
+
+
+class EventCollector(BaseEventHandler):
+    """Keeps the pack's instrumentation events (attach it to the root dispatcher)."""
+
+    events: list[Any] = Field(default_factory=list)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "EventCollector"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        if isinstance(event, AdvragEvent):
+            self.events.append(event)
+
+
+@contextmanager
+def instrumented() -> Iterator[tuple[list[Any], SimpleSpanHandler]]:
+    """The pack's events and every span (``SimpleSpanHandler``) of the calls made inside."""
+    root = get_dispatcher()
+    events, spans = EventCollector(), SimpleSpanHandler()
+    root.add_event_handler(events)
+    root.add_span_handler(spans)
+    try:
+        yield events.events, spans
+    finally:
+        root.event_handlers.remove(events)
+        root.span_handlers.remove(spans)
+
+
+def span_names(spans: SimpleSpanHandler) -> list[str]:
+    """``Class.method`` of every completed span (span ids are ``Class.method-<uuid4>``)."""
+    return [span.id_.rsplit("-", 5)[0] for span in spans.completed_spans]

@@ -18,6 +18,14 @@ from llama_index_ext_advrag.text import check_text, check_texts
 logger = logging.getLogger(__name__)
 
 
+def _core(name: str) -> Any:
+    """Core's ``BaseEmbedding`` method without its instrumentation span: LlamaIndex's
+    ``DispatcherSpanMixin`` already spans the override below under the same name, so calling
+    ``super()`` would open a second, identical span per call."""
+    method = BaseEmbedding.__dict__[name]
+    return getattr(method, "__wrapped__", method)
+
+
 class CleanInputEmbedding(BaseEmbedding):
     """A ``BaseEmbedding`` whose public methods accept strings only and replace lone surrogates.
 
@@ -50,28 +58,28 @@ class CleanInputEmbedding(BaseEmbedding):
             )
 
     def get_query_embedding(self, query: str) -> Embedding:
-        return super().get_query_embedding(self._clean(query, "query"))
+        return _core("get_query_embedding")(self, self._clean(query, "query"))
 
     async def aget_query_embedding(self, query: str) -> Embedding:
-        return await super().aget_query_embedding(self._clean(query, "query"))
+        return await _core("aget_query_embedding")(self, self._clean(query, "query"))
 
     def get_text_embedding(self, text: str) -> Embedding:
-        return super().get_text_embedding(self._clean(text, "text"))
+        return _core("get_text_embedding")(self, self._clean(text, "text"))
 
     async def aget_text_embedding(self, text: str) -> Embedding:
-        return await super().aget_text_embedding(self._clean(text, "text"))
+        return await _core("aget_text_embedding")(self, self._clean(text, "text"))
 
     def get_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
-        return super().get_text_embedding_batch(self._clean_batch(texts), show_progress, **kwargs)
+        batch = self._clean_batch(texts)
+        return _core("get_text_embedding_batch")(self, batch, show_progress, **kwargs)
 
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
-        return await super().aget_text_embedding_batch(
-            self._clean_batch(texts), show_progress, **kwargs
-        )
+        batch = self._clean_batch(texts)
+        return await _core("aget_text_embedding_batch")(self, batch, show_progress, **kwargs)
 
 
 __all__ = ["CleanInputEmbedding"]

@@ -9,20 +9,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from advrag_testing import ScriptedLLM
+from advrag_testing import EventCollector, ScriptedLLM
 from llama_index.core import Document
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.bridge.pydantic import Field
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from llama_index_ext_advrag import TRACE_KEY
 from llama_index_ext_advrag.events import (
-    AdvragEvent,
     CRAGActionEvent,
     CRAGResultEvent,
     CRAGRoundEvent,
@@ -47,24 +44,10 @@ from llama_index_ext_advrag.retrievers import BM25Retriever, HybridFusionRetriev
 MODES = ["sync", "async"]
 
 
-class Collector(BaseEventHandler):
-    """Keeps the pack's events."""
-
-    events: list[Any] = Field(default_factory=list)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "Collector"
-
-    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        if isinstance(event, AdvragEvent):
-            self.events.append(event)
-
-
 @pytest.fixture
 def events() -> Iterator[list[Any]]:
     root = get_dispatcher()
-    handler = Collector()
+    handler = EventCollector()
     root.add_event_handler(handler)
     try:
         yield handler.events
