@@ -160,6 +160,12 @@ def add_compare_command(sub: Any) -> None:
         "--llm-model", default=None, help="the model name to ask --llm-url for (default: local)"
     )
     answers.add_argument(
+        "--llm-max-tokens",
+        type=int,
+        default=256,
+        help="tokens the --llm-url model may generate per call (default %(default)s)",
+    )
+    answers.add_argument(
         "--llm-timeout",
         type=float,
         default=None,
@@ -180,14 +186,16 @@ def add_compare_command(sub: Any) -> None:
     parser.set_defaults(handler=command_compare)
 
 
-def openai_like_llm(url: str, model: str | None, timeout: float) -> Any:
-    """An ``OpenAILike`` chat LLM for an OpenAI-compatible server at ``url``.
+def openai_like_llm(url: str, model: str | None, timeout: float, max_tokens: int = 256) -> Any:
+    """An ``OpenAILike`` chat LLM for an OpenAI-compatible server at ``url`` (temperature 0).
 
     Raises:
-        ValueError: ``url`` is not an http(s) URL.
+        ValueError: ``url`` is not an http(s) URL, or ``max_tokens`` < 1.
     """
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"--llm-url must start with http:// or https://, got {url!r}")
+    if max_tokens < 1:
+        raise ValueError(f"--llm-max-tokens must be >= 1, got {max_tokens}")
     from llama_index.llms.openai_like import OpenAILike
 
     return OpenAILike(
@@ -196,7 +204,7 @@ def openai_like_llm(url: str, model: str | None, timeout: float) -> Any:
         api_key=os.environ.get(LLM_KEY_ENV) or "not-needed",
         is_chat_model=True,
         temperature=0.0,
-        max_tokens=256,
+        max_tokens=max_tokens,
         timeout=timeout,
         max_retries=1,
     )
@@ -231,7 +239,11 @@ def command_compare(args: argparse.Namespace) -> int:
     if args.no_llm and (args.answers or args.llm_url):
         raise ValueError("--no-llm contradicts --answers / --llm-url: drop one")
     timeout = DEFAULT_LLM_TIMEOUT if args.llm_timeout is None else args.llm_timeout
-    llm = openai_like_llm(args.llm_url, args.llm_model, timeout) if args.llm_url else None
+    llm = (
+        openai_like_llm(args.llm_url, args.llm_model, timeout, args.llm_max_tokens)
+        if args.llm_url
+        else None
+    )
     started = time.perf_counter()
     options = CompareOptions(
         docs=args.docs,
