@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llama_index_ext_advrag.evaluation.answers import AnswerResult, AnswerSummary
+from llama_index_ext_advrag.evaluation.answers import AnswerResult
+from llama_index_ext_advrag.evaluation.compare import percentile
 from llama_index_ext_advrag.evaluation.paired import (
     DEFAULT_BOOTSTRAP_SEED,
     DEFAULT_CONFIDENCE,
@@ -25,6 +26,62 @@ from llama_index_ext_advrag.evaluation.paired import (
     count_changes,
     paired_bootstrap_intervals,
 )
+
+
+@dataclass(frozen=True)
+class AnswerSummary:
+    """One pipeline's answers (``None`` where nothing was measurable)."""
+
+    pipeline: str
+    k: int
+    questions: int
+    errors: int
+    judged: int  # answers whose every sentence was judged (or one judged unsupported)
+    hallucination_rate: float | None
+    fact_recall: float | None
+    token_f1: float | None
+    p50_latency_ms: float | None
+    mean_context_tokens: float | None
+    mean_answer_tokens: float | None
+    llm_calls: int
+    cached: int
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def summarize_answers(results: Sequence[AnswerResult]) -> list[AnswerSummary]:
+    """One summary per pipeline, in the order the pipelines first appear."""
+    groups: dict[str, list[AnswerResult]] = {}
+    for r in results:
+        groups.setdefault(r.pipeline, []).append(r)
+    out = []
+    for name, rows in groups.items():
+        ok = [r for r in rows if r.error is None]
+        judged = [float(r.hallucinated) for r in ok if r.hallucinated is not None]
+        recall = [float(r.fact_recall) for r in ok if r.fact_recall is not None]
+        f1 = [r.token_f1 for r in ok if r.token_f1 is not None]
+        latency = [r.latency_ms for r in ok if r.latency_ms is not None]
+        out.append(
+            AnswerSummary(
+                pipeline=name,
+                k=rows[0].k,
+                questions=len(rows),
+                errors=len(rows) - len(ok),
+                judged=len(judged),
+                hallucination_rate=_mean(judged),
+                fact_recall=_mean(recall),
+                token_f1=_mean(f1),
+                p50_latency_ms=percentile(latency, 50) if latency else None,
+                mean_context_tokens=_mean([r.context_tokens for r in ok]),
+                mean_answer_tokens=_mean([r.answer_tokens for r in ok]),
+                llm_calls=sum(r.llm_calls for r in rows),
+                cached=sum(r.cached for r in rows),
+            )
+        )
+    return out
+
 
 METRICS: dict[str, Callable[[AnswerResult], float | None]] = {
     "hallucination rate": lambda r: None if r.hallucinated is None else float(r.hallucinated),
@@ -151,6 +208,8 @@ def answer_notes(baseline: str, identity: dict, budget: float | None) -> str:
 
 __all__ = [
     "AnswerDifference",
+    "AnswerSummary",
+    "summarize_answers",
     "METRICS",
     "answer_differences",
     "answer_notes",

@@ -17,26 +17,15 @@ unjudged.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.instrumentation.events.llm import (
-    LLMChatEndEvent,
-    LLMChatStartEvent,
-    LLMCompletionEndEvent,
-    LLMCompletionStartEvent,
-)
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import QueryBundle
 from tqdm.auto import tqdm
 
 from llama_index_ext_advrag.evaluation.answer_cache import AnswerCache, cache_key, llm_identity
@@ -46,9 +35,10 @@ from llama_index_ext_advrag.evaluation.answer_metrics import (
     hallucinated,
     token_f1,
 )
-from llama_index_ext_advrag.evaluation.compare import context_text, percentile
+from llama_index_ext_advrag.evaluation.compare import context_text
 from llama_index_ext_advrag.evaluation.questions import Question
-from llama_index_ext_advrag.llm_calls import call_within
+from llama_index_ext_advrag.llm_calls import call_within, counting_llm_calls
+from llama_index_ext_advrag.plan import StepTimeoutError, arun_within
 from llama_index_ext_advrag.text import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -87,43 +77,6 @@ class AnswerResult:
     cached: bool  # the answer came from the cache
     llm_calls: int  # calls made in this run (0 when everything was cached)
     error: str | None = None
-
-
-class _LLMCallCounter(BaseEventHandler):
-    """Counts LLM calls seen by LlamaIndex's instrumentation: a chat or completion start that
-    is not inside another call in the same thread (an LLM whose ``chat`` calls its own
-    ``complete``, as ``CustomLLM`` does, counts once).
-
-    Instrumentation rather than a callback handler on the LLM: a query engine (the one inside
-    ``FaithfulnessEvaluator``) replaces its LLM's callback manager with the global one."""
-
-    calls: int = 0
-    open_calls: dict[int, int] = {}
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "AnswerLLMCallCounter"
-
-    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        thread = threading.get_ident()
-        if isinstance(event, (LLMCompletionStartEvent, LLMChatStartEvent)):
-            if not self.open_calls.get(thread):
-                self.calls += 1
-            self.open_calls[thread] = self.open_calls.get(thread, 0) + 1
-        elif isinstance(event, (LLMCompletionEndEvent, LLMChatEndEvent)):
-            self.open_calls[thread] = max(0, self.open_calls.get(thread, 0) - 1)
-
-
-@contextlib.contextmanager
-def counting_llm_calls() -> Iterator[_LLMCallCounter]:
-    """Count every LLM call made inside the block (in any thread), then stop counting."""
-    dispatcher = get_dispatcher()
-    counter = _LLMCallCounter()
-    dispatcher.add_event_handler(counter)
-    try:
-        yield counter
-    finally:
-        dispatcher.event_handlers.remove(counter)
 
 
 def choose_k(tokens_by_k: dict[int, float], budget: float) -> int:
@@ -197,6 +150,24 @@ class AnswerEvaluator:
         """The LLM, prompt and judge that the cache keys name (for the report)."""
         return {"llm": self._identity, "judge": self._judge_identity["evaluator"]}
 
+    # --- cache keys and records (shared by the sync and async paths) -------------------------
+
+    def _answer_key(self, pipeline_key: str, question: str, context: str) -> str:
+        return cache_key("answer", self._identity, _template_text(self.prompt), pipeline_key,
+                         question, context)  # fmt: skip
+
+    def _self_answer_key(self, pipeline_key: str, k: int, question: str) -> str:
+        return cache_key("self-answer", self._identity, pipeline_key, k, question)
+
+    def _support_key(self, sentence: str, context: str) -> str:
+        return cache_key("support", self._identity, self._judge_identity, sentence, context)
+
+    def _judged(self, key: str, result: Any) -> bool | None:
+        if result is None or result.passing is None:
+            return None
+        self.cache.put(key, {"supported": bool(result.passing)})
+        return bool(result.passing)
+
     # --- generation -----------------------------------------------------------------------
 
     def generate(self, pipeline_key: str, question: str, context: str) -> tuple[str, float, bool]:
@@ -205,8 +176,7 @@ class AnswerEvaluator:
         Raises:
             TimeoutError: the LLM took longer than ``timeout``; the LLM's own errors unchanged.
         """
-        key = cache_key("answer", self._identity, _template_text(self.prompt), pipeline_key,
-                        question, context)  # fmt: skip
+        key = self._answer_key(pipeline_key, question, context)
         hit = self.cache.get(key)
         if hit is not None:
             return str(hit["answer"]), float(hit["ms"]), True
@@ -220,11 +190,29 @@ class AnswerEvaluator:
         self.cache.put(key, {"answer": str(answer), "ms": ms})
         return str(answer), ms, False
 
+    async def agenerate(
+        self, pipeline_key: str, question: str, context: str
+    ) -> tuple[str, float, bool]:
+        """Async :meth:`generate`."""
+        key = self._answer_key(pipeline_key, question, context)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return str(hit["answer"]), float(hit["ms"]), True
+        started = time.perf_counter()
+        answer = await _abounded(
+            lambda: self.llm.apredict(self.prompt, context_str=context, query_str=question),
+            self.timeout,
+            "the answer LLM",
+        )
+        ms = (time.perf_counter() - started) * 1000
+        self.cache.put(key, {"answer": str(answer), "ms": ms})
+        return str(answer), ms, False
+
     def generate_with(
         self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
     ) -> tuple[str, str, float, bool]:
         """A pipeline that answers itself: ``(answer, context, ms, cached)``."""
-        key = cache_key("self-answer", self._identity, pipeline_key, k, bundle.query_str)
+        key = self._self_answer_key(pipeline_key, k, bundle.query_str)
         hit = self.cache.get(key)
         if hit is not None:
             return str(hit["answer"]), str(hit["context"]), float(hit["ms"]), True
@@ -237,12 +225,31 @@ class AnswerEvaluator:
         self.cache.put(key, {"answer": answer, "context": context, "ms": ms})
         return answer, context, ms, False
 
+    async def agenerate_with(
+        self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
+    ) -> tuple[str, str, float, bool]:
+        """Async :meth:`generate_with` (the pipeline's sync ``answer`` in a worker thread)."""
+        key = self._self_answer_key(pipeline_key, k, bundle.query_str)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return str(hit["answer"]), str(hit["context"]), float(hit["ms"]), True
+        started = time.perf_counter()
+        answer, nodes = await _abounded(
+            lambda: asyncio.to_thread(pipeline.answer, bundle, k),
+            self.timeout,
+            f"pipeline {pipeline.name}",
+        )
+        ms = (time.perf_counter() - started) * 1000
+        context = context_text(nodes)
+        self.cache.put(key, {"answer": answer, "context": context, "ms": ms})
+        return answer, context, ms, False
+
     # --- support judgements ---------------------------------------------------------------
 
     def supported(self, question: str, sentence: str, context: str) -> bool | None:
         """Whether the support evaluator passes ``sentence`` against ``context`` (``None``: it
         failed or timed out; not cached, so a re-run tries again)."""
-        key = cache_key("support", self._identity, self._judge_identity, sentence, context)
+        key = self._support_key(sentence, context)
         hit = self.cache.get(key)
         if hit is not None:
             return bool(hit["supported"])
@@ -257,10 +264,26 @@ class AnswerEvaluator:
         except Exception as exc:  # a judge that fails leaves the sentence unjudged, logged
             logger.warning("support judgement failed (%s): sentence left unjudged", exc)
             return None
-        if result.passing is None:
+        return self._judged(key, result)
+
+    async def asupported(self, question: str, sentence: str, context: str) -> bool | None:
+        """Async :meth:`supported`."""
+        key = self._support_key(sentence, context)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return bool(hit["supported"])
+        try:
+            result = await _abounded(
+                lambda: self.support_evaluator.aevaluate(
+                    query=question, response=sentence, contexts=[context]
+                ),
+                self.timeout,
+                "the support judge",
+            )
+        except Exception as exc:  # a judge that fails leaves the sentence unjudged, logged
+            logger.warning("support judgement failed (%s): sentence left unjudged", exc)
             return None
-        self.cache.put(key, {"supported": bool(result.passing)})
-        return bool(result.passing)
+        return self._judged(key, result)
 
     # --- one question ---------------------------------------------------------------------
 
@@ -274,59 +297,127 @@ class AnswerEvaluator:
     ) -> AnswerResult:
         """Retrieve (timed), answer and score ``question`` with ``pipeline`` at ``k``."""
         with counting_llm_calls() as counter:
-            return self._score(pipeline, question, bundle, k, pipeline_key, counter)
+            try:
+                if getattr(pipeline, "generates", False):
+                    answer, context, latency, cached = self.generate_with(
+                        pipeline, pipeline_key, bundle, k
+                    )
+                else:
+                    started = time.perf_counter()
+                    nodes = pipeline.retrieve(bundle, k)
+                    retrieval_ms = (time.perf_counter() - started) * 1000
+                    context = context_text(nodes)
+                    answer, ms, cached = self.generate(pipeline_key, question.question, context)
+                    latency = retrieval_ms + ms
+            except Exception as exc:  # recorded on the row and counted in the report
+                return _failed(pipeline.name, question, k, exc, counter.calls)
+            verdicts = [self.supported(question.question, s, context)
+                        for s in answer_sentences(answer)]  # fmt: skip
+            return _scored(pipeline.name, question, k, answer, context, verdicts, latency,
+                           cached, counter.calls)  # fmt: skip
 
-    def _score(
+    async def ascore(
         self,
         pipeline: Any,
         question: Question,
         bundle: QueryBundle,
         k: int,
         pipeline_key: str,
-        counter: _LLMCallCounter,
     ) -> AnswerResult:
-        try:
-            if getattr(pipeline, "generates", False):
-                answer, context, ms, cached = self.generate_with(pipeline, pipeline_key, bundle, k)
-                latency = ms
-            else:
-                started = time.perf_counter()
-                nodes: list[NodeWithScore] = pipeline.retrieve(bundle, k)
-                retrieval_ms = (time.perf_counter() - started) * 1000
-                context = context_text(nodes)
-                answer, ms, cached = self.generate(pipeline_key, question.question, context)
-                latency = retrieval_ms + ms
-        except Exception as exc:  # recorded on the row and counted in the report
-            logger.warning("pipeline %s, question %s: no answer (%s)", pipeline.name,
-                           question.id, exc)  # fmt: skip
-            return AnswerResult(pipeline.name, question.id, k, "", None, None, None, 0, 0, 0, 0,
-                                0, None, False, counter.calls,
-                                f"{type(exc).__name__}: {exc}")  # fmt: skip
-        sentences = answer_sentences(answer)
-        verdicts = [self.supported(question.question, s, context) for s in sentences]
-        return AnswerResult(
-            pipeline=pipeline.name,
-            question_id=question.id,
-            k=k,
-            answer=answer,
-            fact_recall=fact_recall(answer, question.answer_groups),
-            token_f1=token_f1(answer, question.answer_groups),
-            hallucinated=hallucinated(verdicts),
-            sentences=len(sentences),
-            unsupported=sum(v is False for v in verdicts),
-            unjudged=sum(v is None for v in verdicts),
-            context_tokens=count_tokens(context),
-            answer_tokens=count_tokens(answer),
-            latency_ms=latency,
-            cached=cached,
-            llm_calls=counter.calls,
-        )
+        """Async :meth:`score` (a sync retrieval runs in a worker thread)."""
+        with counting_llm_calls() as counter:
+            try:
+                if getattr(pipeline, "generates", False):
+                    answer, context, latency, cached = await self.agenerate_with(
+                        pipeline, pipeline_key, bundle, k
+                    )
+                else:
+                    started = time.perf_counter()
+                    nodes = await asyncio.to_thread(pipeline.retrieve, bundle, k)
+                    retrieval_ms = (time.perf_counter() - started) * 1000
+                    context = context_text(nodes)
+                    answer, ms, cached = await self.agenerate(
+                        pipeline_key, question.question, context
+                    )
+                    latency = retrieval_ms + ms
+            except Exception as exc:  # recorded on the row and counted in the report
+                return _failed(pipeline.name, question, k, exc, counter.calls)
+            verdicts = [await self.asupported(question.question, s, context)
+                        for s in answer_sentences(answer)]  # fmt: skip
+            return _scored(pipeline.name, question, k, answer, context, verdicts, latency,
+                           cached, counter.calls)  # fmt: skip
+
+
+async def _abounded(call: Any, timeout: float, what: str) -> Any:
+    """``await call()`` within ``timeout`` seconds, else ``TimeoutError`` (as the sync path)."""
+    try:
+        return await arun_within(call, timeout, what)
+    except StepTimeoutError as exc:
+        raise TimeoutError(str(exc)) from None
+
+
+def _failed(name: str, question: Question, k: int, exc: Exception, calls: int) -> AnswerResult:
+    logger.warning("pipeline %s, question %s: no answer (%s)", name, question.id, exc)
+    return AnswerResult(name, question.id, k, "", None, None, None, 0, 0, 0, 0, 0, None, False,
+                        calls, f"{type(exc).__name__}: {exc}")  # fmt: skip
+
+
+def _scored(
+    name: str,
+    question: Question,
+    k: int,
+    answer: str,
+    context: str,
+    verdicts: list[bool | None],
+    latency: float,
+    cached: bool,
+    calls: int,
+) -> AnswerResult:
+    return AnswerResult(
+        pipeline=name,
+        question_id=question.id,
+        k=k,
+        answer=answer,
+        fact_recall=fact_recall(answer, question.answer_groups),
+        token_f1=token_f1(answer, question.answer_groups),
+        hallucinated=hallucinated(verdicts),
+        sentences=len(verdicts),
+        unsupported=sum(v is False for v in verdicts),
+        unjudged=sum(v is None for v in verdicts),
+        context_tokens=count_tokens(context),
+        answer_tokens=count_tokens(answer),
+        latency_ms=latency,
+        cached=cached,
+        llm_calls=calls,
+    )
 
 
 def pipeline_key(pipeline: Any) -> str:
     """The pipeline's settings as a cache key part (its spec, or its class and name)."""
     spec = getattr(pipeline, "spec", None)
     return f"{type(pipeline).__name__}:{pipeline.name}:{spec!r}"
+
+
+async def aanswer_questions(
+    pipeline: Any,
+    questions: Sequence[Question],
+    bundles: Sequence[QueryBundle],
+    k: int,
+    evaluator: AnswerEvaluator,
+    show_progress: bool = True,
+) -> list[AnswerResult]:
+    """Async :func:`answer_questions`: one question at a time (each question's LLM calls are
+    counted on its own row, and a local model server answers one request at a time anyway)."""
+    key = pipeline_key(pipeline)
+    return [
+        await evaluator.ascore(pipeline, question, bundle, k, key)
+        for question, bundle in tqdm(
+            list(zip(questions, bundles, strict=True)),
+            desc=f"{pipeline.name} answers",
+            disable=not show_progress,
+            leave=False,
+        )
+    ]
 
 
 def answer_questions(
@@ -350,70 +441,14 @@ def answer_questions(
     ]
 
 
-@dataclass(frozen=True)
-class AnswerSummary:
-    """One pipeline's answers (``None`` where nothing was measurable)."""
-
-    pipeline: str
-    k: int
-    questions: int
-    errors: int
-    judged: int  # answers whose every sentence was judged (or one judged unsupported)
-    hallucination_rate: float | None
-    fact_recall: float | None
-    token_f1: float | None
-    p50_latency_ms: float | None
-    mean_context_tokens: float | None
-    mean_answer_tokens: float | None
-    llm_calls: int
-    cached: int
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if values else None
-
-
-def summarize_answers(results: Sequence[AnswerResult]) -> list[AnswerSummary]:
-    """One summary per pipeline, in the order the pipelines first appear."""
-    groups: dict[str, list[AnswerResult]] = {}
-    for r in results:
-        groups.setdefault(r.pipeline, []).append(r)
-    out = []
-    for name, rows in groups.items():
-        ok = [r for r in rows if r.error is None]
-        judged = [float(r.hallucinated) for r in ok if r.hallucinated is not None]
-        recall = [float(r.fact_recall) for r in ok if r.fact_recall is not None]
-        f1 = [r.token_f1 for r in ok if r.token_f1 is not None]
-        latency = [r.latency_ms for r in ok if r.latency_ms is not None]
-        out.append(
-            AnswerSummary(
-                pipeline=name,
-                k=rows[0].k,
-                questions=len(rows),
-                errors=len(rows) - len(ok),
-                judged=len(judged),
-                hallucination_rate=_mean(judged),
-                fact_recall=_mean(recall),
-                token_f1=_mean(f1),
-                p50_latency_ms=percentile(latency, 50) if latency else None,
-                mean_context_tokens=_mean([r.context_tokens for r in ok]),
-                mean_answer_tokens=_mean([r.answer_tokens for r in ok]),
-                llm_calls=sum(r.llm_calls for r in rows),
-                cached=sum(r.cached for r in rows),
-            )
-        )
-    return out
-
-
 __all__ = [
     "AnswerEvaluator",
+    "aanswer_questions",
     "AnswerResult",
-    "AnswerSummary",
     "DEFAULT_LLM_TIMEOUT",
     "NO_LLM_MESSAGE",
     "NoLLMError",
     "answer_questions",
     "choose_k",
     "pipeline_key",
-    "summarize_answers",
 ]

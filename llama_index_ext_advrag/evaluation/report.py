@@ -21,8 +21,9 @@ from llama_index_ext_advrag.evaluation.answer_report import (
     answer_notes,
     answer_rows,
     difference_rows,
+    summarize_answers,
 )
-from llama_index_ext_advrag.evaluation.answers import AnswerResult, summarize_answers
+from llama_index_ext_advrag.evaluation.answers import AnswerResult
 from llama_index_ext_advrag.evaluation.compare import QuestionResult, Summary
 from llama_index_ext_advrag.evaluation.decision import (
     VersusBaseline,

@@ -19,14 +19,13 @@ from llama_index_ext_advrag.evaluation.answer_metrics import (
     hallucinated,
     token_f1,
 )
-from llama_index_ext_advrag.evaluation.answer_report import answer_differences
+from llama_index_ext_advrag.evaluation.answer_report import answer_differences, summarize_answers
 from llama_index_ext_advrag.evaluation.answers import (
     AnswerEvaluator,
     AnswerResult,
     NoLLMError,
     answer_questions,
     choose_k,
-    summarize_answers,
 )
 from llama_index_ext_advrag.evaluation.paired import paired_bootstrap_intervals
 from llama_index_ext_advrag.evaluation.questions import Question
@@ -228,3 +227,44 @@ def test_no_llm_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
             AnswerEvaluator(llm, tmp_path)
     with pytest.raises(ValueError, match="timeout must be > 0 seconds, got 0"):
         AnswerEvaluator(ScriptedLLM(["x"]), tmp_path, timeout=0)
+
+
+def test_sync_and_async_give_the_same_results(tmp_path: Path) -> None:
+    import asyncio
+
+    from llama_index_ext_advrag.evaluation.answers import aanswer_questions
+
+    sync_llm, async_llm = ScriptedLLM(support_or_answer), ScriptedLLM(support_or_answer)
+    bundles = [QueryBundle(q.question) for q in QUESTIONS]
+    sync = answer_questions(FixedPipeline(), QUESTIONS, bundles, 3,
+                            AnswerEvaluator(sync_llm, tmp_path / "s"), False)  # fmt: skip
+    evaluator = AnswerEvaluator(async_llm, tmp_path / "a")
+    run = aanswer_questions(FixedPipeline(), QUESTIONS, bundles, 3, evaluator, False)
+    asynchronous = asyncio.run(run)
+
+    def comparable(r: AnswerResult) -> tuple:
+        return (r.answer, r.fact_recall, r.token_f1, r.hallucinated, r.unsupported, r.llm_calls)
+
+    assert [comparable(r) for r in asynchronous] == [comparable(r) for r in sync]
+    assert async_llm.prompts == sync_llm.prompts
+    cached = asyncio.run(aanswer_questions(FixedPipeline(), QUESTIONS, bundles, 3,
+                                           AnswerEvaluator(ScriptedLLM([]), tmp_path / "a"),
+                                           False))  # fmt: skip
+    assert all(r.cached and r.llm_calls == 0 for r in cached)
+
+
+def test_async_waits_are_bounded_too(tmp_path: Path) -> None:
+    import asyncio
+
+    class SlowLLM(ScriptedLLM):
+        async def acomplete(self, prompt: str, formatted: bool = False, **kwargs):
+            await asyncio.sleep(3)
+            return await super().acomplete(prompt, formatted, **kwargs)
+
+    evaluator = AnswerEvaluator(SlowLLM(support_or_answer), tmp_path / "c", timeout=0.3)
+    started = time.perf_counter()
+    result = asyncio.run(
+        evaluator.ascore(FixedPipeline(), QUESTIONS[0], QueryBundle("q"), 3, "key")
+    )
+    assert time.perf_counter() - started < 2.5
+    assert result.error is not None and result.error.startswith("TimeoutError")
