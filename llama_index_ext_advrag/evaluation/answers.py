@@ -140,7 +140,7 @@ class AnswerEvaluator:
         )
         self.cache = AnswerCache(cache_dir)
         self._identity = llm_identity(resolved)
-        prompts = getattr(self.support_evaluator, "get_prompts", dict)()
+        prompts: dict[str, Any] = getattr(self.support_evaluator, "get_prompts", dict)()
         self._judge_identity = {
             "evaluator": type(self.support_evaluator).__name__,
             "prompts": {name: _template_text(p) for name, p in sorted(prompts.items())},
