@@ -393,9 +393,11 @@ def _scored(
 
 
 def pipeline_key(pipeline: Any) -> str:
-    """The pipeline's settings as a cache key part (its spec, or its class and name)."""
+    """The pipeline's settings as a cache key part: class, name, spec and ``settings`` (what
+    else decides its answers, e.g. Self-RAG's judge)."""
     spec = getattr(pipeline, "spec", None)
-    return f"{type(pipeline).__name__}:{pipeline.name}:{spec!r}"
+    settings = getattr(pipeline, "settings", "")
+    return f"{type(pipeline).__name__}:{pipeline.name}:{spec!r}:{settings}"
 
 
 async def aanswer_questions(

@@ -80,6 +80,11 @@ class SelfRAGPipeline:
         self._base = base
         self._context = context
         self._engines: dict[int, Any] = {}
+        judge = type(context.judge).__name__ if context.judge is not None else "offline-routed"
+        # what the answer cache keys name besides the retrieval spec
+        self.settings = (
+            f"judge={judge}, joint, always retrieve, {SELF_RAG_MAX_RETRIEVALS} retrievals"
+        )
 
     def retrieve(self, query: QueryBundle, k: int) -> list[NodeWithScore]:
         return self._base.retrieve(query, k)
