@@ -11,6 +11,7 @@ from typing import Any
 
 URI_ENV = "ADVRAG_MILVUS_URI"
 TOKEN_ENV = "ADVRAG_MILVUS_TOKEN"
+LLM_KEY_ENV = "ADVRAG_LLM_API_KEY"
 
 
 def _ks(value: str) -> list[int]:
@@ -142,7 +143,71 @@ def add_compare_command(sub: Any) -> None:
     parser.add_argument("--max-questions", type=int, default=None, help="first N questions only")
     parser.add_argument("--seed", type=int, default=0, help="probe sampling seed")
     parser.add_argument("--list", action="store_true", help="list the registered pipelines")
+    answers = parser.add_argument_group("answers (--answers: generate and score answers)")
+    answers.add_argument(
+        "--answers",
+        action="store_true",
+        help="generate an answer from each pipeline's context and report hallucination rate, "
+        "fact recall, token F1, latency and tokens (needs an LLM: OPENAI_API_KEY or --llm-url)",
+    )
+    answers.add_argument(
+        "--llm-url",
+        default=None,
+        help="an OpenAI-compatible server (llama.cpp's: http://127.0.0.1:8080/v1) used as the "
+        f"LLM through OpenAILike; its key from ${LLM_KEY_ENV} (default none)",
+    )
+    answers.add_argument(
+        "--llm-model", default=None, help="the model name to ask --llm-url for (default: local)"
+    )
+    answers.add_argument(
+        "--llm-max-tokens",
+        type=int,
+        default=256,
+        help="tokens the --llm-url model may generate per call (default %(default)s)",
+    )
+    answers.add_argument(
+        "--llm-timeout",
+        type=float,
+        default=None,
+        help="seconds one LLM call of the answer evaluation may take (default 120)",
+    )
+    answers.add_argument(
+        "--answer-budget",
+        type=float,
+        default=None,
+        help="context tokens to answer at: each pipeline at its k closest to it (default: "
+        "the baseline's mean tokens at --k)",
+    )
+    answers.add_argument(
+        "--answer-cache",
+        default=None,
+        help="folder of the generation/judgement cache (default: STATE_DIR/answers)",
+    )
     parser.set_defaults(handler=command_compare)
+
+
+def openai_like_llm(url: str, model: str | None, timeout: float, max_tokens: int = 256) -> Any:
+    """An ``OpenAILike`` chat LLM for an OpenAI-compatible server at ``url`` (temperature 0).
+
+    Raises:
+        ValueError: ``url`` is not an http(s) URL, or ``max_tokens`` < 1.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--llm-url must start with http:// or https://, got {url!r}")
+    if max_tokens < 1:
+        raise ValueError(f"--llm-max-tokens must be >= 1, got {max_tokens}")
+    from llama_index.llms.openai_like import OpenAILike
+
+    return OpenAILike(
+        model=model or "local",
+        api_base=url,
+        api_key=os.environ.get(LLM_KEY_ENV) or "not-needed",
+        is_chat_model=True,
+        temperature=0.0,
+        max_tokens=max_tokens,
+        timeout=timeout,
+        max_retries=1,
+    )
 
 
 def list_pipelines() -> str:
@@ -151,6 +216,8 @@ def list_pipelines() -> str:
     lines = []
     for entry in registered_pipelines().values():
         flag = " (needs an LLM)" if entry.needs_llm else ""
+        flag += " (--answers only)" if entry.generates else ""
+        flag += " (by name only)" if entry.by_name_only else ""
         lines.append(f"{entry.name:16s} {entry.description}{flag}")
     return "\n".join(lines)
 
@@ -163,8 +230,20 @@ def command_compare(args: argparse.Namespace) -> int:
     if args.list:
         print(list_pipelines())
         return 0
+    from llama_index_ext_advrag.evaluation.answers import DEFAULT_LLM_TIMEOUT
+
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    if args.llm_model and not args.llm_url:
+        raise ValueError(f"--llm-model {args.llm_model!r} needs --llm-url (the server to ask)")
+    if args.no_llm and (args.answers or args.llm_url):
+        raise ValueError("--no-llm contradicts --answers / --llm-url: drop one")
+    timeout = DEFAULT_LLM_TIMEOUT if args.llm_timeout is None else args.llm_timeout
+    llm = (
+        openai_like_llm(args.llm_url, args.llm_model, timeout, args.llm_max_tokens)
+        if args.llm_url
+        else None
+    )
     started = time.perf_counter()
     options = CompareOptions(
         docs=args.docs,
@@ -188,6 +267,11 @@ def command_compare(args: argparse.Namespace) -> int:
         rebuild=args.rebuild,
         show_progress=not args.quiet,
         seed=args.seed,
+        llm=llm,
+        answers=args.answers,
+        answer_budget=args.answer_budget,
+        llm_timeout=timeout,
+        answer_cache=args.answer_cache,
     )
     run, files = run_compare(options)
     print(terminal_report(run))

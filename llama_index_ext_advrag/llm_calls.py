@@ -9,9 +9,20 @@ call that never returns is abandoned, not joined, so it cannot hold the interpre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+    LLMCompletionStartEvent,
+)
 from llama_index.core.llms import LLM
 
 from llama_index_ext_advrag.plan import StepTimeoutError, arun_within, run_within
@@ -56,4 +67,47 @@ async def acomplete_within(llm: LLM, prompt: str, timeout: float | None) -> Any:
         raise TimeoutError(str(exc)) from None
 
 
-__all__ = ["acomplete_within", "call_within", "complete_within"]
+class LLMCallCounter(BaseEventHandler):
+    """Counts LLM calls seen by LlamaIndex's instrumentation: a chat or completion start that
+    is not inside another call in the same thread (an LLM whose ``chat`` calls its own
+    ``complete``, as ``CustomLLM`` does, counts once).
+
+    Instrumentation rather than a callback handler on the LLM: a query engine (the one inside
+    ``FaithfulnessEvaluator``) replaces its LLM's callback manager with the global one."""
+
+    calls: int = 0
+    open_calls: dict[int, int] = {}
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AnswerLLMCallCounter"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        thread = threading.get_ident()
+        if isinstance(event, (LLMCompletionStartEvent, LLMChatStartEvent)):
+            if not self.open_calls.get(thread):
+                self.calls += 1
+            self.open_calls[thread] = self.open_calls.get(thread, 0) + 1
+        elif isinstance(event, (LLMCompletionEndEvent, LLMChatEndEvent)):
+            self.open_calls[thread] = max(0, self.open_calls.get(thread, 0) - 1)
+
+
+@contextlib.contextmanager
+def counting_llm_calls() -> Iterator[LLMCallCounter]:
+    """Count every LLM call made inside the block (in any thread), then stop counting."""
+    dispatcher = get_dispatcher()
+    counter = LLMCallCounter()
+    dispatcher.add_event_handler(counter)
+    try:
+        yield counter
+    finally:
+        dispatcher.event_handlers.remove(counter)
+
+
+__all__ = [
+    "LLMCallCounter",
+    "acomplete_within",
+    "call_within",
+    "complete_within",
+    "counting_llm_calls",
+]

@@ -138,6 +138,7 @@ def check_compare_options(options: Any) -> None:
     check_common(options)
     check_folder(options.out, "--out")
     check_pipeline_names(options.pipelines)
+    check_answer_options(options)
     questions = options.questions
     if questions is not None and not Path(questions).is_file():
         if Path(questions).exists():
@@ -145,7 +146,28 @@ def check_compare_options(options: Any) -> None:
         raise FileNotFoundError(f"questions file {str(questions)!r} does not exist")
 
 
+def check_answer_options(options: Any) -> None:
+    """The answer-level settings: a budget and a timeout > 0, a cache folder that can be made.
+
+    Raises:
+        ValueError: a bad value (named, with what is allowed).
+    """
+    budget = options.answer_budget
+    if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
+        raise ValueError(
+            f"--answer-budget must be a number of tokens > 0 (or left out), got {budget!r}"
+        )
+    timeout = options.llm_timeout
+    if not (isinstance(timeout, (int, float)) and 0 < timeout <= 3600):
+        raise ValueError(f"--llm-timeout must be seconds in (0, 3600], got {timeout!r}")
+    if options.answers and options.answer_cache is not None:
+        check_folder(options.answer_cache, "--answer-cache")
+    if not options.answers and budget is not None:
+        raise ValueError("--answer-budget is a setting of --answers: add --answers or drop it")
+
+
 __all__ = [
+    "check_answer_options",
     "check_common",
     "check_compare_options",
     "check_document_paths",

@@ -59,6 +59,7 @@ class BuildContext:
     llm: Any = None
     english_only_embedding: bool = True
     doc_type: str = "general"
+    judge: Any = None  # the relevance judge of judge rerank, CRAG, Self-RAG (None: offline)
 
     @property
     def embed_model(self) -> Any:
@@ -346,6 +347,22 @@ def _postprocessor(
     if name == "ConsecutiveMergePostprocessor":
         extra = {"vector_store": store} if params.get("fill_gaps") else {}
         return lambda k: pack.ConsecutiveMergePostprocessor(**extra, **params)
+    if name in ("JudgeRerankPostprocessor", "CRAGPostprocessor"):
+        from llama_index_ext_advrag.evaluation.judged import relevance_judge
+
+        judge = relevance_judge(context)
+        if name == "JudgeRerankPostprocessor":  # default: reorder every candidate fetched
+            return lambda k: pack.JudgeRerankPostprocessor(
+                judge=judge, **{"top_n": k * spec.fetch_multiplier, **params}
+            )
+        corrective = (
+            context.store.bm25(built, make_parser(spec, context)) if built is not None else None
+        )
+        return lambda k: pack.CRAGPostprocessor(
+            judge=judge,
+            corrective_retriever=corrective,
+            **params,  # offline: no LLM rewrite
+        )
     allowed = ", ".join(POSTPROCESSORS)
     raise SpecError(f"pipeline {spec.name!r}: unknown postprocessor {name!r}; allowed {allowed}")
 
@@ -356,6 +373,8 @@ POSTPROCESSORS = (
     "PrevNextPostprocessor",
     "DriftAwareWindowPostprocessor",
     "ConsecutiveMergePostprocessor",
+    "JudgeRerankPostprocessor",
+    "CRAGPostprocessor",
 )
 
 

@@ -17,6 +17,15 @@ docs/ recommends:
 | hybrid | as article | dense + jieba BM25, z-score fusion, dense muted on CJK text | WindowReplacementPostprocessor |
 | prev-next | sentences (window 1) + UnitAnnotator | dense | PrevNextPostprocessor(±2) |
 | drift-window | sentences (window 1) + UnitAnnotator | dense | DriftAwareWindowPostprocessor |
+
+Run only when named (they grade passages with a relevance judge, see
+:mod:`~llama_index_ext_advrag.evaluation.judged`):
+
+| name | pipeline |
+|---|---|
+| hybrid-rerank | hybrid, 4k candidates reordered by JudgeRerankPostprocessor, then window replacement |
+| crag | hybrid windows + CRAGPostprocessor (offline: keyword rewrites, BM25 corrective retrieval) |
+| self-rag | SelfRAGQueryEngine over hybrid's retrieval at k (generates: answers only) |
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ class RegisteredPipeline:
     build: Callable[[BuildContext], RetrievalPipeline]
     description: str
     needs_llm: bool = False
+    generates: bool = False  # answers itself: runs only in an answer-level comparison
+    by_name_only: bool = False  # left out of the default set (slow); run when named
 
 
 _REGISTRY: dict[str, RegisteredPipeline] = {}
@@ -57,8 +68,14 @@ def register_pipeline(
     description: str = "",
     needs_llm: bool = False,
     replace: bool = False,
+    generates: bool = False,
+    by_name_only: bool = False,
 ) -> None:
     """Add a pipeline under ``name`` (a spec, or a function of the build context).
+
+    ``generates``: the pipeline answers itself (an ``answer(query, k)`` method returning the
+    answer and its passages) and runs only with answers evaluated. ``by_name_only``: run only
+    when named, not in the default set.
 
     Raises:
         ValueError: ``name`` is taken (unless ``replace``).
@@ -72,9 +89,10 @@ def register_pipeline(
         def build_spec(context: BuildContext) -> RetrievalPipeline:
             return compose(spec, context)
 
-        _REGISTRY[name] = RegisteredPipeline(name, build_spec, description, needs_llm)
-    else:
-        _REGISTRY[name] = RegisteredPipeline(name, build, description, needs_llm)
+        build = build_spec
+    _REGISTRY[name] = RegisteredPipeline(
+        name, build, description, needs_llm, generates, by_name_only
+    )
 
 
 def registered_pipelines() -> dict[str, RegisteredPipeline]:
@@ -91,7 +109,7 @@ def get_pipeline(name: str) -> RegisteredPipeline:
 
 def offline_pipeline_names() -> list[str]:
     """The registered pipelines that need no LLM, in registration order."""
-    return [p.name for p in _REGISTRY.values() if not p.needs_llm]
+    return [p.name for p in _REGISTRY.values() if not p.needs_llm and not p.generates]
 
 
 def _c(type_: str, **params: Any) -> Component:
@@ -130,6 +148,39 @@ BUILTIN_SPECS = (
 
 for _spec in BUILTIN_SPECS:
     register_pipeline(_spec.name, _spec)
+
+HYBRID = next(spec for spec in BUILTIN_SPECS if spec.name == "hybrid")
+JUDGED_SPECS = (
+    PipelineSpec("hybrid-rerank", _c("hybrid"), ARTICLE,
+                 (_c("JudgeRerankPostprocessor"), _c("WindowReplacementPostprocessor")),
+                 fetch_multiplier=4,
+                 description="hybrid, its 4k candidates reranked by the offline language-routed "
+                             "judge before window replacement"),
+    PipelineSpec("crag", _c("hybrid"), ARTICLE,
+                 (_c("WindowReplacementPostprocessor"), _c("CRAGPostprocessor")),
+                 fetch_multiplier=4,
+                 description="hybrid windows graded by CRAG (offline language-routed judge, BM25 "
+                             "corrective retrieval of keyword rewrites, strip refinement)"),
+)  # fmt: skip
+for _spec in JUDGED_SPECS:
+    register_pipeline(_spec.name, _spec, by_name_only=True)
+
+
+def _build_self_rag(context: BuildContext) -> RetrievalPipeline:
+    from llama_index_ext_advrag.evaluation.judged import SelfRAGPipeline
+
+    return SelfRAGPipeline("self-rag", compose(HYBRID, context), context)
+
+
+register_pipeline(
+    "self-rag",
+    _build_self_rag,
+    description="Self-RAG (joint generation, ISREL by the offline judge, up to 2 retrievals) "
+    "over hybrid windows; answers itself, so only with --answers",
+    needs_llm=True,
+    generates=True,
+    by_name_only=True,
+)
 
 
 # --- spec files -----------------------------------------------------------------------------

@@ -16,6 +16,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llama_index_ext_advrag.evaluation.answer_report import (
+    answer_differences,
+    answer_notes,
+    answer_rows,
+    difference_rows,
+    summarize_answers,
+)
+from llama_index_ext_advrag.evaluation.answers import AnswerResult
 from llama_index_ext_advrag.evaluation.compare import QuestionResult, Summary
 from llama_index_ext_advrag.evaluation.decision import (
     VersusBaseline,
@@ -53,6 +61,9 @@ class CompareRun:
     embedding: dict[str, Any] = field(default_factory=dict)  # the embedding model decision
     resamples: int = DEFAULT_RESAMPLES  # of the paired bootstrap behind the recommendation
     bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED
+    answers: list[AnswerResult] = field(default_factory=list)  # with answers evaluated
+    answer_budget: float | None = None  # the context tokens the answers were read at
+    answer_identity: dict[str, Any] = field(default_factory=dict)  # LLM and support judge
 
     @property
     def metric(self) -> str:
@@ -189,6 +200,22 @@ def paired_table(run: CompareRun, markdown: bool = False) -> str:
     return _table(headers, rows, markdown)
 
 
+def answer_tables(run: CompareRun, markdown: bool = False) -> str:
+    """The answer table and the paired differences against the baseline ('' without answers)."""
+    if not run.answers:
+        return ""
+    headers, rows = answer_rows(summarize_answers(run.answers))
+    differences = answer_differences(
+        run.answers, run.baseline, resamples=run.resamples, seed=run.bootstrap_seed
+    )
+    parts = [_table(headers, rows, markdown)]
+    if differences:
+        headers, rows = difference_rows(differences, run.baseline)
+        parts += [f"Against {run.baseline}, paired per question:", _table(headers, rows, markdown)]
+    parts.append(answer_notes(run.baseline, run.answer_identity, run.answer_budget))
+    return "\n\n".join(parts)
+
+
 def ingest_table(run: CompareRun, markdown: bool = False) -> str:
     headers = ["index", "nodes", "seconds", "texts embedded", "reused"]
     rows = [
@@ -219,6 +246,8 @@ def terminal_report(run: CompareRun) -> str:
         "",
         recommendation(run).replace("**", ""),
     ]
+    if run.answers:
+        parts += ["", "Answers (generated from each pipeline's context):", answer_tables(run)]
     if run.skipped:
         parts += ["", describe_skipped(run.skipped)]
     return "\n".join(parts)
@@ -313,6 +342,7 @@ def markdown_report(run: CompareRun, charts: Sequence[Path]) -> str:
         "Difference: the mean over the paired questions of (pipeline - baseline) per question "
         "at the budget; better/worse/same: how many questions the pipeline scored higher, "
         "lower or the same there.",
+        *(["## Answers", answer_tables(run, markdown=True)] if run.answers else []),
         f"## Pipelines at k={run.main_k}",
         main_table(run, markdown=True),
         "Coverage: every gold answer part inside the context handed to the LLM (normalised). "
@@ -378,6 +408,16 @@ def json_report(run: CompareRun) -> dict[str, Any]:
             "skipped_questions": [asdict(s) for s in run.skipped],
             "summaries": [asdict(s) for s in run.summaries],
             "recommendation": recommendation(run),
+            "answer_budget": run.answer_budget,
+            "answer_summaries": [asdict(s) for s in summarize_answers(run.answers)],
+            "answer_differences": [
+                asdict(d)
+                for d in answer_differences(
+                    run.answers, run.baseline, resamples=run.resamples, seed=run.bootstrap_seed
+                )
+            ]
+            if run.answers
+            else [],
         }
     )
 
@@ -395,6 +435,12 @@ def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
     text = json.dumps(json_report(run), ensure_ascii=False, indent=1, default=str, allow_nan=False)
     data.write_text(text + "\n", encoding="utf-8")
     files = {"report": report, "json": data, "results": results, "frontier": frontier}
+    if run.answers:
+        files["answers"] = out / "answers.csv"
+        with files["answers"].open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(AnswerResult.__dataclass_fields__))
+            writer.writeheader()
+            writer.writerows(asdict(a) for a in run.answers)
     files.update({p.stem: p for p in charts})
     return files
 

@@ -15,6 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_ext_advrag.embeddings import is_english_only
+from llama_index_ext_advrag.evaluation.answers import (
+    DEFAULT_LLM_TIMEOUT,
+    NO_LLM_MESSAGE,
+    AnswerEvaluator,
+    AnswerResult,
+    NoLLMError,
+    answer_questions,
+    choose_k,
+)
 from llama_index_ext_advrag.evaluation.arguments import check_compare_options
 from llama_index_ext_advrag.evaluation.compare import (
     DEFAULT_KS,
@@ -73,6 +82,12 @@ class CompareOptions:
     show_progress: bool = True
     seed: int = 0
     extra_settings: dict[str, Any] = field(default_factory=dict)
+    answers: bool = False  # generate and score answers (needs an LLM)
+    answer_budget: float | None = None  # context tokens; None: the baseline's at k
+    llm_timeout: float = DEFAULT_LLM_TIMEOUT  # seconds per LLM call of the answer evaluation
+    answer_cache: str | None = None  # default: <state_dir>/answers
+    support_evaluator: Any = None  # a LlamaIndex BaseEvaluator; None: FaithfulnessEvaluator
+    judge: Any = None  # relevance judge of hybrid-rerank, crag, self-rag; None: offline routed
 
 
 def guess_doc_type(documents: Sequence[Any]) -> str:
@@ -113,20 +128,32 @@ def embed_model_label(embed_model: Any) -> str:
 
 
 def select_pipelines(
-    names: Sequence[str] | None, spec: str | None, llm: Any
+    names: Sequence[str] | None, spec: str | None, llm: Any, answers: bool = False
 ) -> list[RegisteredPipeline]:
     """The pipelines to run: a spec file, the named ones, or every registered one that can run
-    (those needing an LLM only when there is one).
+    (those needing an LLM only when there is one; those registered ``by_name_only`` only when
+    named; those that generate their answer only with ``answers``).
 
     Raises:
-        SpecError: an unknown name, or a pipeline that needs an LLM when there is none.
+        SpecError: an unknown name, a pipeline that needs an LLM when there is none, or one
+            that generates its answer without ``answers``.
     """
     if spec:
         chosen = load_spec(spec)
     elif names:
         chosen = [get_pipeline(n) for n in names]
     else:
-        chosen = [p for p in registered_pipelines().values() if llm is not None or not p.needs_llm]
+        chosen = [
+            p
+            for p in registered_pipelines().values()
+            if (llm is not None or not p.needs_llm) and not p.by_name_only and not p.generates
+        ]
+    generating = [p.name for p in chosen if p.generates]
+    if generating and not answers:
+        raise SpecError(
+            f"pipeline(s) {generating} generate their own answer: run them with --answers "
+            "(answers=True), or leave them out"
+        )
     missing = [p.name for p in chosen if p.needs_llm and llm is None]
     if missing:
         raise SpecError(
@@ -221,7 +248,21 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
 
     reconnects_before = process_reconnects()
     llm = prepare_llm(options)
-    chosen = select_pipelines(options.pipelines, options.spec, llm)
+    if options.answers and llm is None:
+        raise NoLLMError(NO_LLM_MESSAGE)
+    chosen = select_pipelines(options.pipelines, options.spec, llm, answers=options.answers)
+    if options.answers:  # the baseline first: its tokens at k set the answers' budget
+        chosen.sort(key=lambda entry: entry.name != "baseline")
+    evaluator = (
+        AnswerEvaluator(
+            llm,
+            options.answer_cache or Path(options.state_dir) / "answers",
+            timeout=options.llm_timeout,
+            support_evaluator=options.support_evaluator,
+        )
+        if options.answers
+        else None
+    )
     labelled = (
         read_questions(options.questions, options.questions_format, options.qrels)
         if options.questions
@@ -232,6 +273,7 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
     embed_model = decision.model
     questions, source = load_evaluation_questions(options, documents, llm, labelled)
     context = build_context(options, documents, embed_model, llm)
+    context.judge = options.judge
     context.store.warm_up()
     context.store.start_heartbeat()
     try:
@@ -246,6 +288,7 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
             llm=llm,
             reconnects_before=reconnects_before,
             skipped=labelled.skipped if labelled is not None else [],
+            evaluator=evaluator,
         )
     finally:
         context.store.close()
@@ -263,19 +306,22 @@ def _evaluate(
     llm: Any,
     reconnects_before: int = 0,
     skipped: Sequence[SkippedQuestion] = (),
+    evaluator: AnswerEvaluator | None = None,
 ) -> tuple[CompareRun, dict[str, Path]]:
     from llama_index_ext_advrag.milvus import process_reconnects
 
     counter = attach_counter(llm)
     bundles = embed_questions(questions, context.embed_model, options.show_progress)
     results: list[QuestionResult] = []
+    answers: list[AnswerResult] = []
+    budget = options.answer_budget
     indexes: dict[str, list[str]] = {}
     for entry in chosen:
         context.store.used.clear()
         logger.info("building pipeline %s", entry.name)
         pipeline = entry.build(context)
         indexes[entry.name] = list(dict.fromkeys(context.store.used))
-        results += run_questions(
+        ran = run_questions(
             pipeline,
             questions,
             bundles,
@@ -284,6 +330,15 @@ def _evaluate(
             counter=counter,
             show_progress=options.show_progress,
         )
+        results += ran
+        if evaluator is not None:
+            tokens = {s.k: s.mean_tokens for s in summarize_all(ran)}
+            if budget is None:  # the first pipeline (the baseline when it runs) sets it
+                budget = tokens[options.k]
+            k = choose_k(tokens, budget)
+            answers += answer_questions(
+                pipeline, questions, bundles, k, evaluator, options.show_progress
+            )
         if hasattr(pipeline, "close"):
             pipeline.close()
         del pipeline
@@ -306,6 +361,15 @@ def _evaluate(
         "k (frontier)": sorted(set(options.ks) | {options.k}),
         "adaptive-window preset": context.doc_type,
         "Milvus reconnects": process_reconnects() - reconnects_before,
+        **(
+            {
+                "answers": f"LLM {evaluator.identity()['llm']}, support judge "
+                f"{evaluator.identity()['judge']}, timeout {evaluator.timeout:g} s per "
+                f"call, cache {evaluator.cache.hits} hits / {evaluator.cache.misses} misses"
+            }
+            if evaluator is not None
+            else {}
+        ),
         **options.extra_settings,
         "pipeline_indexes": indexes,
     }
@@ -324,6 +388,9 @@ def _evaluate(
         by_type=by_type if len(types) > 1 else [],
         skipped=list(skipped),
         embedding=decision.as_dict(),
+        answers=answers,
+        answer_budget=budget if evaluator is not None else None,
+        answer_identity=evaluator.identity() if evaluator is not None else {},
     )
     files = write_report(run, options.out)
     return run, files
