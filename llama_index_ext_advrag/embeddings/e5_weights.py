@@ -90,7 +90,7 @@ class E5Tokenizer:
     ) -> None:
         self.bos, self.eos, self.pad, self.unk = specials
         self._scores = [float(score) for score in scores]
-        self._ids = {}
+        self._ids: dict[str, int] = {}
         for index, piece in enumerate(pieces):
             if piece and index != self.unk:
                 self._ids.setdefault(piece, index)
