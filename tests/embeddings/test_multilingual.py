@@ -37,7 +37,7 @@ def _graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 def test_defaults_and_invalid_arguments() -> None:
     model = MultilingualE5Embedding()
-    assert (model.backend, model.max_batch_tokens, model.cache_dir) == ("onnx", 2048, None)
+    assert (model.backend, model.max_batch_tokens, model.cache_dir) == ("onnx", 512, None)
     with pytest.raises(ValueError, match="backend"):
         MultilingualE5Embedding(backend="torch")
     with pytest.raises(ValueError, match="max_batch_tokens"):
