@@ -71,6 +71,7 @@ from common import (  # noqa: E402
     cached_minilm_embedding,
     cmrc_path,
     covidqa_path,
+    interleaved_rates,
     load_squad,
     write_results,
 )
@@ -443,14 +444,7 @@ def run_bge_throughput(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     for run in runners.values():
         run(texts[:8])  # load the weights, warm the caches
     load_before = os.getloadavg()
-    rates: dict[str, list[float]] = {name: [] for name in runners}
-    for round_index in range(args.rounds):
-        order = list(runners) if round_index % 2 == 0 else list(reversed(runners))
-        for name in order:
-            started = time.perf_counter()
-            runners[name](texts)
-            rates[name].append(len(texts) / (time.perf_counter() - started))
-            logger.info("round %d %s: %.2f chunks/s", round_index, name, rates[name][-1])
+    rates = interleaved_rates(runners, texts, args.rounds, "chunks")
     load_after = os.getloadavg()
     rows = []
     for name, values in rates.items():

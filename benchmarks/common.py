@@ -8,8 +8,11 @@ Every benchmark runs a LlamaIndex-core baseline in the same process and prints r
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,3 +136,21 @@ def write_results(name: str, text: str, data: Any) -> Path:
     text_json = json.dumps(portable(data), indent=2, ensure_ascii=False)
     path.write_text(text_json + "\n", encoding="utf-8")
     return path
+
+
+def interleaved_rates(
+    runners: dict[str, Callable[[list[str]], Any]], texts: list[str], rounds: int, unit: str
+) -> dict[str, list[float]]:
+    """Texts/s of each runner over ``texts``, run in interleaved rounds (A/B/A/B, the order
+    reversed every other round) so that load changes hit every runner alike."""
+    rates: dict[str, list[float]] = {name: [] for name in runners}
+    for round_index in range(rounds):
+        order = list(runners) if round_index % 2 == 0 else list(reversed(runners))
+        for name in order:
+            started = time.perf_counter()
+            runners[name](texts)
+            rates[name].append(len(texts) / (time.perf_counter() - started))
+            logging.getLogger("benchmarks").info(
+                "round %d %s: %.2f %s/s", round_index, name, rates[name][-1], unit
+            )
+    return rates

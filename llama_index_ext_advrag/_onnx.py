@@ -64,12 +64,12 @@ def model_files(model_path: str | Path, tokenizer_path: str | Path | None) -> tu
 
 
 def onnx_session(
-    model_file: Path,
+    model_file: Path | bytes,
     num_threads: int | None = None,
     graph_optimization: str = "all",
     hint: str = "",
 ) -> Any:
-    """An onnxruntime CPU session over ``model_file``.
+    """An onnxruntime CPU session over ``model_file`` (a path, or a serialised model).
 
     Args:
         num_threads: intra-op threads (``None``: onnxruntime's default, every physical core);
@@ -97,9 +97,8 @@ def onnx_session(
     if num_threads:
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(
-        str(model_file), options, providers=["CPUExecutionProvider"]
-    )
+    model = model_file if isinstance(model_file, bytes) else str(model_file)
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def load_tokenizer(token_file: Path, max_length: int, hint: str = "") -> Any:

