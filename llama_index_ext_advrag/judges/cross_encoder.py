@@ -131,6 +131,9 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
         batch_size: pairs per model call.
         num_threads: onnxruntime intra-op threads (``None``: onnxruntime's default).
         max_cjk_share: a pair whose query or text has a larger CJK share gets an unknown grade.
+        default_upper, default_lower: CRAG's thresholds for these scores (default: measured
+            for the packaged model with its default calibration; refit them with
+            ``calibrate_judge_thresholds`` for another model or calibration).
 
     Raises:
         FileNotFoundError / ImportError: on first use, when the model or the extra is missing.
@@ -149,6 +152,8 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
     num_threads: int | None = Field(default=None, ge=1)
     max_cjk_share: float = Field(default=DEFAULT_MAX_CJK_SHARE, ge=0.0, le=1.0)
+    default_upper: float = Field(default=MS_MARCO_MINILM_CRAG_THRESHOLDS[0], ge=0.0, le=1.0)
+    default_lower: float = Field(default=MS_MARCO_MINILM_CRAG_THRESHOLDS[1], ge=0.0, le=1.0)
 
     _scorer: PairScorer | None = PrivateAttr(default=None)
 
