@@ -313,7 +313,10 @@ def evaluate(
     }
 
 
-def variants(router: LanguageRoutedJudge, language: str) -> dict[str, CRAGPostprocessor | None]:
+def variants(router: LanguageRoutedJudge, name: str) -> dict[str, CRAGPostprocessor | None]:
+    """The rows of a set; refinement (strips graded one by one) on COVID-QA's evaluation
+    papers only, to bound the run's time."""
+    language = set_language(name)
     old_upper, old_lower = OLD_DEFAULTS[language]
     rows: dict[str, CRAGPostprocessor | None] = {
         "none (all 5)": None,
@@ -328,7 +331,7 @@ def variants(router: LanguageRoutedJudge, language: str) -> dict[str, CRAGPostpr
         ),  # fmt: skip
         "new defaults": CRAGPostprocessor(judge=router, refine=False, max_rounds=0),
     }
-    if language == "en":
+    if name == "covid_eval":
         rows["new defaults + refinement"] = CRAGPostprocessor(judge=router, max_rounds=0)
     return rows
 
@@ -406,20 +409,18 @@ def main() -> None:
         judges[language].default_upper, judges[language].default_lower = upper, lower
     router = LanguageRoutedJudge({"en": judges["en"], "zh": judges["zh"]})
     results["quality"] = {name: ranking_quality(sets[name], rows[name]) for name in sets}
-    tables: dict[str, Any] = {}
-    for name, items in sets.items():
-        language = set_language(name)
-        tables[name] = {
-            label: {str(r): evaluate(items, r, post, args.seed) for r in NOISE_RATIOS}
-            for label, post in variants(router, language).items()
-        }
-        logger.info("%s done", name)
-    results["tables"] = tables
     if args.speed:
         results["speed"] = measure_speed(sets, judges)
-    text = format_results(results)
-    print(text)
-    write_results(f"bench_{args.name}", text, results)
+    results["tables"] = {}
+    # COVID-QA's evaluation papers last: its refinement row grades strips, the slow part
+    for name in sorted(sets, key=lambda n: n == "covid_eval"):
+        results["tables"][name] = {
+            label: {str(r): evaluate(sets[name], r, post, args.seed) for r in NOISE_RATIOS}
+            for label, post in variants(router, name).items()
+        }
+        logger.info("%s done", name)
+        write_results(f"bench_{args.name}", format_results(results), results)
+    print(format_results(results))
 
 
 def format_results(results: dict[str, Any]) -> str:
