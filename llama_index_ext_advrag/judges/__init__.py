@@ -8,6 +8,11 @@ Every judge implements :class:`BaseRelevanceJudge`: ``judge(query, texts) -> lis
 - :class:`EmbeddingRelevanceJudge`: a calibrated cosine under any embedding model.
 - :class:`LLMRelevanceJudge`: a prompted LLM, yes/no log-probabilities when available.
 - :class:`LanguageRoutedJudge`: one judge per language, by CJK share.
+- :func:`offline_judge`: the cross-encoder for English, :func:`multilingual_e5_judge` for
+  Chinese, routed: CRAG's default judge.
+
+Every judge carries CRAG thresholds for its own scores (``default_upper`` /
+``default_lower``), which ``CRAGPostprocessor`` uses unless given others.
 
 Classes are imported lazily.
 """
@@ -36,6 +41,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         EmbeddingRelevanceJudge as EmbeddingRelevanceJudge,
     )
     from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge as LLMRelevanceJudge
+    from llama_index_ext_advrag.judges.offline import (
+        multilingual_e5_judge as multilingual_e5_judge,
+    )
+    from llama_index_ext_advrag.judges.offline import offline_judge as offline_judge
     from llama_index_ext_advrag.judges.routed import LanguageRoutedJudge as LanguageRoutedJudge
 
 _EXPORTS = {
@@ -47,6 +56,8 @@ _EXPORTS = {
     "EmbeddingRelevanceJudge": ".embedding",
     "LLMRelevanceJudge": ".llm",
     "LanguageRoutedJudge": ".routed",
+    "multilingual_e5_judge": ".offline",
+    "offline_judge": ".offline",
     "CRAGThresholds": ".calibration",
     "calibrate_judge_thresholds": ".calibration",
     "fit_calibration": ".calibration",

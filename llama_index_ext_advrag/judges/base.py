@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field
+from llama_index.core.bridge.pydantic import Field, model_validator
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import BaseComponent, MetadataMode, NodeWithScore
@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 DEFAULT_DECISION_THRESHOLD = 0.5
+# CRAG's thresholds for a judge that carries none of its own (a calibrated probability of
+# relevance, not fitted to any data): a judge with a model fixes its own, measured ones.
+GENERIC_CRAG_UPPER = 0.5
+GENERIC_CRAG_LOWER = 0.1
 
 
 class GradeLabel(str, Enum):
@@ -195,6 +199,29 @@ class BaseRelevanceJudge(PromptMixin, BaseComponent):
         le=1.0,
         description="Score at or above which a grade is labelled relevant.",
     )
+    default_upper: float = Field(
+        default=GENERIC_CRAG_UPPER,
+        ge=0.0,
+        le=1.0,
+        description="CRAG's upper threshold for this judge's scores (a node at or above it "
+        "is confident); CRAGPostprocessor uses it unless given its own.",
+    )
+    default_lower: float = Field(
+        default=GENERIC_CRAG_LOWER,
+        ge=0.0,
+        le=1.0,
+        description="CRAG's lower threshold for this judge's scores (a node below it is "
+        "irrelevant); at most default_upper.",
+    )
+
+    @model_validator(mode="after")
+    def _check_default_thresholds(self) -> BaseRelevanceJudge:
+        if self.default_lower > self.default_upper:
+            raise ValueError(
+                f"default_lower ({self.default_lower}) must not exceed default_upper "
+                f"({self.default_upper})"
+            )
+        return self
 
     @classmethod
     def class_name(cls) -> str:
@@ -330,6 +357,8 @@ def _check_input(query: str, texts: Sequence[str], judge: str) -> tuple[str, lis
 
 __all__ = [
     "DEFAULT_DECISION_THRESHOLD",
+    "GENERIC_CRAG_LOWER",
+    "GENERIC_CRAG_UPPER",
     "BaseRelevanceJudge",
     "Grade",
     "GradeLabel",

@@ -55,8 +55,11 @@ JUDGES_EXTRA_HINT = (
 )
 # Platt scaling of the packaged model's logit; see the module docstring.
 MS_MARCO_MINILM_CALIBRATION = ScoreCalibration(slope=0.2585, offset=-0.7083)
-# (upper, lower) for CRAGPostprocessor with the packaged model and its default calibration.
-MS_MARCO_MINILM_CRAG_THRESHOLDS = (0.626, 0.051)
+# (upper, lower) for CRAGPostprocessor with the packaged model and its default calibration:
+# the judge's default_upper / default_lower. Picked by benchmarks/bench_crag_defaults.py on
+# COVID-QA with hard negatives (selection papers only): upper = precision 0.9, lower = the 2%
+# quantile of the positives' scores (docs/judges_crag.md). Before: (0.626, 0.051).
+MS_MARCO_MINILM_CRAG_THRESHOLDS = (0.680, 0.035)
 DEFAULT_MAX_LENGTH = 512
 DEFAULT_BATCH_SIZE = 16
 DEFAULT_MAX_CJK_SHARE = 0.3
@@ -131,6 +134,9 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
         batch_size: pairs per model call.
         num_threads: onnxruntime intra-op threads (``None``: onnxruntime's default).
         max_cjk_share: a pair whose query or text has a larger CJK share gets an unknown grade.
+        default_upper, default_lower: CRAG's thresholds for these scores (default: measured
+            for the packaged model with its default calibration; refit them with
+            ``calibrate_judge_thresholds`` for another model or calibration).
 
     Raises:
         FileNotFoundError / ImportError: on first use, when the model or the extra is missing.
@@ -149,6 +155,8 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
     num_threads: int | None = Field(default=None, ge=1)
     max_cjk_share: float = Field(default=DEFAULT_MAX_CJK_SHARE, ge=0.0, le=1.0)
+    default_upper: float = Field(default=MS_MARCO_MINILM_CRAG_THRESHOLDS[0], ge=0.0, le=1.0)
+    default_lower: float = Field(default=MS_MARCO_MINILM_CRAG_THRESHOLDS[1], ge=0.0, le=1.0)
 
     _scorer: PairScorer | None = PrivateAttr(default=None)
 

@@ -4,12 +4,20 @@ A pair is Chinese (``"zh"``) when the query or the text has a CJK share of at le
 ``cjk_threshold`` (the shared :func:`~llama_index_ext_advrag.text.words.cjk_share`), else English
 (``"en"``). So an English-only cross-encoder never sees Chinese text, in either slot. A pair
 whose language has no judge gets an unknown grade.
+
+Each judge carries its own CRAG thresholds (``default_upper`` / ``default_lower``), so the
+router puts every judge's scores on one scale: a score is mapped piecewise linearly so that
+its judge's ``lower`` and ``upper`` land on the router's (:func:`align_score`; the order of
+a judge's scores is kept and ``Grade.raw`` still holds the model's value). The router's own
+thresholds are its English judge's unless given (the Chinese judge's when there is no English
+one), so CRAG with the router applies each language's calibrated thresholds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -33,12 +41,34 @@ def pair_language(query: str, text: str, cjk_threshold: float = DEFAULT_CJK_THRE
     return "zh" if max(cjk_share(query), cjk_share(text)) >= cjk_threshold else "en"
 
 
+def align_score(score: float, source: tuple[float, float], target: tuple[float, float]) -> float:
+    """Map ``score`` piecewise linearly so that ``source``'s ``(lower, upper)`` lands on
+    ``target``'s: [0, lower], [lower, upper] and [upper, 1] each map onto their counterpart.
+
+    >>> align_score(0.2, (0.2, 0.7), (0.1, 0.6)), align_score(0.7, (0.2, 0.7), (0.1, 0.6))
+    (0.1, 0.6)
+    >>> round(align_score(0.45, (0.2, 0.7), (0.1, 0.6)), 3), align_score(1.0, (0.2, 0.7), (0.1, 0.6))
+    (0.35, 1.0)
+    """
+    (lower, upper), (to_lower, to_upper) = source, target
+    if score >= upper:
+        if upper >= 1.0:
+            return to_upper
+        return to_upper + (score - upper) * (1.0 - to_upper) / (1.0 - upper)
+    if score >= lower:  # here lower < upper
+        return to_lower + (score - lower) * (to_upper - to_lower) / (upper - lower)
+    return score * to_lower / lower  # lower > 0 here
+
+
 class LanguageRoutedJudge(BaseRelevanceJudge):
     """Grade each pair with the judge of its language.
 
     Args:
         judges: ``{"en": judge, "zh": judge}`` (either may be missing).
         cjk_threshold: CJK share of the query or text from which a pair is Chinese.
+
+    Thresholds: ``default_upper`` / ``default_lower`` are the English judge's unless given;
+    each judge's scores are aligned to them (see the module docstring).
 
     Raises:
         ValueError: an unknown language key or no judge at all.
@@ -65,6 +95,9 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
             raise ValueError(f"unknown language keys {unknown}; allowed: {list(LANGUAGES)}")
         if not judges:
             raise ValueError("judges must map at least one of 'en', 'zh' to a judge")
+        reference = judges.get("en") or judges["zh"]
+        data.setdefault("default_upper", reference.default_upper)
+        data.setdefault("default_lower", reference.default_lower)
         super().__init__(**data)
         self._judges = dict(judges)
 
@@ -94,11 +127,23 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
             found = results.get(language)
             for position, index in enumerate(indices):
                 grades[index] = (
-                    found[position]
+                    self._aligned(language, found[position])
                     if found is not None
                     else Grade.unknown(self.name, f"no judge for language {language!r}")
                 )
         return [g for g in grades if g is not None]
+
+    def _aligned(self, language: str, grade: Grade) -> Grade:
+        """``grade`` with its score on the router's threshold scale (unknown: unchanged)."""
+        judge = self._judges[language]
+        source = (judge.default_lower, judge.default_upper)
+        target = (self.default_lower, self.default_upper)
+        if grade.score is None or source == target:
+            return grade
+        score = align_score(grade.score, source, target)
+        note = f"{judge.name} score {grade.score:.4g} aligned to the router's thresholds"
+        label = self.grade(score).label
+        return replace(grade, score=score, label=label, reason=grade.reason or note)
 
     def _judge(self, query: str, texts: list[str]) -> list[Grade]:
         groups = self._route(query, texts)
@@ -121,4 +166,4 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
         return self._assemble(texts, groups, dict(zip(languages, outputs, strict=True)))
 
 
-__all__ = ["DEFAULT_CJK_THRESHOLD", "LanguageRoutedJudge", "pair_language"]
+__all__ = ["DEFAULT_CJK_THRESHOLD", "LanguageRoutedJudge", "align_score", "pair_language"]

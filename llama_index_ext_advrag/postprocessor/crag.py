@@ -4,11 +4,20 @@ As in the paper (Yan et al., 2024), a relevance judge grades each node and two t
 the action: **Correct** when some node scores at least ``upper``, **Incorrect** when every node
 scores below ``lower``, **Ambiguous** otherwise.
 
-- Correct: the confident nodes (>= ``upper``) are kept (also the doubtful ones with
-  ``keep_doubtful_when_correct``) and refined.
+- Correct: the confident nodes (>= ``upper``) are kept, and by default the doubtful ones
+  (>= ``lower``) too (``keep_doubtful_when_correct``), then refined.
 - Incorrect: every node is dropped and the corrective retrieval runs.
 - Ambiguous: the nodes at or above ``lower`` (and those the judge could not grade) are kept and
   the corrective retrieval runs too; both are merged and de-duplicated.
+
+CRAG's first duty is to keep the answer, so two rules guard the paper's: ``upper`` and
+``lower`` default to the judge's own calibrated thresholds (``judge.default_upper`` /
+``default_lower``; explicit values win), and CRAG never drops everything: when fewer than
+``min_kept`` nodes survive (grading and correction together), the best-graded retrieved nodes
+are kept back, unless the judge is confidently sure they are irrelevant (score below
+``min_kept_floor``); they are traced ``"kept_by": "min_kept"``. The default judge is
+:func:`~llama_index_ext_advrag.judges.offline.offline_judge` (the cross-encoder for English,
+e5 for Chinese).
 
 Corrective retrieval rewrites the query (with the LLM when there is one, otherwise into the
 query's distinctive terms), retrieves with the retriever the user supplies, and grades the new
@@ -73,10 +82,9 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "crag"
-# The thresholds picked for the packaged cross-encoder with its default calibration
-# (judges.cross_encoder.MS_MARCO_MINILM_CRAG_THRESHOLDS); other judges need their own.
-DEFAULT_UPPER = 0.626
-DEFAULT_LOWER = 0.051
+# Never return fewer nodes than this (the best graded are kept back); see the module docstring.
+DEFAULT_MIN_KEPT = 1
+DEFAULT_MIN_KEPT_FLOOR = 0.0
 DEFAULT_MAX_ROUNDS = 1
 DEFAULT_REWRITE_TIMEOUT = 120.0
 # Bounds for steps that may hang; generous enough for an LLM judge on a small local model
@@ -135,6 +143,27 @@ def keep_corrective(scores: Sequence[float | None], lower: float) -> list[bool]:
     return [s is None or s >= lower for s in scores]
 
 
+def keep_back(
+    scores: Sequence[float | None], kept: Sequence[bool], min_kept: int, floor: float
+) -> list[int]:
+    """Indices of dropped nodes to keep back so that ``min_kept`` are kept: the best scores
+    first (ties in input order), none scoring below ``floor``.
+
+    >>> keep_back([0.2, 0.05, 0.3], [False, False, False], 1, 0.0)
+    [2]
+    >>> keep_back([0.2, 0.05, 0.9], [False, False, True], 2, 0.1), keep_back([0.05], [False], 1, 0.1)
+    ([0], [])
+    """
+    missing = min_kept - sum(kept)
+    if missing <= 0:
+        return []
+    order = sorted(
+        (i for i, (s, k) in enumerate(zip(scores, kept, strict=True)) if not k and s is not None),
+        key=lambda i: -(scores[i] or 0.0),
+    )
+    return [i for i in order if (scores[i] or 0.0) >= floor][:missing]
+
+
 def dedupe_key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
@@ -146,6 +175,7 @@ class _Candidate:
     grade: Grade
     text: str
     refinement: dict[str, Any] | None = None
+    kept_by: str = "grade"
 
 
 Plan = Generator[Any, Any, list[NodeWithScore]]
@@ -165,10 +195,18 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
     """Corrective RAG between retrieval and generation (see the module docstring).
 
     Args:
-        judge: the relevance judge (use a ``LanguageRoutedJudge`` for mixed languages).
-        upper, lower: action thresholds on the judge's score (``lower <= upper``); pick them
-            per judge with :func:`~llama_index_ext_advrag.judges.calibration.calibrate_judge_thresholds`.
-        keep_doubtful_when_correct: in Correct, also keep nodes in ``[lower, upper)``.
+        judge: the relevance judge; ``None`` (default) builds
+            :func:`~llama_index_ext_advrag.judges.offline.offline_judge` (cross-encoder for
+            English, e5 for Chinese; its models load on the first grade).
+        upper, lower: action thresholds on the judge's score (``lower <= upper``); ``None``
+            (default) takes the judge's ``default_upper`` / ``default_lower``. Fit them for a
+            judge with :func:`~llama_index_ext_advrag.judges.calibration.calibrate_judge_thresholds`.
+        keep_doubtful_when_correct: in Correct, also keep nodes in ``[lower, upper)`` (default).
+        min_kept: never return fewer nodes than this when the retrieval had them: the
+            best-graded dropped retrieved nodes are kept back (0: the paper's rule, which may
+            return nothing).
+        min_kept_floor: a node scoring below it is not kept back by ``min_kept`` (the judge is
+            confident it is irrelevant).
         refine: cut kept nodes into strips and keep the relevant ones.
         strip_tokens: tokens per strip at most (sentence groups).
         strip_threshold: score a strip needs (``None``: ``lower``).
@@ -186,7 +224,8 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
             settable with ``update_prompts({"rewrite_prompt": ...})``.
 
     Raises:
-        ValueError: ``lower > upper`` (both named); a rewrite prompt without ``{query}``.
+        ValueError: ``lower > upper`` (both named, explicit or the judge's); a rewrite prompt
+            without ``{query}``.
 
     Example:
         >>> from llama_index.core.schema import NodeWithScore, TextNode
@@ -200,11 +239,29 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         >>> kept = crag.postprocess_nodes(hits, query_str="paris weather")
         >>> [n.node.text for n in kept], kept[0].node.metadata["advrag_trace"]["crag"]["action"]
         (['Paris is sunny.'], 'correct')
+        >>> CRAGPostprocessor(judge=KeywordJudge(default_upper=0.8, default_lower=0.2)).upper
+        0.8
     """
 
-    upper: float = Field(default=DEFAULT_UPPER, ge=0.0, le=1.0)
-    lower: float = Field(default=DEFAULT_LOWER, ge=0.0, le=1.0)
-    keep_doubtful_when_correct: bool = Field(default=False)
+    upper: float = Field(
+        ge=0.0, le=1.0, description="Correct at or above it (default: the judge's default_upper)."
+    )
+    lower: float = Field(
+        ge=0.0, le=1.0, description="Dropped below it (default: the judge's default_lower)."
+    )
+    keep_doubtful_when_correct: bool = Field(default=True)
+    min_kept: int = Field(
+        default=DEFAULT_MIN_KEPT,
+        ge=0,
+        le=100,
+        description="Nodes always returned (the best graded) when the retrieval had them.",
+    )
+    min_kept_floor: float = Field(
+        default=DEFAULT_MIN_KEPT_FLOOR,
+        ge=0.0,
+        le=1.0,
+        description="A node scoring below it is never kept back by min_kept.",
+    )
     refine: bool = Field(default=True)
     strip_tokens: int = Field(default=DEFAULT_STRIP_TOKENS, ge=1)
     strip_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -229,12 +286,24 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
 
     def __init__(
         self,
-        judge: BaseRelevanceJudge,
+        judge: BaseRelevanceJudge | None = None,
         corrective_retriever: BaseRetriever | None = None,
         web_search: WebSearch | None = None,
         llm: LLM | None = None,
         **data: Any,
     ) -> None:
+        if judge is None:
+            from llama_index_ext_advrag.judges.offline import offline_judge
+
+            judge = offline_judge()
+        if not isinstance(judge, BaseRelevanceJudge):
+            raise TypeError(
+                f"judge must be a BaseRelevanceJudge (or None for the offline judge), got "
+                f"{type(judge).__name__}"
+            )
+        for bound, default in (("upper", judge.default_upper), ("lower", judge.default_lower)):
+            if data.get(bound) is None:
+                data[bound] = default
         super().__init__(**data)
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) must not exceed upper ({self.upper})")
@@ -302,6 +371,7 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
             failure = yield from self._correct(query, candidates, kept, dropped, decision["rounds"])
             if failure is not None:
                 return self._as_retrieved(query, nodes, failure)
+        self._keep_back(kept, dropped)
         refined_away: list[_Candidate] = []
         if self.refine and kept:
             failure = yield from self._refine(query, kept, refined_away)
@@ -410,6 +480,21 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         record["kept"] = sum(keep_corrective(scores, self.lower))
         return None, any(s is not None and s >= self.upper for s in scores)
 
+    def _keep_back(self, kept: list[_Candidate], dropped: list[_Candidate]) -> None:
+        """Move the best-graded dropped retrieved nodes to ``kept`` up to ``min_kept``."""
+        retrieved = [c for c in dropped if c.source == "retrieved"]
+        back = keep_back(
+            [c.grade.score for c in retrieved],
+            [False] * len(retrieved),
+            self.min_kept - len(kept),
+            self.min_kept_floor,
+        )
+        for index in back:
+            candidate = retrieved[index]
+            candidate.kept_by = "min_kept"
+            dropped.remove(candidate)
+            kept.append(candidate)
+
     def _refine(
         self, query: str, kept: list[_Candidate], removed: list[_Candidate]
     ) -> Generator[Any, Any, Failed | None]:
@@ -485,6 +570,7 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
             record = {
                 "grade": candidate.grade.to_dict(),
                 "source": candidate.source,
+                "kept_by": candidate.kept_by,
                 "refinement": candidate.refinement,
                 **decision,
             }
@@ -555,6 +641,7 @@ __all__ = [
     "CRAGPostprocessor",
     "decide_action",
     "distinctive_terms",
+    "keep_back",
     "keep_corrective",
     "keep_retrieved",
 ]

@@ -156,7 +156,9 @@ def test_correct_keeps_confident_nodes_sorted_with_trace_and_no_mutation() -> No
     judge = TableJudge(by_word({"Paris": 0.9, "France": 0.6, "cheese": 0.05}))
     given = nodes("Cheese is tasty.", "The tower is in Paris.", "France is big.")
     before = copy.deepcopy(given)
-    crag = CRAGPostprocessor(judge=judge, upper=0.7, lower=0.3, refine=False)
+    crag = CRAGPostprocessor(
+        judge=judge, upper=0.7, lower=0.3, refine=False, keep_doubtful_when_correct=False
+    )
     result = crag.postprocess_nodes(given, query_str=QUERY)
     assert texts(result) == ["The tower is in Paris."]
     assert result[0].score == pytest.approx(0.9)
@@ -165,9 +167,7 @@ def test_correct_keeps_confident_nodes_sorted_with_trace_and_no_mutation() -> No
     assert trace["grade"]["judge"] == "judge" and trace["grade"]["label"] == "relevant"
     assert {d["node_id"] for d in trace["dropped"]} == {"n0", "n2"}
     assert [n.model_dump() for n in given] == [n.model_dump() for n in before]
-    doubtful = CRAGPostprocessor(
-        judge=judge, upper=0.7, lower=0.3, refine=False, keep_doubtful_when_correct=True
-    )
+    doubtful = CRAGPostprocessor(judge=judge, upper=0.7, lower=0.3, refine=False)  # the default
     assert texts(doubtful.postprocess_nodes(given, query_str=QUERY)) == [
         "The tower is in Paris.",
         "France is big.",
@@ -308,7 +308,7 @@ def test_failing_retriever_and_web_search_are_recorded_not_raised() -> None:
 
 def test_garbage_llm_rewrite_falls_back_to_keywords() -> None:
     retriever = ListRetriever([])
-    crag = CRAGPostprocessor(judge=TableJudge(by_word({})), upper=0.7, lower=0.3,
+    crag = CRAGPostprocessor(judge=TableJudge(by_word({})), upper=0.7, lower=0.3, min_kept=0,
                              corrective_retriever=retriever, llm=ScriptedLLM(["", "  "]))  # fmt: skip
     assert crag.postprocess_nodes(nodes("x"), query_str=QUERY) == []
     assert retriever.queries == ["where eiffel tower"]

@@ -219,7 +219,7 @@ def test_the_decision_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> No
 def test_no_node_left_is_a_warning_naming_the_action_and_rounds(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    post = crag(by_text({}), corrective_retriever=ListRetriever([]))
+    post = crag(by_text({}), corrective_retriever=ListRetriever([]), min_kept=0)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert post.postprocess_nodes(nodes("Cats.", "Dogs."), query_str=QUERY) == []
     rounds = [{"query": "where eiffel tower", "rewrite": "keywords", "retrieved": 0, "new": 0,

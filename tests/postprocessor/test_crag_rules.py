@@ -198,7 +198,7 @@ def _irrelevant(max_rounds: int, llm: ScriptedLLM | None) -> tuple[CRAGPostproce
     retriever = _Retriever()
     crag = CRAGPostprocessor(
         judge=_Zero(), upper=0.7, lower=0.3, refine=False, max_rounds=max_rounds,
-        corrective_retriever=retriever, llm=llm,
+        corrective_retriever=retriever, llm=llm, min_kept=0,
     )  # fmt: skip
     return crag, retriever
 

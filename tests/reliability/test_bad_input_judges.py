@@ -398,8 +398,9 @@ def test_rerank_takes_a_huge_top_n() -> None:
 
 def test_crag_that_drops_everything_says_so(caplog) -> None:
     """Before: CRAG's Incorrect action with nothing found again returned [] in silence (the
-    trace lives on returned nodes, and there were none)."""
-    crag = CRAGPostprocessor(judge=_judge(), upper=0.9, lower=0.5)
+    trace lives on returned nodes, and there were none). The paper's rule (``min_kept=0``);
+    the default keeps the best-graded node back (tests/postprocessor/test_crag_defaults.py)."""
+    crag = CRAGPostprocessor(judge=_judge(), upper=0.9, lower=0.5, min_kept=0)
     with caplog.at_level(logging.WARNING):
         output = crag.postprocess_nodes(_hits("Dogs bark."), query_str="parrots talk")
     assert output == []
