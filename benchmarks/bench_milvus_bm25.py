@@ -386,7 +386,11 @@ def scale(args: argparse.Namespace) -> None:
         model_path.write_text(json.dumps(corpus_model(args.datasets)), encoding="utf-8")
     rows = []
     results_file = work / "scale_rows.jsonl"
-    for size in args.sizes:
+    if args.report_only:  # the rows of the sizes that finished (a long run cut short)
+        rows = [json.loads(line) for line in results_file.read_text().splitlines() if line]
+        rows = [row for row in rows if row["size"] in args.sizes]
+        args.sizes = sorted({row["size"] for row in rows})
+    for size in [] if args.report_only else args.sizes:
         for backend in ("milvus", "bm25s"):
             row: dict[str, Any] = {"size": size, "backend": backend}
             db = work / f"scale_{backend}_{size}.db"
@@ -479,6 +483,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     s.add_argument("--queries", type=int, default=200)
     s.add_argument("--timeout", type=float, default=4 * 3600, help="per child process, seconds")
     s.add_argument("--work-dir", type=Path, required=True)
+    s.add_argument(
+        "--report-only", action="store_true", help="write the results of the finished sizes"
+    )
     c = sub.add_parser("scale-child")
     for name in ("--size", "--queries"):
         c.add_argument(name, type=int, required=True)

@@ -13,9 +13,9 @@ What :func:`open_vector_store` settles so callers do not have to:
   accepts: see :mod:`~llama_index_ext_advrag.milvus.reconnect`;
 * options the 2.3 server cannot serve are refused up front: sparse vectors need 2.4 and
   the BM25 function 2.5 (on 2.3 the collection would be created and the index then fail).
-  Use the pack's bm25s-based hybrid retriever there. Dynamic fields (where
-  ``MilvusVectorStore`` keeps ``_node_content`` and metadata) and the ``Session``
-  consistency level work on both backends and are kept;
+  ``full_text="auto"`` turns itself off there (logged): the hybrid retriever then uses
+  bm25s. Dynamic fields (where ``MilvusVectorStore`` keeps ``_node_content`` and metadata)
+  and the ``Session`` consistency level work on both backends and are kept;
 * ``add``/``async_add`` refuse, before anything is written, a node Milvus would refuse,
   change or lose (:func:`~llama_index_ext_advrag.milvus.limits.check_storable_nodes`: text
   too long, metadata that would not come back as it went in), naming the node and the key;

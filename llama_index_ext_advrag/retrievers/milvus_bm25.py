@@ -193,8 +193,8 @@ def choose_lexical_leg(
         reason = f"the vector store is {type(store).__name__}, not Milvus"
     if nodes is None:
         raise ValueError(
-            f"no full-text search in the vector store ({reason}): give nodes or bm25_retriever "
-            "for the BM25 leg"
+            "give nodes or bm25_retriever for the BM25 leg, got neither, and the vector store "
+            f"has no full-text search ({reason})"
         )
     return JiebaBM25Retriever(nodes), LexicalChoice(BACKEND_BM25S, reason)
 
