@@ -391,8 +391,8 @@ def scale(args: argparse.Namespace) -> None:
         rows = [row for row in rows if row["size"] in args.sizes]
         args.sizes = sorted({row["size"] for row in rows})
     for size in [] if args.report_only else args.sizes:
-        for backend in ("milvus", "bm25s"):
-            row: dict[str, Any] = {"size": size, "backend": backend}
+        for backend in args.backends:
+            row: dict[str, Any] = {"size": size, "backend": backend, "queries": args.queries}
             db = work / f"scale_{backend}_{size}.db"
             for phase in ("ingest", "serve"):
                 server = LiteServer(db)
@@ -436,9 +436,10 @@ def scale(args: argparse.Namespace) -> None:
             with open(results_file, "a", encoding="utf-8") as out:
                 out.write(json.dumps(row) + "\n")
             logger.info("%s", row)
+    rows.sort(key=lambda row: (row["size"], row["backend"] != "milvus"))
     text = format_scale(rows, args.queries)
     print(text)
-    sizes = "_".join(f"{s // 1000}k" for s in args.sizes)
+    sizes = "_".join(f"{s // 1000}k" for s in sorted(args.sizes))
     write_results(
         f"milvus_bm25_scale_{sizes}", text, {"settings": portable_args(args), "rows": rows}
     )
@@ -480,7 +481,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     s = sub.add_parser("scale")
     s.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     s.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    s.add_argument("--queries", type=int, default=200)
+    s.add_argument("--queries", type=int, default=50)
+    s.add_argument(
+        "--backends", nargs="+", choices=["milvus", "bm25s"], default=["milvus", "bm25s"]
+    )
     s.add_argument("--timeout", type=float, default=4 * 3600, help="per child process, seconds")
     s.add_argument("--work-dir", type=Path, required=True)
     s.add_argument(
