@@ -100,7 +100,8 @@ def top_agreement(a: MemoRetriever, b: MemoRetriever, k: int) -> dict[str, float
 def run_quality(name: str, corpus: Any, args: argparse.Namespace) -> dict[str, Any]:
     nodes, sentences_of = window_nodes(corpus.documents, args.radius, args.window_tokens)
     logger.info("%s: %d sentence nodes, %d questions", name, len(nodes), len(corpus.questions))
-    embed_model = cached_minilm_embedding()
+    # --lexical-only: no model; the vector field holds hashed words and no dense/fusion rows
+    embed_model = WordHashEmbedding() if args.lexical_only else cached_minilm_embedding()
     embed_nodes(nodes, embed_model)
     top = max(max(args.k), args.leg_top_k)
     work = Path(args.work_dir)
@@ -129,7 +130,7 @@ def run_quality(name: str, corpus: Any, args: argparse.Namespace) -> dict[str, A
     for analyzer in ANALYZERS:
         leg = MilvusBM25Retriever(stores[analyzer], similarity_top_k=top)
         lexical[f"milvus {analyzer}"] = MemoRetriever(leg)
-    retrievers: dict[str, Any] = {"dense (MiniLM, Milvus)": dense}
+    retrievers: dict[str, Any] = {} if args.lexical_only else {"dense (MiniLM, Milvus)": dense}
     retrievers.update({f"{label} leg": leg for label, leg in lexical.items()})
     common = {
         "similarity_top_k": max(args.k),
@@ -139,7 +140,7 @@ def run_quality(name: str, corpus: Any, args: argparse.Namespace) -> dict[str, A
     }
     modes = {"rrf": {"mode": "rrf"}, "min-max": {"mode": "score"}}
     modes["z-score"] = {"mode": "score", "normalization": "zscore"}
-    for backend in ("bm25s", "milvus pack"):
+    for backend in () if args.lexical_only else ("bm25s", "milvus pack"):
         for mode, options in modes.items():
             legs = [dense, lexical[backend]]
             retrievers[f"fusion {mode} + {backend}"] = HybridFusionRetriever(
@@ -179,10 +180,14 @@ def quality(args: argparse.Namespace) -> None:
         ingest = ", ".join(f"{k} {v:.1f}s" for k, v in result["ingest_s"].items())
         lines.append(f"ingest ({result['nodes']} nodes, Milvus Lite, embedded before): {ingest}")
         tables.append("\n".join(lines))
-    settings = f"radius={args.radius} window_tokens={args.window_tokens} leg_top_k={args.leg_top_k}"
+    settings = (
+        f"radius={args.radius} window_tokens={args.window_tokens} leg_top_k={args.leg_top_k}"
+        f" lexical_only={args.lexical_only}"
+    )
     text = "\n\n".join([f"# bench_milvus_bm25 quality ({settings})", *tables])
     print(text)
     name = "milvus_bm25_quality" + (f"_{args.only}" if args.only else "")
+    name += "_lexical" if args.lexical_only else ""
     name += f"_wt{args.window_tokens}" if args.window_tokens else ""
     write_results(
         name, text, {"settings": {**vars(args), "datasets": "../shared/datasets"}, **results}
@@ -478,6 +483,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     q.add_argument("--window-tokens", type=int, default=0)
     q.add_argument("--leg-top-k", type=int, default=30)
     q.add_argument("--work-dir", type=Path, required=True, help="Milvus Lite files go here")
+    q.add_argument(
+        "--lexical-only", action="store_true", help="the lexical legs alone (no embedding model)"
+    )
     s = sub.add_parser("scale")
     s.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     s.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
