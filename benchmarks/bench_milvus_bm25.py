@@ -346,7 +346,7 @@ def scale_child(args: argparse.Namespace) -> None:
             JiebaBM25Retriever(nodes).persist(persist)
             out["bm25s_index_s"] = time.perf_counter() - started
         out["ingest_s"] = out["milvus_ingest_s"] + out.get("bm25s_index_s", 0.0)
-        out["bm25s_bytes"] = folder_bytes(persist)
+        out["bm25s_bytes"] = folder_bytes(persist) if args.backend == "bm25s" else 0
     else:
         queries = synthetic_queries(synthetic_chunks(model, min(args.size, 20_000)), args.queries)
         del model
@@ -466,7 +466,7 @@ def format_scale(rows: list[dict[str, Any]], queries: int) -> str:
             f"{r['size']:9d} {r['backend']:12s} {r['ingest_s']:9.1f} {r['load_s']:7.2f}"
             f" {r['app_rss_mb']:10.0f} {r['lite_server_rss_serve_mb']:11.0f}"
             f" {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['milvus_bytes'] / 2**20:9.0f}"
-            f" {r['bm25s_bytes'] / 2**20:8.0f}"
+            f" {(r['bm25s_bytes'] if r['backend'] == 'bm25s' else 0) / 2**20:8.0f}"
         )
     return "\n".join(lines)
 
