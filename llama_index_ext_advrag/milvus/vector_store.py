@@ -150,7 +150,13 @@ class CheckedMilvusVectorStore(MilvusVectorStore):
         check_storable_nodes(nodes)
         if not self.writes_terms():
             return await super().async_add(list(nodes), **kwargs)
-        write = self.aclient.upsert if self.upsert_mode else self.aclient.insert
+        aclient = self.aclient
+        if aclient is None:
+            raise ValueError(
+                "async_add needs the store's async client; open it with use_async_client=True "
+                "(the default)"
+            )
+        write = aclient.upsert if self.upsert_mode else aclient.insert
         for batch in iter_batch(self.terms_rows(nodes), self.batch_size):
             await write(
                 self.collection_name, batch, partition_name=kwargs.get("milvus_partition_name")
