@@ -18,7 +18,7 @@ whitespace-separated words): the lexical leg is what is measured.
 
     python benchmarks/bench_milvus_bm25.py quality --only cmrc --window-tokens 150
     python benchmarks/bench_milvus_bm25.py quality --only covidqa
-    python benchmarks/bench_milvus_bm25.py scale --sizes 10000 100000 --work-dir /tmp/x
+    python benchmarks/bench_milvus_bm25.py scale --sizes 10000 100000 --work-dir DIR
 """
 
 from __future__ import annotations
