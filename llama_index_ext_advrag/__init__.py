@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from llama_index_ext_advrag.retrievers import HybridFusionRetriever as HybridFusionRetriever
     from llama_index_ext_advrag.retrievers import JiebaBM25Retriever as JiebaBM25Retriever
+    from llama_index_ext_advrag.retrievers import MilvusBM25Retriever as MilvusBM25Retriever
     from llama_index_ext_advrag.retrievers import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
@@ -84,6 +85,7 @@ _EXPORTS = {
     "RecursiveIndexNodeRetriever": "llama_index_ext_advrag.retrievers",
     "HybridFusionRetriever": "llama_index_ext_advrag.retrievers",
     "JiebaBM25Retriever": "llama_index_ext_advrag.retrievers",
+    "MilvusBM25Retriever": "llama_index_ext_advrag.retrievers",
     "SafePandasQueryEngine": "llama_index_ext_advrag.tables",
     "PrevNextPostprocessor": "llama_index_ext_advrag.postprocessor",
     "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",

@@ -113,6 +113,10 @@ class HybridFusionEvent(AdvragEvent):
     mode: str
     legs: list[dict[str, Any]] = Field(description="name, weight, hits and error of each leg.")
     fused: list[dict[str, Any]] = Field(description="node_id, score and per-leg ranks.")
+    lexical: dict[str, Any] | None = Field(
+        default=None,
+        description="The lexical leg's backend ('milvus' or 'bm25s') and why it was chosen.",
+    )
 
     @classmethod
     def class_name(cls) -> str:

@@ -13,12 +13,15 @@ What :func:`open_vector_store` settles so callers do not have to:
   accepts: see :mod:`~llama_index_ext_advrag.milvus.reconnect`;
 * options the 2.3 server cannot serve are refused up front: sparse vectors need 2.4 and
   the BM25 function 2.5 (on 2.3 the collection would be created and the index then fail).
-  Use the pack's bm25s-based hybrid retriever there. Dynamic fields (where
-  ``MilvusVectorStore`` keeps ``_node_content`` and metadata) and the ``Session``
-  consistency level work on both backends and are kept;
+  ``full_text="auto"`` turns itself off there (logged): the hybrid retriever then uses
+  bm25s. Dynamic fields (where ``MilvusVectorStore`` keeps ``_node_content`` and metadata)
+  and the ``Session`` consistency level work on both backends and are kept;
 * ``add``/``async_add`` refuse, before anything is written, a node Milvus would refuse,
   change or lose (:func:`~llama_index_ext_advrag.milvus.limits.check_storable_nodes`: text
-  too long, metadata that would not come back as it went in), naming the node and the key.
+  too long, metadata that would not come back as it went in), naming the node and the key;
+* ``full_text=`` gives a new collection Milvus' own BM25 (full-text search, see
+  :mod:`~llama_index_ext_advrag.milvus.full_text`) where the backend has it; with the
+  ``pack`` analyzer ``add`` also writes each node's terms.
 """
 
 from __future__ import annotations
@@ -27,19 +30,33 @@ import asyncio
 import inspect
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from llama_index.core.schema import BaseNode
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.utils import iter_batch
+from llama_index.core.vector_stores.utils import node_to_metadata_dict
 from llama_index.vector_stores.milvus import MilvusVectorStore
+from llama_index.vector_stores.milvus.base import MILVUS_ID_FIELD
 from pymilvus import MilvusClient
 
+from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.milvus.connection import (
     ensure_loaded,
     is_server_uri,
     open_client,
     resolve_uri,
     server_version,
+)
+from llama_index_ext_advrag.milvus.full_text import (
+    TERMS_FIELD,
+    FullTextAnalyzer,
+    FullTextSupport,
+    backend_support,
+    lite_support,
+    resolve_analyzer,
+    store_options,
 )
 from llama_index_ext_advrag.milvus.indexes import (
     DEFAULT_METRIC,
@@ -49,7 +66,7 @@ from llama_index_ext_advrag.milvus.indexes import (
     plan_from_description,
     resolve_index,
 )
-from llama_index_ext_advrag.milvus.limits import check_storable_nodes
+from llama_index_ext_advrag.milvus.limits import MAX_TEXT_BYTES, check_storable_nodes
 from llama_index_ext_advrag.milvus.reconnect import (
     AsyncReconnectingClient,
     ReconnectingClient,
@@ -72,6 +89,8 @@ _OWNED_ARGUMENTS = (
     "index_config",
     "similarity_metric",
 )
+# Arguments full_text= sets; passing them too would be ambiguous.
+_FULL_TEXT_ARGUMENTS = ("enable_sparse", "sparse_embedding_function", "sparse_embedding_field")
 
 
 class CheckedMilvusVectorStore(MilvusVectorStore):
@@ -80,20 +99,92 @@ class CheckedMilvusVectorStore(MilvusVectorStore):
     What :func:`open_vector_store` returns. A node whose text or metadata Milvus would refuse,
     change or lose raises ``ValueError`` naming it (see
     :func:`~llama_index_ext_advrag.milvus.limits.check_storable_nodes`) and no row of that
-    call is written.
+    call is written. In a collection with the ``pack`` full-text analyzer each row also gets
+    the node's terms (:func:`terms_of`) in ``advrag_terms``, which Milvus' BM25 function reads.
     """
+
+    _writes_terms: bool | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
         return "MilvusVectorStore"
 
+    def writes_terms(self) -> bool:
+        """Whether the collection has the ``advrag_terms`` field (read once, then kept)."""
+        if self._writes_terms is None:
+            fields = self.client.describe_collection(self.collection_name).get("fields", [])
+            self._writes_terms = any(field.get("name") == TERMS_FIELD for field in fields)
+        return self._writes_terms
+
+    def terms_rows(self, nodes: Sequence[BaseNode]) -> list[dict[str, Any]]:
+        """The rows ``MilvusVectorStore.add`` writes, each with the node's terms too.
+
+        Raises:
+            ValueError: a node's terms exceed Milvus' VARCHAR limit (names the node).
+        """
+        rows = []
+        for node, terms in zip(nodes, terms_of(nodes), strict=True):
+            row = node_to_metadata_dict(node, remove_text=True, text_field=self.text_key)
+            row[self.text_key] = node.model_dump()[self.text_key]
+            row[MILVUS_ID_FIELD] = node.node_id
+            if self.enable_dense:
+                row[self.embedding_field] = node.embedding
+            row[TERMS_FIELD] = terms
+            rows.append(row)
+        return rows
+
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         check_storable_nodes(nodes)
-        return super().add(list(nodes), **add_kwargs)
+        if not self.writes_terms():
+            return super().add(list(nodes), **add_kwargs)
+        write = self.client.upsert if self.upsert_mode else self.client.insert
+        for batch in iter_batch(self.terms_rows(nodes), self.batch_size):
+            write(
+                self.collection_name, batch, partition_name=add_kwargs.get("milvus_partition_name")
+            )
+        if add_kwargs.get("force_flush", False):
+            self.client.flush(self.collection_name)
+        return [node.node_id for node in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         check_storable_nodes(nodes)
-        return await super().async_add(list(nodes), **kwargs)
+        if not self.writes_terms():
+            return await super().async_add(list(nodes), **kwargs)
+        aclient = self.aclient
+        if aclient is None:
+            raise ValueError(
+                "async_add needs the store's async client; open it with use_async_client=True "
+                "(the default)"
+            )
+        write = aclient.upsert if self.upsert_mode else aclient.insert
+        for batch in iter_batch(self.terms_rows(nodes), self.batch_size):
+            await write(
+                self.collection_name, batch, partition_name=kwargs.get("milvus_partition_name")
+            )
+        return [node.node_id for node in nodes]
+
+
+def terms_of(nodes: Sequence[BaseNode]) -> list[str]:
+    """Each node's text as the pack's BM25 terms (WordTokenizer), space-separated: what the
+    ``pack`` analyzer stores and what its queries are turned into.
+
+    Raises:
+        ValueError: the terms of a node exceed Milvus' VARCHAR limit (names the node and size).
+    """
+    from llama_index_ext_advrag.text.words import WordTokenizer
+
+    tokenizer = WordTokenizer()
+    texts = [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
+    joined = [" ".join(terms) for terms in tokenizer.tokenize_many(texts)]
+    for node, terms in zip(nodes, joined, strict=True):
+        size = len(terms.encode("utf-8"))
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(
+                f"node {node.node_id!r}: its BM25 terms take {size} bytes, Milvus stores at most "
+                f"{MAX_TEXT_BYTES} in {TERMS_FIELD!r}; split the node or use full_text='jieba'/"
+                "'standard' (no terms field)"
+            )
+    return joined
 
 
 def check_server_features(version: tuple[int, int, int] | None, kwargs: dict[str, Any]) -> None:
@@ -116,6 +207,48 @@ def check_server_features(version: tuple[int, int, int] | None, kwargs: dict[str
             f"{'.'.join(map(str, version))}; drop enable_sparse and use a client-side BM25 "
             "retriever instead"
         )
+
+
+def full_text_options(
+    uri: str,
+    token: str,
+    full_text: FullTextAnalyzer | str | None,
+    sample_texts: Iterable[str] | None = None,
+) -> tuple[dict[str, Any], FullTextSupport]:
+    """The ``MilvusVectorStore`` arguments for ``full_text`` on the backend at ``uri`` (a
+    resolved uri), and what decided them.
+
+    ``None``: none. ``"auto"``: Milvus' BM25 where the backend has it (Milvus Lite, servers
+    from 2.5), none elsewhere (logged; the application's BM25 leg is used there); the analyzer
+    by ``sample_texts``' language. An analyzer named explicitly must be served.
+
+    Raises:
+        ValueError: an unknown analyzer, or one named explicitly on a backend without
+            full-text search (names the version and the one needed).
+    """
+    if full_text is None:
+        return {}, FullTextSupport(False, "full_text not requested")
+    wanted = parse_enum(FullTextAnalyzer, full_text, "full_text")
+    if is_server_uri(uri):
+        probe = open_client(uri, token=token)
+        try:
+            support = backend_support(str(probe.get_server_version()))
+        finally:
+            probe.close()
+    else:
+        support = lite_support()
+    if not support.supported:
+        if wanted is FullTextAnalyzer.AUTO:
+            logger.info("full-text search off: %s; use a client-side BM25 leg", support.reason)
+            return {}, support
+        raise ValueError(
+            f"full_text={wanted.value!r}: {support.reason}; pass full_text='auto' (falls back) "
+            "or None, and use JiebaBM25Retriever"
+        )
+    analyzer, why = resolve_analyzer(wanted, sample_texts, support)
+    logger.info("full-text search on: %s, %s", support.reason, why)
+    options = store_options(analyzer, lite=support.lite)
+    return options, support._replace(reason=f"{support.reason}; {why}", analyzer=analyzer)
 
 
 def _client_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +306,8 @@ def open_vector_store(
     *,
     metric: str = DEFAULT_METRIC,
     expected_rows: int | None = None,
+    full_text: FullTextAnalyzer | str | None = None,
+    sample_texts: Iterable[str] | None = None,
     **kwargs: Any,
 ) -> MilvusVectorStore:
     """Open (or create) a ``MilvusVectorStore`` that works on Milvus Lite and the server.
@@ -188,12 +323,18 @@ def open_vector_store(
         metric: ``COSINE`` (default), ``IP`` or ``L2``.
         expected_rows: Rows the collection will hold, to size the index (``AUTO`` picks FLAT when
             unknown).
+        full_text: Give a new collection Milvus' own BM25 (full-text search) for the lexical
+            leg: ``"auto"`` where the backend has it (Milvus Lite, servers >= 2.5; off on 2.3,
+            logged), or an analyzer (``"pack"``, ``"standard"``, ``"jieba"``) that must be
+            served. ``None`` (default): no sparse field. See
+            :mod:`~llama_index_ext_advrag.milvus.full_text`.
+        sample_texts: Some document texts, for ``full_text="auto"`` to read the corpus language.
         **kwargs: Other ``MilvusVectorStore`` arguments (``text_key``, ``search_config``,
             ``use_async_client``, ...).
 
     Raises:
         ValueError: For an empty uri, a bad ``dim``/preset/metric, or options the server cannot
-            serve. Later, from the store's ``add``/``async_add``: a node Milvus would refuse,
+            serve (an explicit ``full_text`` analyzer on a server below 2.5). Later, from the store's ``add``/``async_add``: a node Milvus would refuse,
             change or lose (its text or metadata), before any row of that call is written.
 
     Example:
@@ -210,9 +351,14 @@ def open_vector_store(
             f"open_vector_store sets {', '.join(owned)} itself; use its index_preset and "
             "metric arguments instead"
         )
+    if full_text is not None:
+        clash = sorted(set(_FULL_TEXT_ARGUMENTS) & set(kwargs))
+        if clash:
+            raise ValueError(f"full_text={full_text!r} sets {', '.join(clash)} itself; pass one")
     requested = parse_preset(index_preset)
     resolved = resolve_uri(uri)
     lite = not is_server_uri(resolved)
+    kwargs = kwargs | full_text_options(resolved, token, full_text, sample_texts)[0]
     if not lite and kwargs.get("enable_sparse"):
         probe = open_client(resolved, token=token)
         try:
@@ -298,5 +444,7 @@ __all__ = [
     "CheckedMilvusVectorStore",
     "attach_reconnecting_clients",
     "check_server_features",
+    "full_text_options",
     "open_vector_store",
+    "terms_of",
 ]

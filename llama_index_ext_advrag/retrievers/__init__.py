@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.retrievers.hybrid import (
         HybridFusionRetriever as HybridFusionRetriever,
     )
+    from llama_index_ext_advrag.retrievers.milvus_bm25 import (
+        MilvusBM25Retriever as MilvusBM25Retriever,
+    )
     from llama_index_ext_advrag.retrievers.recursive import (
         RecursiveConfig as RecursiveConfig,
     )
@@ -53,6 +56,7 @@ _EXPORTS = {
     "HybridFusionConfig": ".hybrid",
     "JiebaBM25Retriever": ".bm25",
     "BM25Config": ".bm25",
+    "MilvusBM25Retriever": ".milvus_bm25",
 }
 # Former names, still importable (building one warns) but not listed in __all__.
 _DEPRECATED = {"BM25Retriever": ".bm25"}

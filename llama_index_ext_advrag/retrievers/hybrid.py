@@ -15,6 +15,11 @@ where the model cannot read: by default each candidate's term is scaled by
 lowers the leg weight (:func:`~.fusion.language_scaled_weights`). The factors used are in the
 trace. Each call opens an instrumentation span and emits a
 :class:`~llama_index_ext_advrag.events.HybridFusionEvent` (the legs and the fused ranking).
+
+The lexical leg's backend is recorded under ``lexical`` (trace and event): ``milvus`` when BM25
+runs inside the Milvus collection (:class:`~.milvus_bm25.MilvusBM25Retriever`, chosen by
+:meth:`HybridFusionRetriever.from_defaults` when the store has full-text search), ``bm25s``
+for the in-process index, with the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import asyncio
 import copy
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
 from llama_index.core.instrumentation import get_dispatcher
@@ -53,6 +58,9 @@ from llama_index_ext_advrag.retrievers.fusion import (
 )
 from llama_index_ext_advrag.text.words import cjk_share
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score, get_trace
+
+if TYPE_CHECKING:
+    from llama_index_ext_advrag.retrievers.milvus_bm25 import LexicalChoice
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
@@ -92,6 +100,7 @@ def build_fused_nodes(
     degraded: Sequence[dict[str, Any]],
     language: dict[str, Any] | None = None,
     node_factors: NodeFactors | None = None,
+    lexical: dict[str, Any] | None = None,
 ) -> list[NodeWithScore]:
     """Copies of the fused nodes (taken from the first leg holding each) with traces;
     ``language`` (the query's CJK share and the weights used) is recorded when given, and a
@@ -119,6 +128,8 @@ def build_fused_nodes(
             record["degraded"] = list(degraded)
         if language:
             record["language"] = dict(language)
+        if lexical:
+            record["lexical"] = dict(lexical)
         add_trace(result.node, TRACE_COMPONENT, record)
         nodes.append(result)
     return nodes
@@ -212,8 +223,14 @@ class HybridFusionRetriever(ConfiguredRetriever):
 
     _legs: list[BaseRetriever] = PrivateAttr(default_factory=list)
     _legs_at: dict[int, list[BaseRetriever]] = PrivateAttr(default_factory=dict)
+    _lexical: LexicalChoice | None = PrivateAttr(default=None)
 
-    def __init__(self, retrievers: Sequence[BaseRetriever] = (), **settings: Any) -> None:
+    def __init__(
+        self,
+        retrievers: Sequence[BaseRetriever] = (),
+        lexical_choice: LexicalChoice | None = None,
+        **settings: Any,
+    ) -> None:
         if not retrievers:
             raise ValueError("retrievers must hold at least one retriever, got none")
         if settings.get("leg_names") is None:
@@ -223,6 +240,11 @@ class HybridFusionRetriever(ConfiguredRetriever):
         super().__init__(**settings)
         self._legs = list(retrievers)
         self._check_legs()
+        if lexical_choice is None:
+            from llama_index_ext_advrag.retrievers.milvus_bm25 import lexical_choice_of
+
+            lexical_choice = lexical_choice_of(self._legs)
+        self._lexical = lexical_choice
 
     @model_validator(mode="after")
     def _check_on_write(self) -> HybridFusionRetriever:
@@ -260,6 +282,11 @@ class HybridFusionRetriever(ConfiguredRetriever):
         return tuple(name in self.english_only_legs for name in self.leg_names or ())
 
     @property
+    def lexical_choice(self) -> LexicalChoice | None:
+        """The lexical leg's backend (``milvus`` or ``bm25s``) and why; ``None`` without one."""
+        return self._lexical
+
+    @property
     def legs(self) -> list[BaseRetriever]:
         """The legs as given (a new list)."""
         return list(self._legs)
@@ -279,19 +306,23 @@ class HybridFusionRetriever(ConfiguredRetriever):
         bm25_retriever: BaseRetriever | None = None,
         **kwargs: Any,
     ) -> HybridFusionRetriever:
-        """Dense leg from ``vector_index`` + a BM25 leg (given, or built over ``nodes``).
+        """Dense leg from ``vector_index`` + a BM25 leg: given, else Milvus full-text search
+        when the index's Milvus collection has it (:class:`~.milvus_bm25.MilvusBM25Retriever`;
+        Milvus Lite or a server >= 2.5, collection opened with ``full_text=``), else bm25s
+        built over ``nodes``. The choice and its reason are in :attr:`lexical_choice`, the
+        trace (``lexical``) and the event.
 
         Unless ``english_only_legs`` is given, the dense leg is marked English-only exactly
         when the index's embedding model is (:func:`~llama_index_ext_advrag.embeddings.
         language.is_english_only`): bge-small-en-v1.5 or all-MiniLM-L6-v2 is scaled down on
         Chinese text, a multilingual model is not."""
         from llama_index_ext_advrag.embeddings.language import is_english_only
-        from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever
+        from llama_index_ext_advrag.retrievers.milvus_bm25 import choose_lexical_leg
 
         if bm25_retriever is None:
-            if nodes is None:
-                raise ValueError("give nodes or bm25_retriever for the BM25 leg, got neither")
-            bm25_retriever = JiebaBM25Retriever(nodes)
+            bm25_retriever, choice = choose_lexical_leg(vector_index, nodes)
+            kwargs.setdefault("lexical_choice", choice)
+            logger.info("hybrid lexical leg: %s (%s)", choice.backend, choice.reason)
         dense = vector_index.as_retriever()
         legs = [dense, bm25_retriever]
         names = kwargs.setdefault("leg_names", ["dense", "bm25"])
@@ -356,7 +387,10 @@ class HybridFusionRetriever(ConfiguredRetriever):
             node_factors=factors,
         )
         leg_names = self.leg_names or []
-        nodes = build_fused_nodes(fused, legs, leg_names, self, degraded, language, factors)
+        lexical = self._lexical.as_dict() if self._lexical else None
+        nodes = build_fused_nodes(
+            fused, legs, leg_names, self, degraded, language, factors, lexical
+        )
         reasons = {entry["leg"]: entry["reason"] for entry in degraded}
         dispatcher.event(
             HybridFusionEvent(
@@ -375,6 +409,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
                     }
                     for node in nodes
                 ],
+                lexical=lexical,
             )
         )
         return nodes
