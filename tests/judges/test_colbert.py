@@ -82,11 +82,13 @@ def test_order_kept_under_batching_with_the_real_model() -> None:
     batched_large = [g.raw for g in large.judge(QUERY, texts)]
     reversed_order = [g.raw for g in small.judge(QUERY, texts[::-1])][::-1]
     # Dynamic int8 quantisation scales activations over the whole batch (padding rows too)
-    # and int8 kernels differ between CPUs; a mean cosine moves far less than 0.02 that way,
-    # while the texts here differ by more than 0.05 (RELEVANT vs IRRELEVANT: over 0.15).
+    # and int8 kernels differ between CPUs: over 100 batch compositions of these texts (2-4
+    # texts, both batch sizes) a value moved by at most 0.010 on an AVX2 CPU. 0.02 is twice
+    # that and under a tenth of the RELEVANT/IRRELEVANT gap (0.961 vs 0.693), so a value
+    # returned to the wrong text fails.
     for values in (batched_small, batched_large, reversed_order):
         assert values == pytest.approx(alone, abs=0.02)
-    assert alone[3] > alone[1] + 0.1
+    assert alone[3] > alone[1] + 0.2
 
 
 def test_batches_are_sorted_by_length_and_the_order_restored() -> None:
@@ -97,12 +99,13 @@ def test_batches_are_sorted_by_length_and_the_order_restored() -> None:
     assert encoder.calls == [texts]  # the encoder gets the texts in the caller's order
 
 
-# Measured on COVID-QA calibration pairs (benchmarks/bench_rerank.py, results in
-# bench_rerank_colbert.json): on these hand-made pairs the relevant passage's mean MaxSim beats
-# the irrelevant one's by 0.08-0.25. Batch composition and CPU int8 kernels move a value by
-# far less than 0.01 (test above), so a margin of 0.05 holds on any CPU and still fails a
-# model that cannot tell the passages apart.
-REAL_MODEL_MARGIN = 0.05
+# Measured with the packaged model on an AVX2 CPU: the relevant text's mean MaxSim beats the
+# irrelevant one's by 0.192 (Hamlet), 0.199 (spiders) and 0.265 (COVID-19); batch composition
+# moves a value by at most 0.010 (test above). A margin of 0.1 leaves room for ten such moves
+# (another CPU's int8 kernels included) and still fails a model that does not separate the
+# passages clearly: on the COVID-QA calibration pairs the class means are only 0.051 apart
+# (0.880 vs 0.829, bench_rerank_colbert.json), the hand-made pairs here are the clear cases.
+REAL_MODEL_MARGIN = 0.1
 
 
 @pytest.mark.parametrize(("query", "good", "bad"), PAIRS)
