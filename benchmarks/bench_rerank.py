@@ -236,6 +236,9 @@ def main() -> None:
     parser.add_argument("--speed-questions", type=int, default=4)
     parser.add_argument("--speed-rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--skip-calibration", action="store_true", help="use the library's judges as they are"
+    )
     parser.add_argument("--name", default="rerank_colbert")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -245,7 +248,14 @@ def main() -> None:
     )
     calibration_items = items[: args.calibration_questions]
     held_out = items[args.calibration_questions :]
-    fits, judges = calibrate_all(calibration_items, args)
+    if args.skip_calibration:  # ranking needs no calibration: the library's fitted constants
+        fits: dict[str, Any] = {"chosen_colbert_variant": "library default"}
+        judges: dict[str, BaseRelevanceJudge] = {
+            "cross-encoder": CrossEncoderRelevanceJudge(num_threads=1),
+            "colbert": ColbertRelevanceJudge(num_threads=1),
+        }
+    else:
+        fits, judges = calibrate_all(calibration_items, args)
     result: dict[str, Any] = {
         "args": {k: str(v) for k, v in vars(args).items() if k != "datasets"},
         "calibration": fits,
