@@ -104,7 +104,7 @@ def test_batches_are_sorted_by_length_and_the_order_restored() -> None:
 # moves a value by at most 0.010 (test above). A margin of 0.1 leaves room for ten such moves
 # (another CPU's int8 kernels included) and still fails a model that does not separate the
 # passages clearly: on the COVID-QA calibration pairs the class means are only 0.051 apart
-# (0.880 vs 0.829, bench_rerank_colbert.json), the hand-made pairs here are the clear cases.
+# (0.880 vs 0.829, benchmarks/bench_rerank.py), the hand-made pairs here are the clear cases.
 REAL_MODEL_MARGIN = 0.1
 
 
