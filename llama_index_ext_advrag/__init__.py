@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.embeddings import MultilingualE5Embedding as MultilingualE5Embedding
     from llama_index_ext_advrag.embeddings import is_english_only as is_english_only
     from llama_index_ext_advrag.judges import BaseRelevanceJudge as BaseRelevanceJudge
+    from llama_index_ext_advrag.judges import ColbertRelevanceJudge as ColbertRelevanceJudge
     from llama_index_ext_advrag.judges import (
         CrossEncoderRelevanceJudge as CrossEncoderRelevanceJudge,
     )
@@ -106,6 +107,7 @@ _EXPORTS = {
     "BaseRelevanceJudge": "llama_index_ext_advrag.judges",
     "Grade": "llama_index_ext_advrag.judges",
     "GradeLabel": "llama_index_ext_advrag.judges",
+    "ColbertRelevanceJudge": "llama_index_ext_advrag.judges",
     "CrossEncoderRelevanceJudge": "llama_index_ext_advrag.judges",
     "EmbeddingRelevanceJudge": "llama_index_ext_advrag.judges",
     "LLMRelevanceJudge": "llama_index_ext_advrag.judges",

@@ -5,6 +5,8 @@ Every judge implements :class:`BaseRelevanceJudge`: ``judge(query, texts) -> lis
 (unknown), a label, the judge's name, the raw model value and a reason.
 
 - :class:`CrossEncoderRelevanceJudge`: an offline English cross-encoder (``judges`` extra).
+- :class:`ColbertRelevanceJudge`: offline English late interaction (ColBERT MaxSim, ``judges``
+  extra).
 - :class:`EmbeddingRelevanceJudge`: a calibrated cosine under any embedding model.
 - :class:`LLMRelevanceJudge`: a prompted LLM, yes/no log-probabilities when available.
 - :class:`LanguageRoutedJudge`: one judge per language, by CJK share.
@@ -34,6 +36,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from llama_index_ext_advrag.judges.calibration import fit_calibration as fit_calibration
     from llama_index_ext_advrag.judges.calibration import pick_thresholds as pick_thresholds
+    from llama_index_ext_advrag.judges.colbert import (
+        ColbertRelevanceJudge as ColbertRelevanceJudge,
+    )
     from llama_index_ext_advrag.judges.cross_encoder import (
         CrossEncoderRelevanceJudge as CrossEncoderRelevanceJudge,
     )
@@ -52,6 +57,7 @@ _EXPORTS = {
     "Grade": ".base",
     "GradeLabel": ".base",
     "ScoreCalibration": ".base",
+    "ColbertRelevanceJudge": ".colbert",
     "CrossEncoderRelevanceJudge": ".cross_encoder",
     "EmbeddingRelevanceJudge": ".embedding",
     "LLMRelevanceJudge": ".llm",

@@ -171,6 +171,14 @@ class ScoreCalibration:
         return {"slope": self.slope, "offset": self.offset}
 
 
+def add_calibration_fields(data: dict[str, Any], calibration: ScoreCalibration | None) -> None:
+    """Put ``calibration`` into a judge's ``calibration_slope`` / ``calibration_offset``
+    settings (explicit settings in ``data`` win), so it round-trips through ``to_dict``."""
+    if calibration is not None:
+        data.setdefault("calibration_slope", calibration.slope)
+        data.setdefault("calibration_offset", calibration.offset)
+
+
 class BaseRelevanceJudge(PromptMixin, BaseComponent):
     """Score ``(query, text)`` pairs in [0, 1]; one :class:`Grade` per text, in input order.
 
@@ -363,6 +371,7 @@ __all__ = [
     "Grade",
     "GradeLabel",
     "ScoreCalibration",
+    "add_calibration_fields",
     "node_texts",
     "sigmoid",
 ]

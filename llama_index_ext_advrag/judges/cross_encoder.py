@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
@@ -41,7 +41,12 @@ from llama_index_ext_advrag._onnx import (
     onnx_session,
     packaged_model_dir,
 )
-from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, ScoreCalibration
+from llama_index_ext_advrag.judges.base import (
+    BaseRelevanceJudge,
+    Grade,
+    ScoreCalibration,
+    add_calibration_fields,
+)
 from llama_index_ext_advrag.text.words import cjk_share
 
 logger = logging.getLogger(__name__)
@@ -166,9 +171,7 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
         calibration: ScoreCalibration | None = None,
         **data: Any,
     ) -> None:
-        if calibration is not None:
-            data.setdefault("calibration_slope", calibration.slope)
-            data.setdefault("calibration_offset", calibration.offset)
+        add_calibration_fields(data, calibration)
         super().__init__(**data)
         self._scorer = scorer
 
@@ -201,20 +204,48 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
         return raw
 
     def _judge(self, query: str, texts: list[str]) -> list[Grade]:
-        if cjk_share(query) > self.max_cjk_share:
-            reason = f"query is CJK (share {cjk_share(query):.2f}); this judge reads English only"
-            return [Grade.unknown(self.name, reason) for _ in texts]
-        shares = [cjk_share(text) for text in texts]
-        english = [i for i, share in enumerate(shares) if share <= self.max_cjk_share]
-        raw = self.score_pairs([(query, texts[i]) for i in english]) if english else []
-        grades = [
-            Grade.unknown(self.name, f"text is CJK (share {share:.2f}); English only")
-            for share in shares
-        ]
-        calibrate = self.calibration
-        for index, value in zip(english, raw, strict=True):
-            grades[index] = self.grade(calibrate(value), raw=value)
-        return grades
+        return english_only_grades(
+            self,
+            query,
+            texts,
+            self.max_cjk_share,
+            lambda q, kept: self.score_pairs([(q, text) for text in kept]),
+        )
+
+
+class _CalibratedJudge(Protocol):
+    name: str
+
+    @property
+    def calibration(self) -> ScoreCalibration: ...
+
+    def grade(self, score: float, raw: float | None = None, reason: str | None = None) -> Grade: ...
+
+
+def english_only_grades(
+    judge: _CalibratedJudge,
+    query: str,
+    texts: list[str],
+    max_cjk_share: float,
+    score: Callable[[str, list[str]], Sequence[float]],
+) -> list[Grade]:
+    """Grades of an English-only model: ``score(query, english_texts)`` gives raw values,
+    which ``judge.calibration`` maps to scores; a CJK query or text (share above
+    ``max_cjk_share``) gets an unknown grade naming its share instead of a meaningless score."""
+    if cjk_share(query) > max_cjk_share:
+        reason = f"query is CJK (share {cjk_share(query):.2f}); this judge reads English only"
+        return [Grade.unknown(judge.name, reason) for _ in texts]
+    shares = [cjk_share(text) for text in texts]
+    english = [i for i, share in enumerate(shares) if share <= max_cjk_share]
+    raw = score(query, [texts[i] for i in english]) if english else []
+    grades = [
+        Grade.unknown(judge.name, f"text is CJK (share {share:.2f}); English only")
+        for share in shares
+    ]
+    calibrate = judge.calibration
+    for index, value in zip(english, raw, strict=True):
+        grades[index] = judge.grade(calibrate(value), raw=float(value))
+    return grades
 
 
 __all__ = [
@@ -222,6 +253,7 @@ __all__ = [
     "MS_MARCO_MINILM_CALIBRATION",
     "MS_MARCO_MINILM_CRAG_THRESHOLDS",
     "CrossEncoderRelevanceJudge",
+    "english_only_grades",
     "OnnxCrossEncoder",
     "packaged_cross_encoder_dir",
     "sentence_transformers_scorer",

@@ -17,7 +17,12 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, ScoreCalibration
+from llama_index_ext_advrag.judges.base import (
+    BaseRelevanceJudge,
+    Grade,
+    ScoreCalibration,
+    add_calibration_fields,
+)
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.similarity import cosine_to_query
 
@@ -59,9 +64,7 @@ class EmbeddingRelevanceJudge(BaseRelevanceJudge):
         calibration: ScoreCalibration | None = None,
         **data: Any,
     ) -> None:
-        if calibration is not None:
-            data.setdefault("calibration_slope", calibration.slope)
-            data.setdefault("calibration_offset", calibration.offset)
+        add_calibration_fields(data, calibration)
         super().__init__(**data)
         self._embed_model = embed_model
 

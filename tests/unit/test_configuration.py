@@ -133,6 +133,10 @@ CASES: dict[str, Case] = {
         pack.CrossEncoderRelevanceJudge(batch_size=4, scorer=lambda pairs: [0.0] * len(pairs)),
         {},
     ),
+    "ColbertRelevanceJudge": lambda: (  # the model loads at first use, not here
+        pack.ColbertRelevanceJudge(dimension=64, query_augmentation=False, num_threads=1),
+        {},
+    ),
     "EmbeddingRelevanceJudge": lambda: (
         pack.EmbeddingRelevanceJudge(embed_model=HashEmbedding(), decision_threshold=0.3),
         {"embed_model": HashEmbedding()},
