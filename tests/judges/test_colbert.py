@@ -83,11 +83,13 @@ def test_order_kept_under_batching_with_the_real_model() -> None:
     reversed_order = [g.raw for g in small.judge(QUERY, texts[::-1])][::-1]
     # Dynamic int8 quantisation scales activations over the whole batch (padding rows too)
     # and int8 kernels differ between CPUs: over 100 batch compositions of these texts (2-4
-    # texts, both batch sizes) a value moved by at most 0.010 on an AVX2 CPU. 0.02 is twice
-    # that and under a tenth of the RELEVANT/IRRELEVANT gap (0.961 vs 0.693), so a value
-    # returned to the wrong text fails.
+    # texts, both batch sizes) a value moved by at most 0.010 on an AVX2 CPU. 0.05 is five
+    # times that, room for CPUs whose int8 kernels round differently (AVX-512 VNNI/AMX: the
+    # cross-encoder's spread there was of the same order as on AVX2), and under a fifth of the
+    # RELEVANT/IRRELEVANT gap (0.961 vs 0.693), so a value returned to the wrong text fails;
+    # the exact order is checked CPU-free with a deterministic encoder below.
     for values in (batched_small, batched_large, reversed_order):
-        assert values == pytest.approx(alone, abs=0.02)
+        assert values == pytest.approx(alone, abs=0.05)
     assert alone[3] > alone[1] + 0.2
 
 
