@@ -138,6 +138,27 @@ def prompt_from_data(value: Any) -> Any:
 
 # A prompt setting: any LlamaIndex prompt template, serialised with its subclass's fields and
 # read back from that data (or from a plain template string).
+def checked_prompt(
+    value: str | BasePromptTemplate, name: str, variables: Iterable[str]
+) -> BasePromptTemplate:
+    """``value`` as a prompt template (a string becomes a ``PromptTemplate``) that holds every
+    one of ``variables``.
+
+    Raises:
+        TypeError: ``value`` is neither a string nor a prompt template.
+        ValueError: the template lacks one of ``variables`` (named).
+    """
+    if isinstance(value, str):
+        value = PromptTemplate(value)
+    if not isinstance(value, BasePromptTemplate):
+        raise TypeError(f"{name} must be a prompt template or a string, got {type(value).__name__}")
+    needed = set(variables)
+    missing = needed - set(value.template_vars)
+    if missing:
+        raise ValueError(f"{name} lacks the variables {sorted(missing)}; it needs {sorted(needed)}")
+    return value
+
+
 PromptSetting = Annotated[SerializeAsAny[BasePromptTemplate], BeforeValidator(prompt_from_data)]
 # A string-template prompt setting (``PromptTemplate``), read back the same way.
 TemplateSetting = Annotated[PromptTemplate, BeforeValidator(prompt_from_data)]

@@ -11,6 +11,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import BaseNode, TextNode
 
 from llama_index_ext_advrag.milvus import (
@@ -37,6 +38,7 @@ SUMMARY_PROMPT = (
     "to it: say what it is about, the entities it lists and the period it covers.\n\n"
     "Name: {name}\n{content}\n\nSummary:"
 )
+SUMMARY_PROMPT_VARIABLES = ("kind", "name", "content")
 
 
 def _stable_id(*parts: object) -> str:
@@ -44,13 +46,16 @@ def _stable_id(*parts: object) -> str:
     return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
-def summarise_with_llm(unit: Unit, llm: LLM | None) -> tuple[Unit, str]:
+def summarise_with_llm(
+    unit: Unit, llm: LLM | None, template: BasePromptTemplate | None = None
+) -> tuple[Unit, str]:
     """The unit with an LLM-written summary (name kept first; for tables the heuristic lines
     are kept too since they carry the year tokens), or unchanged when there is no LLM or it
-    answers too little. Returns ``(unit, summary_source)``."""
+    answers too little. ``template`` (variables ``kind``, ``name``, ``content``) defaults to
+    :data:`SUMMARY_PROMPT`. Returns ``(unit, summary_source)``."""
     if llm is None:
         return unit, "heuristic"
-    prompt = SUMMARY_PROMPT.format(
+    prompt = (template or PromptTemplate(SUMMARY_PROMPT)).format(
         kind=unit.kind.value, name=unit.name, content=unit.details[0][:LLM_INPUT_CHARS]
     )
     try:
@@ -120,6 +125,7 @@ def build_two_layer_index(
     details_mode: str,
     source: str,
     show_progress: bool,
+    summary_prompt: BasePromptTemplate | None = None,
 ) -> tuple[dict[str, Any], Any, Any]:
     """Summarise, embed and store the units; record the layout last.
 
@@ -135,7 +141,7 @@ def build_two_layer_index(
     }
     prepare_build(uri, token, collection_name, list(names.values()), overwrite, COMPONENT)
 
-    summarised = [summarise_with_llm(unit, llm) for unit in units]
+    summarised = [summarise_with_llm(unit, llm, summary_prompt) for unit in units]
     summaries, details = unit_nodes(
         [u for u, _ in summarised], [s for _, s in summarised], collection_name
     )

@@ -33,9 +33,11 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, NodeWithScore, QueryBundle, TextNode
 
+from llama_index_ext_advrag.configuration import checked_prompt
 from llama_index_ext_advrag.events import RecursiveHopEvent, RecursiveResultEvent
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers._config import (
@@ -264,6 +266,7 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
         summarize: bool = True,
         limits: SandboxLimits | None = None,
         timeout_seconds: float | None = None,
+        summary_prompt: str | BasePromptTemplate | None = None,
         **kwargs: Any,
     ) -> RecursiveIndexNodeRetriever:
         """One :class:`SafePandasQueryEngine` per DataFrame, one pointer per table (see
@@ -273,7 +276,9 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
         :class:`~.pointer_index.NamedPointerRetriever`; the answer's trace says which, under
         ``named_route``).
         ``limits`` bound the sandbox (``timeout_seconds`` is a shortcut for its wall-clock
-        limit). Other ``kwargs`` go to :meth:`from_pointers`.
+        limit). ``summary_prompt`` (a template or string with the variable ``description``)
+        replaces the prompt the LLM writes table summaries with. Other ``kwargs`` go to
+        :meth:`from_pointers`.
 
         Raises:
             ValueError: ``frames`` is empty, or a limit is out of range.
@@ -281,7 +286,12 @@ class RecursiveIndexNodeRetriever(ConfiguredRetriever):
         if timeout_seconds is not None:
             base = (limits or SandboxLimits()).model_dump()
             limits = SandboxLimits(**{**base, "timeout_seconds": timeout_seconds})
-        pointers, engines = table_pointers(frames, llm, summaries, summarize, limits)
+        template = (
+            None
+            if summary_prompt is None
+            else checked_prompt(summary_prompt, "summary_prompt", ("description",))
+        )
+        pointers, engines = table_pointers(frames, llm, summaries, summarize, limits, template)
         retriever = cls.from_pointers(pointers, query_engine_dict=engines, **kwargs)
         named = {str(p.metadata["table"]): p for p in pointers}
         root = retriever.retriever_dict[ROOT]

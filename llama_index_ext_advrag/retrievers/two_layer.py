@@ -27,10 +27,12 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
 from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.configuration import checked_prompt
 from llama_index_ext_advrag.events import TwoLayerRouteEvent
 from llama_index_ext_advrag.milvus import aquery_nodes, count_reconnects, in_filter, query_nodes
 from llama_index_ext_advrag.models import resolve_llm
@@ -45,6 +47,7 @@ from llama_index_ext_advrag.retrievers._routing import (
     searched_details,
 )
 from llama_index_ext_advrag.retrievers._two_layer_store import (
+    SUMMARY_PROMPT_VARIABLES,
     build_two_layer_index,
     open_two_layer_stores,
 )
@@ -194,10 +197,21 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever):
         default_details_mode: DetailsMode | str = DetailsMode.FETCH,
         source: str = "units",
         show_progress: bool = False,
+        summary_prompt: str | BasePromptTemplate | None = None,
         **options: Any,
     ) -> TwoLayerMilvusRetriever:
-        """Store prepared units and open them (the builders below prepare the units)."""
+        """Store prepared units and open them (the builders below prepare the units).
+
+        ``summary_prompt`` replaces the prompt the LLM writes each unit's summary with (a
+        template or string with the variables ``kind``, ``name`` and ``content``; the
+        default is ``SUMMARY_PROMPT`` of ``retrievers._two_layer_store``); it is checked before
+        anything is opened."""
         details_mode = parse_enum(DetailsMode, default_details_mode, "default_details_mode")
+        template = (
+            None
+            if summary_prompt is None
+            else checked_prompt(summary_prompt, "summary_prompt", SUMMARY_PROMPT_VARIABLES)
+        )
         return cls._build_index(
             lambda embedder: build_two_layer_index(
                 units,
@@ -211,6 +225,7 @@ class TwoLayerMilvusRetriever(MilvusLayoutRetriever):
                 details_mode=details_mode.value,
                 source=source,
                 show_progress=show_progress,
+                summary_prompt=template,
             ),
             uri,
             embed_model,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import IndexNode
 
 from llama_index_ext_advrag.tables.pandas_engine import (
@@ -56,11 +57,17 @@ def describe_frame(name: str, frame: Any, rows: int = 3) -> str:
     return "\n".join(lines)
 
 
-def summarize_frame(llm: LLM, description: str) -> str | None:
+def summarize_frame(
+    llm: LLM, description: str, template: BasePromptTemplate | None = None
+) -> str | None:
     """A short LLM-written summary of the table, ``None`` when the answer has no words or the
-    LLM call fails (logged: the pointer then uses the description)."""
+    LLM call fails (logged: the pointer then uses the description). ``template`` (variable
+    ``description``) defaults to :data:`DEFAULT_TABLE_SUMMARY_PROMPT`."""
+    prompt = (template or PromptTemplate(DEFAULT_TABLE_SUMMARY_PROMPT)).format(
+        description=description
+    )
     try:
-        text = llm.complete(DEFAULT_TABLE_SUMMARY_PROMPT.format(description=description)).text
+        text = llm.complete(prompt).text
     except Exception as error:  # an LLM failing is normal: the description is a summary too
         logger.warning(
             "table summary LLM failed (%s: %s); using the description", type(error).__name__, error
@@ -76,12 +83,14 @@ def table_pointers(
     summaries: Mapping[str, str] | None = None,
     summarize: bool = True,
     limits: SandboxLimits | None = None,
+    summary_prompt: BasePromptTemplate | None = None,
 ) -> tuple[list[IndexNode], dict[str, SafePandasQueryEngine]]:
     """One pointer and one safe pandas engine per (cleaned) DataFrame, keyed ``table::<name>``.
 
     The pointer text is ``summaries[name]`` when given, else a summary written by the LLM (when
     an LLM resolves and ``summarize``), else derived from the name, columns and first rows; the
-    table's name and columns line is always appended.
+    table's name and columns line is always appended. ``summary_prompt`` (variable
+    ``description``) replaces :data:`DEFAULT_TABLE_SUMMARY_PROMPT`.
 
     Raises:
         ValueError: ``frames`` is empty.
@@ -95,7 +104,7 @@ def table_pointers(
         description = describe_frame(str(name), frame)
         summary = (summaries or {}).get(name)
         if summary is None and writer is not None:
-            summary = summarize_frame(writer, description)
+            summary = summarize_frame(writer, description, summary_prompt)
         header = description.splitlines()[0]
         text = f"{summary}\n{header}" if summary else description
         target = f"{TABLE_PREFIX}{name}"
