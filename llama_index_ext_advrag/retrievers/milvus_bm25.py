@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
@@ -35,6 +36,7 @@ from llama_index_ext_advrag.text.words import WordTokenizer
 from llama_index_ext_advrag.trace import add_trace
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 DEFAULT_SIMILARITY_TOP_K = 10
 TRACE_COMPONENT = "bm25"
@@ -156,6 +158,7 @@ class MilvusBM25Retriever(ConfiguredRetriever):
             return []
         return self._results(query_bundle.query_str, self._store.client.search(**search))
 
+    @dispatcher.span  # core's mixin spans only the sync _retrieve
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_bundle = clean_query_bundle(query_bundle, self.class_name())
         search = self._search_kwargs(query_bundle.query_str)

@@ -46,6 +46,7 @@ from llama_index_ext_advrag.events import (
 )
 from llama_index_ext_advrag.judges import (
     BaseRelevanceJudge,
+    ColbertRelevanceJudge,
     CrossEncoderRelevanceJudge,
     EmbeddingRelevanceJudge,
     Grade,
@@ -267,6 +268,39 @@ def e5(tmp_path: Path) -> Any:
     return MultilingualE5Embedding()
 
 
+def milvus_bm25(tmp_path: Path) -> Any:
+    from llama_index.core import StorageContext, VectorStoreIndex
+
+    from llama_index_ext_advrag.milvus import flush, open_vector_store
+    from llama_index_ext_advrag.retrievers import MilvusBM25Retriever
+
+    store = open_vector_store(str(tmp_path / "bm25.db"), "bm25", dim=8, full_text="auto")
+    VectorStoreIndex(
+        sentences()[0],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=HashEmbedding(dim=8),
+    )
+    flush(store)
+    return MilvusBM25Retriever(store)
+
+
+class LetterEncoder:
+    """ColBERT token vectors without the model: one unit vector per letter a-e."""
+
+    @staticmethod
+    def vectors(text: str) -> Any:
+        import numpy as np
+
+        rows = [np.eye(5)[ord(c) - ord("a")] for c in text.lower() if c in "abcde"]
+        return np.array(rows).reshape(-1, 5)
+
+    def encode_query(self, query: str) -> Any:
+        return self.vectors(query)
+
+    def encode_documents(self, texts: list[str]) -> list[Any]:
+        return [self.vectors(text) for text in texts]
+
+
 def cached(tmp_path: Path) -> Any:
     from llama_index_ext_advrag.embeddings import CachedEmbedding
 
@@ -324,12 +358,14 @@ CALLS: dict[str, tuple[Callable[[Path], Any], Callable[[Any, str], Any]]] = {
         judge,
     ),
     "LLMRelevanceJudge": (lambda _: LLMRelevanceJudge(llm=ScriptedLLM(lambda p: "yes")), judge),
+    "ColbertRelevanceJudge": (lambda _: ColbertRelevanceJudge(encoder=LetterEncoder()), judge),
+    "MilvusBM25Retriever": (milvus_bm25, retrieve),
     "LanguageRoutedJudge": (lambda _: LanguageRoutedJudge({"en": WordJudge()}), judge),
     "BgeSmallOnnxEmbedding": (bge, embed),
     "MultilingualE5Embedding": (e5, embed),
     "CachedEmbedding": (cached, embed),
 }
-MILVUS = {"HierarchicalAutoMergingRetriever", "TwoLayerMilvusRetriever"}
+MILVUS = {"HierarchicalAutoMergingRetriever", "TwoLayerMilvusRetriever", "MilvusBM25Retriever"}
 
 
 def public_components() -> dict[str, type]:
