@@ -53,7 +53,9 @@ typecheck: $(VENV)/.test-deps
 # (tests/conftest.py), waits for their ports and stops them at the end. With
 # ADVRAG_REQUIRE_SERVICES=1 a service that cannot start fails the run instead of skipping.
 # --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
-TEST_WORKERS ?= 2
+# Four workers on two cores: the Milvus-server tier mostly waits on the server (load average
+# about 1 with two workers), so its waits overlap with the other tiers' computing.
+TEST_WORKERS ?= 4
 pytest: $(VENV)/.test-deps
 	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) --dist loadfile
 
