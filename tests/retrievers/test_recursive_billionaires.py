@@ -76,8 +76,14 @@ def test_scripted_llm_answers_match_pandas(shared_datasets, embed_model) -> None
 async def test_tiny_local_model_runs_nothing_unsafe(
     shared_datasets, embed_model, local_llm
 ) -> None:
+    # summarize=False: the sheets are described without the LLM (the local model's summaries are
+    # tested in test_two_layer.py); every LLM call here is a request for pandas code.
     retriever = RecursiveIndexNodeRetriever.from_excel(
-        shared_datasets / WORKBOOK, llm=local_llm, embed_model=embed_model, similarity_top_k=1
+        shared_datasets / WORKBOOK,
+        llm=local_llm,
+        embed_model=embed_model,
+        similarity_top_k=1,
+        summarize=False,
     )
     answered = 0
     for question in QUESTIONS:
