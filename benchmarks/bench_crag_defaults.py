@@ -10,15 +10,22 @@ Judges: the packaged cross-encoder (English) and the e5 cosine judge (Chinese), 
 library's calibration. Raw model values are cached on disk (``--cache``), so a re-run with other
 thresholds does not score again.
 
-The rule is picked on COVID-QA's selection papers only: ``lower`` is the ``q``-quantile of the
-judge's scores of positive passages on its held-out sample and ``upper`` the lowest score with
-precision 0.9 there; ``q`` and the keep rule are chosen on the selection set (the largest mean
-precision at noise 0.8 keeping >= 0.97 of positives and answers at every ratio). The same
-``q`` then gives the e5 judge its thresholds from RGB's 30 held-out questions. Reported on
-COVID-QA's evaluation papers, RGB's 60 evaluation questions and CMRC.
+Each judge's thresholds: ``lower`` is the ``q``-quantile of the judge's scores of positive
+passages on its selection sample and ``upper`` the lowest score with precision 0.9 there.
+
+``--rule pooled`` (default, issue #31): the selection sets are COVID-QA's selection papers (the
+cross-encoder's sample), and RGB's 30 held-out questions with 100 CMRC questions whose documents
+are not evaluated (``cmrc_select``; e5's pooled sample); a further 100 CMRC questions from
+documents in neither (``cmrc_holdout``) are reported beside the 60 of ``cmrc_eval``. ``q``, the log-odds margin to the best
+node (``keep_within``) and ``min_kept`` are chosen together on all selection sets, graded as
+CRAG sees them (e5's scores aligned to the router's scale): the largest mean precision at noise
+0.8 keeping >= 0.97 of positives and answers at every ratio of every selection set.
+``--rule covid`` (the earlier run, ``bench_crag_defaults.txt``): ``q`` and the keep rule picked
+on COVID-QA's selection papers alone, the same ``q`` giving e5 its thresholds from RGB's 30.
+Reported on COVID-QA's evaluation papers, RGB's 60 evaluation questions and 60 CMRC questions.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_crag_defaults.py --cache CACHE_DIR --phase score
-    OMP_NUM_THREADS=1 python benchmarks/bench_crag_defaults.py --cache CACHE_DIR
+    OMP_NUM_THREADS=1 python benchmarks/bench_crag_defaults.py --cache CACHE_DIR --name crag_keep
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from llama_index_ext_advrag.judges import (  # noqa: E402
 from llama_index_ext_advrag.judges.calibration import pick_thresholds  # noqa: E402
 from llama_index_ext_advrag.judges.cross_encoder import MS_MARCO_MINILM_CALIBRATION  # noqa: E402
 from llama_index_ext_advrag.judges.embedding import MULTILINGUAL_E5_RGB_CALIBRATION  # noqa: E402
+from llama_index_ext_advrag.judges.routed import align_score  # noqa: E402
 from llama_index_ext_advrag.postprocessor import CRAGPostprocessor  # noqa: E402
 from llama_index_ext_advrag.postprocessor.crag import (  # noqa: E402
     decide_action,
@@ -91,6 +99,17 @@ def build_sets(args: argparse.Namespace) -> dict[str, list[Item]]:
     papers = sorted({it.doc_id for it in covid})
     random.Random(args.seed).shuffle(papers)
     chosen = set(papers[: round(SELECTION_PAPER_SHARE * len(papers))])
+    cmrc = squad_items(
+        cmrc_path(args.datasets),
+        CMRC_WINDOW_TOKENS,
+        args.zh_questions + 3 * (args.cmrc_selection_questions + args.cmrc_holdout_questions),
+        args.seed,
+    )
+    cmrc_eval = cmrc[: args.zh_questions]
+    eval_documents = {it.doc_id for it in cmrc_eval}
+    later = [it for it in cmrc[args.zh_questions :] if it.doc_id not in eval_documents]
+    cmrc_select = later[: args.cmrc_selection_questions]
+    select_documents = {it.doc_id for it in cmrc_select}
     rgb = rgb_items(args.datasets / "rgb" / "zh_refine.json")
     random.Random(args.seed).shuffle(
         rgb
@@ -100,9 +119,11 @@ def build_sets(args: argparse.Namespace) -> dict[str, list[Item]]:
         "covid_eval": [it for it in covid if it.doc_id not in chosen][: args.eval_questions],
         "rgb_select": rgb[:30],
         "rgb_eval": rgb[30 : 30 + args.zh_questions],
-        "cmrc_eval": squad_items(
-            cmrc_path(args.datasets), CMRC_WINDOW_TOKENS, args.zh_questions, args.seed
-        ),
+        "cmrc_select": cmrc_select,
+        "cmrc_eval": cmrc_eval,
+        "cmrc_holdout": [
+            it for it in later[len(cmrc_select) :] if it.doc_id not in select_documents
+        ][: args.cmrc_holdout_questions],
     }
 
 
@@ -154,6 +175,7 @@ class Rule:
     keep_doubtful_when_correct: bool = True
     min_kept: int = 1
     min_kept_floor: float = 0.0
+    keep_within: float | None = None
 
 
 def simulate_keep(scores: list[float | None], rule: Rule) -> list[bool]:
@@ -161,7 +183,9 @@ def simulate_keep(scores: list[float | None], rule: Rule) -> list[bool]:
     action = decide_action(scores, rule.upper, rule.lower)
     if action is None:
         return [True] * len(scores)
-    keep = keep_retrieved(scores, action, rule.upper, rule.lower, rule.keep_doubtful_when_correct)
+    keep = keep_retrieved(
+        scores, action, rule.upper, rule.lower, rule.keep_doubtful_when_correct, rule.keep_within
+    )
     for index in keep_back(scores, keep, rule.min_kept, rule.min_kept_floor):
         keep[index] = True
     return keep
@@ -254,6 +278,102 @@ def select_rule(items: list[Item], rows: list[list[float | None]]) -> dict[str, 
     return {"chosen": best, "candidates": candidates}
 
 
+SELECTION_MARGINS = (None, 1.5, 2.0, 2.5, 3.0, 4.0)
+POOLED_SELECTION = {"en": ("covid_select",), "zh": ("rgb_select", "cmrc_select")}
+
+
+def pooled_thresholds(
+    sets: dict[str, list[Item]], rows: dict[str, Any], quantile: float
+) -> dict[str, tuple[float, float]]:
+    """Each language's (upper, lower) from its pooled selection sets."""
+    out = {}
+    for language, names in POOLED_SELECTION.items():
+        items = [it for name in names for it in sets[name]]
+        out[language] = thresholds_for(items, [r for name in names for r in rows[name]], quantile)
+    return out
+
+
+def aligned_rows(
+    rows: list[list[float | None]], source: tuple[float, float], target: tuple[float, float]
+) -> list[list[float | None]]:
+    """Scores on the router's scale (``align_score``), as CRAG sees a routed judge's."""
+    (upper, lower), (to_upper, to_lower) = source, target
+    return [
+        [None if s is None else align_score(s, (lower, upper), (to_lower, to_upper)) for s in row]
+        for row in rows
+    ]
+
+
+def select_pooled_rule(sets: dict[str, list[Item]], rows: dict[str, Any]) -> dict[str, Any]:
+    """``q``, ``keep_within`` and ``min_kept`` picked on every selection set together (see the
+    module docstring); ties go to the rule that keeps more (no or a wider margin, then the
+    smaller ``min_kept``)."""
+    names = [n for ns in POOLED_SELECTION.values() for n in ns]
+    candidates = []
+    for quantile in SELECTION_QUANTILES:
+        thresholds = pooled_thresholds(sets, rows, quantile)
+        scaled = {
+            n: rows[n]
+            if set_language(n) == "en"
+            else aligned_rows(rows[n], thresholds["zh"], thresholds["en"])
+            for n in names
+        }
+        for margin in SELECTION_MARGINS:
+            for min_kept in (1, 2):
+                rule = Rule(*thresholds["en"], True, min_kept, keep_within=margin)
+                cells = {
+                    n: {str(r): simulate(sets[n], scaled[n], r, rule) for r in NOISE_RATIOS}
+                    for n in names
+                }
+                worst = min(
+                    min(c["keep_positive"], c["answer_in_context"])
+                    for table in cells.values()
+                    for c in table.values()
+                )
+                precision = statistics.mean(cells[n]["0.8"]["kept_precision"] for n in names)
+                candidates.append(
+                    {
+                        "quantile": quantile,
+                        "thresholds": thresholds,
+                        "rule": rule.__dict__,
+                        "worst_keep": worst,
+                        "mean_precision_0.8": precision,
+                        "feasible": worst >= TARGET_KEEP + SELECTION_MARGIN,
+                        "cells": cells,
+                    }
+                )
+    feasible = [c for c in candidates if c["feasible"]]
+    best = max(
+        feasible,
+        key=lambda c: (
+            round(c["mean_precision_0.8"], 6),
+            c["rule"]["keep_within"] or float("inf"),
+            -c["rule"]["min_kept"],
+        ),
+    )
+    return {"chosen": best, "candidates": candidates}
+
+
+def frontier(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The best selection precision at noise 0.8 for each worst-case keep level."""
+    rows = []
+    for level in (1.0, 0.99, 0.98, 0.97, 0.96, 0.95, 0.93, 0.9, 0.85):
+        fits = [c for c in candidates if c["worst_keep"] >= level - 1e-9]
+        if fits:
+            best = max(fits, key=lambda c: c["mean_precision_0.8"])
+            rows.append(
+                {
+                    "worst_keep_at_least": level,
+                    "mean_precision_0.8": round(best["mean_precision_0.8"], 3),
+                    "worst_keep": round(best["worst_keep"], 3),
+                    "quantile": best["quantile"],
+                    "keep_within": best["rule"]["keep_within"],
+                    "min_kept": best["rule"]["min_kept"],
+                }
+            )
+    return rows
+
+
 def ranking_quality(items: list[Item], rows: list[list[float | None]]) -> dict[str, float]:
     """Per question: AUC of positives over negatives, and how often the 0.8 context's positive
     is graded first among its 5 passages."""
@@ -272,6 +392,8 @@ def ranking_quality(items: list[Item], rows: list[list[float | None]]) -> dict[s
 # ----- CRAG itself on the sets (public API, through the cached judges) -----
 
 OLD_DEFAULTS = {"en": (0.626, 0.051), "zh": (0.686, 0.202)}  # before the rule (issue #31)
+# --rule covid's pick (bench_crag_defaults.txt), the defaults before the pooled selection
+PREVIOUS_DEFAULTS = {"en": (0.680, 0.035), "zh": (0.674, 0.177)}
 
 
 def evaluate(
@@ -313,7 +435,9 @@ def evaluate(
     }
 
 
-def variants(router: LanguageRoutedJudge, name: str) -> dict[str, CRAGPostprocessor | None]:
+def variants(
+    router: LanguageRoutedJudge, name: str, previous: LanguageRoutedJudge | None = None
+) -> dict[str, CRAGPostprocessor | None]:
     """The rows of a set; refinement (strips graded one by one) on COVID-QA's evaluation
     papers only, to bound the run's time."""
     language = set_language(name)
@@ -326,14 +450,40 @@ def variants(router: LanguageRoutedJudge, name: str) -> dict[str, CRAGPostproces
             lower=old_lower,
             keep_doubtful_when_correct=False,
             min_kept=0,
+            keep_within=None,
             refine=False,
             max_rounds=0,
         ),  # fmt: skip
-        "new defaults": CRAGPostprocessor(judge=router, refine=False, max_rounds=0),
     }
+    if previous is not None:
+        rows["previous defaults"] = CRAGPostprocessor(judge=previous, refine=False, max_rounds=0)
+    rows["new defaults"] = CRAGPostprocessor(judge=router, refine=False, max_rounds=0)
     if name == "covid_eval":
         rows["new defaults + refinement"] = CRAGPostprocessor(judge=router, max_rounds=0)
     return rows
+
+
+def covid_selection(sets: dict[str, list[Item]], rows: dict[str, Any]) -> dict[str, Any]:
+    """``--rule covid``: the keep rule and ``q`` picked on COVID-QA's selection papers alone."""
+    selection = select_rule(sets["covid_select"], rows["covid_select"])
+    chosen = selection["chosen"]
+    rule = chosen["rule"]
+    thresholds = {"en": (rule["upper"], rule["lower"])}
+    if "rgb_select" in sets:
+        thresholds["zh"] = thresholds_for(
+            sets["rgb_select"], rows["rgb_select"], chosen["quantile"]
+        )
+    return {
+        "set": "covid_select",
+        "chosen": chosen,
+        "thresholds": thresholds,
+        "candidates": [
+            {"quantile": c["quantile"], **{k: c["rule"][k] for k in ("lower", "keep_doubtful_when_correct", "min_kept")},
+             "feasible": c["feasible"],
+             "cells": {r: [round(c["cells"][r][k], 3) for k in ("kept_precision", "keep_positive", "mean_kept")] for r in c["cells"]}}
+            for c in selection["candidates"]
+        ],
+    }  # fmt: skip
 
 
 def measure_speed(sets: dict[str, list[Item]], judges: dict[str, CachedRawJudge]) -> dict[str, Any]:
@@ -366,6 +516,16 @@ def main() -> None:
     parser.add_argument("--selection-questions", type=int, default=80)
     parser.add_argument("--eval-questions", type=int, default=150)
     parser.add_argument("--zh-questions", type=int, default=60)
+    parser.add_argument("--cmrc-selection-questions", type=int, default=100)
+    parser.add_argument(
+        "--cmrc-holdout-questions",
+        type=int,
+        default=100,
+        help="more CMRC questions for reporting, documents in neither cmrc_eval nor cmrc_select",
+    )
+    parser.add_argument(
+        "--rule", choices=["pooled", "covid"], default="pooled", help="see the module docstring"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="crag_defaults")
     parser.add_argument("--sets", nargs="*", help="only these sets (covid_select is needed)")
@@ -373,7 +533,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cache = RawScoreCache(args.cache)
-    sets = build_sets(args)
+    sets = {name: items for name, items in build_sets(args).items() if items}
     if args.sets:
         sets = {name: sets[name] for name in args.sets}
     logger.info("sets: %s", {k: len(v) for k, v in sets.items()})
@@ -385,28 +545,37 @@ def main() -> None:
         "args": {k: str(v) for k, v in vars(args).items() if k not in ("datasets", "cache")},
         "sizes": {k: len(v) for k, v in sets.items()},
     }
-    selection = select_rule(sets["covid_select"], rows["covid_select"])
-    chosen = selection["chosen"]
-    quantile = chosen["quantile"]
-    rule = chosen["rule"]
-    thresholds = {
-        "en": (rule["upper"], rule["lower"]),
-    }
-    if "rgb_select" in sets:
-        thresholds["zh"] = thresholds_for(sets["rgb_select"], rows["rgb_select"], quantile)
-    results["selection"] = {
-        "set": "covid_select",
-        "chosen": chosen,
-        "thresholds": thresholds,
-        "candidates": [
-            {"quantile": c["quantile"], **{k: c["rule"][k] for k in ("lower", "keep_doubtful_when_correct", "min_kept")},
-             "feasible": c["feasible"],
-             "cells": {r: [round(c["cells"][r][k], 3) for k in ("kept_precision", "keep_positive", "mean_kept")] for r in c["cells"]}}
-            for c in selection["candidates"]
-        ],
-    }  # fmt: skip
-    for language, (upper, lower) in thresholds.items():  # what the judges carry
-        judges[language].default_upper, judges[language].default_lower = upper, lower
+    previous = None
+    if args.rule == "covid":
+        results["selection"] = covid_selection(sets, rows)
+    else:
+        selection = select_pooled_rule(sets, rows)
+        chosen = selection["chosen"]
+        results["selection"] = {
+            "sets": POOLED_SELECTION,
+            "chosen": {k: v for k, v in chosen.items() if k != "cells"},
+            "chosen_cells": chosen["cells"],
+            "thresholds": chosen["thresholds"],
+            "keep_within": chosen["rule"]["keep_within"],
+            "min_kept": chosen["rule"]["min_kept"],
+            "frontier": frontier(selection["candidates"]),
+            "candidates": [
+                {"quantile": c["quantile"], "keep_within": c["rule"]["keep_within"],
+                 "min_kept": c["rule"]["min_kept"], "worst_keep": round(c["worst_keep"], 4),
+                 "mean_precision_0.8": round(c["mean_precision_0.8"], 4)}
+                for c in selection["candidates"]
+            ],
+        }  # fmt: skip
+        previous_judges = build_judges(cache)
+        for language, (upper, lower) in PREVIOUS_DEFAULTS.items():
+            previous_judges[language].default_upper = upper
+            previous_judges[language].default_lower = lower
+        previous = LanguageRoutedJudge(dict(previous_judges))
+    thresholds = results["selection"]["thresholds"]
+    for language, (upper, lower) in thresholds.items():  # what the judges carry (3 decimals)
+        judges[language].default_upper = round(upper, 3)
+        judges[language].default_lower = round(lower, 3)
+        judges[language].default_keep_within = results["selection"].get("keep_within")
     router = LanguageRoutedJudge({"en": judges["en"], "zh": judges["zh"]})
     results["quality"] = {name: ranking_quality(sets[name], rows[name]) for name in sets}
     if args.speed:
@@ -416,7 +585,7 @@ def main() -> None:
     for name in sorted(sets, key=lambda n: n == "covid_eval"):
         results["tables"][name] = {
             label: {str(r): evaluate(sets[name], r, post, args.seed) for r in NOISE_RATIOS}
-            for label, post in variants(router, name).items()
+            for label, post in variants(router, name, previous).items()
         }
         logger.info("%s done", name)
         write_results(f"bench_{args.name}", format_results(results), results)
@@ -425,11 +594,15 @@ def main() -> None:
 
 def format_results(results: dict[str, Any]) -> str:
     lines = [f"sizes (questions): {results['sizes']}"]
-    chosen = results["selection"]["chosen"]
+    selection = results["selection"]
+    chosen = selection["chosen"]
+    picked_on = selection.get("sets", selection.get("set"))
     lines.append(
-        f"rule picked on covid_select: quantile {chosen['quantile']}, rule {chosen['rule']}"
+        f"rule picked on {picked_on}: quantile {chosen['quantile']}, rule {chosen['rule']}"
     )
-    lines.append(f"thresholds (upper, lower): {results['selection']['thresholds']}")
+    lines.append(f"thresholds (upper, lower): {selection['thresholds']}")
+    for row in selection.get("frontier", []):
+        lines.append(f"selection frontier: {json.dumps(row)}")
     lines.append(f"ranking quality: {json.dumps(results['quality'])}")
     header = "set / row".ljust(44) + "".join(f"noise {r}".rjust(26) for r in NOISE_RATIOS)
     lines += ["", header, " " * 44 + "    prec / keep+ / answer / kept" * len(NOISE_RATIOS)]

@@ -48,6 +48,8 @@ DEFAULT_DECISION_THRESHOLD = 0.5
 # relevance, not fitted to any data): a judge with a model fixes its own, measured ones.
 GENERIC_CRAG_UPPER = 0.5
 GENERIC_CRAG_LOWER = 0.1
+# Bound on CRAG's log-odds margin (keep_within): beyond ~40 log-odds no score is distinguishable.
+MAX_KEEP_WITHIN = 50.0
 
 
 class GradeLabel(str, Enum):
@@ -220,6 +222,14 @@ class BaseRelevanceJudge(PromptMixin, BaseComponent):
         le=1.0,
         description="CRAG's lower threshold for this judge's scores (a node below it is "
         "irrelevant); at most default_upper.",
+    )
+    default_keep_within: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=MAX_KEEP_WITHIN,
+        description="CRAG's margin for this judge's scores: a retrieved node graded below "
+        "upper and more than this many log-odds below the best-graded one is dropped; None: "
+        "no margin (only the thresholds).",
     )
 
     @model_validator(mode="after")

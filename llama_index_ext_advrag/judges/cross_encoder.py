@@ -42,6 +42,7 @@ from llama_index_ext_advrag._onnx import (
     packaged_model_dir,
 )
 from llama_index_ext_advrag.judges.base import (
+    MAX_KEEP_WITHIN,
     BaseRelevanceJudge,
     Grade,
     ScoreCalibration,
@@ -65,6 +66,10 @@ MS_MARCO_MINILM_CALIBRATION = ScoreCalibration(slope=0.2585, offset=-0.7083)
 # COVID-QA with hard negatives (selection papers only): upper = precision 0.9, lower = the 2%
 # quantile of the positives' scores (docs/judges_crag.md). Before: (0.626, 0.051).
 MS_MARCO_MINILM_CRAG_THRESHOLDS = (0.680, 0.035)
+# CRAG's log-odds margin to the best-graded node (the judge's default_keep_within), chosen with
+# the thresholds above on the pooled selection sets (COVID-QA selection papers, RGB zh's 30 and
+# 100 CMRC questions; issue #31): a node more than 4 log-odds below the best is dropped.
+MS_MARCO_MINILM_CRAG_KEEP_WITHIN = 4.0
 DEFAULT_MAX_LENGTH = 512
 DEFAULT_BATCH_SIZE = 16
 DEFAULT_MAX_CJK_SHARE = 0.3
@@ -142,6 +147,8 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
         default_upper, default_lower: CRAG's thresholds for these scores (default: measured
             for the packaged model with its default calibration; refit them with
             ``calibrate_judge_thresholds`` for another model or calibration).
+        default_keep_within: CRAG's log-odds margin to the best-graded node (default: chosen
+            with the thresholds; ``None``: no margin).
 
     Raises:
         FileNotFoundError / ImportError: on first use, when the model or the extra is missing.
@@ -162,6 +169,9 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
     max_cjk_share: float = Field(default=DEFAULT_MAX_CJK_SHARE, ge=0.0, le=1.0)
     default_upper: float = Field(default=MS_MARCO_MINILM_CRAG_THRESHOLDS[0], ge=0.0, le=1.0)
     default_lower: float = Field(default=MS_MARCO_MINILM_CRAG_THRESHOLDS[1], ge=0.0, le=1.0)
+    default_keep_within: float | None = Field(
+        default=MS_MARCO_MINILM_CRAG_KEEP_WITHIN, gt=0.0, le=MAX_KEEP_WITHIN
+    )
 
     _scorer: PairScorer | None = PrivateAttr(default=None)
 
@@ -251,6 +261,7 @@ def english_only_grades(
 __all__ = [
     "JUDGES_EXTRA_HINT",
     "MS_MARCO_MINILM_CALIBRATION",
+    "MS_MARCO_MINILM_CRAG_KEEP_WITHIN",
     "MS_MARCO_MINILM_CRAG_THRESHOLDS",
     "CrossEncoderRelevanceJudge",
     "english_only_grades",

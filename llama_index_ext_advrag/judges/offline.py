@@ -18,8 +18,9 @@ from typing import Any
 
 from llama_index_ext_advrag.judges.cross_encoder import CrossEncoderRelevanceJudge
 from llama_index_ext_advrag.judges.embedding import (
+    MULTILINGUAL_E5_CRAG_KEEP_WITHIN,
+    MULTILINGUAL_E5_CRAG_THRESHOLDS,
     MULTILINGUAL_E5_RGB_CALIBRATION,
-    MULTILINGUAL_E5_RGB_CRAG_THRESHOLDS,
     EmbeddingRelevanceJudge,
 )
 from llama_index_ext_advrag.judges.routed import LanguageRoutedJudge
@@ -28,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 
 def multilingual_e5_judge(num_threads: int | None = 1, **data: Any) -> EmbeddingRelevanceJudge:
-    """The e5 cosine judge with its fitted calibration and CRAG thresholds (``name="e5"``).
+    """The e5 cosine judge with its fitted calibration, CRAG thresholds and log-odds margin
+    (``name="e5"``).
 
     Args:
         num_threads: the engine's threads (one is fastest on a shared machine).
@@ -36,10 +38,11 @@ def multilingual_e5_judge(num_threads: int | None = 1, **data: Any) -> Embedding
     """
     from llama_index_ext_advrag.embeddings.multilingual import MultilingualE5Embedding
 
-    upper, lower = MULTILINGUAL_E5_RGB_CRAG_THRESHOLDS
+    upper, lower = MULTILINGUAL_E5_CRAG_THRESHOLDS
     data.setdefault("name", "e5")
     data.setdefault("default_upper", upper)
     data.setdefault("default_lower", lower)
+    data.setdefault("default_keep_within", MULTILINGUAL_E5_CRAG_KEEP_WITHIN)
     return EmbeddingRelevanceJudge(
         embed_model=MultilingualE5Embedding(num_threads=num_threads),
         calibration=MULTILINGUAL_E5_RGB_CALIBRATION,

@@ -10,7 +10,9 @@ router puts every judge's scores on one scale: a score is mapped piecewise linea
 its judge's ``lower`` and ``upper`` land on the router's (:func:`align_score`; the order of
 a judge's scores is kept and ``Grade.raw`` still holds the model's value). The router's own
 thresholds are its English judge's unless given (the Chinese judge's when there is no English
-one), so CRAG with the router applies each language's calibrated thresholds.
+one), so CRAG with the router applies each language's calibrated thresholds. Its log-odds
+margin (``default_keep_within``) is likewise its English judge's unless given, applied on the
+router's scale.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
         judges: ``{"en": judge, "zh": judge}`` (either may be missing).
         cjk_threshold: CJK share of the query or text from which a pair is Chinese.
 
-    Thresholds: ``default_upper`` / ``default_lower`` are the English judge's unless given;
-    each judge's scores are aligned to them (see the module docstring).
+    Thresholds: ``default_upper`` / ``default_lower`` (and ``default_keep_within``) are the
+    English judge's unless given; each judge's scores are aligned to them (see the module
+    docstring).
 
     Raises:
         ValueError: an unknown language key or no judge at all.
@@ -98,6 +101,7 @@ class LanguageRoutedJudge(BaseRelevanceJudge):
         reference = judges.get("en") or judges["zh"]
         data.setdefault("default_upper", reference.default_upper)
         data.setdefault("default_lower", reference.default_lower)
+        data.setdefault("default_keep_within", reference.default_keep_within)
         super().__init__(**data)
         self._judges = dict(judges)
 

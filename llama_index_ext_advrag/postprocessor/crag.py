@@ -15,7 +15,10 @@ CRAG's first duty is to keep the answer, so two rules guard the paper's: ``upper
 ``default_lower``; explicit values win), and CRAG never drops everything: when fewer than
 ``min_kept`` nodes survive (grading and correction together), the best-graded retrieved nodes
 are kept back, unless the judge is confidently sure they are irrelevant (score below
-``min_kept_floor``); they are traced ``"kept_by": "min_kept"``. The default judge is
+``min_kept_floor``); they are traced ``"kept_by": "min_kept"``. Within the retrieved set the
+judge's ranking counts too: a node below ``upper`` that is graded more than ``keep_within``
+log-odds below the best-graded node is dropped even at or above ``lower`` (default: the
+judge's ``default_keep_within``; ``None``: thresholds only). The default judge is
 :func:`~llama_index_ext_advrag.judges.offline.offline_judge` (the cross-encoder for English,
 e5 for Chinese).
 
@@ -41,6 +44,7 @@ the dropped nodes. The same decisions are emitted as instrumentation events
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -57,7 +61,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.configuration import TemplateSetting
 from llama_index_ext_advrag.events import CRAGActionEvent, CRAGResultEvent, CRAGRoundEvent
-from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
+from llama_index_ext_advrag.judges.base import (
+    MAX_KEEP_WITHIN,
+    BaseRelevanceJudge,
+    Grade,
+    node_texts,
+)
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.plan import Failed, Judge, Retrieve, adrive, drive
 from llama_index_ext_advrag.postprocessor.crag_io import (
@@ -86,6 +95,7 @@ TRACE_COMPONENT = "crag"
 DEFAULT_MIN_KEPT = 1
 DEFAULT_MIN_KEPT_FLOOR = 0.0
 DEFAULT_MAX_ROUNDS = 1
+LOG_ODDS_EPSILON = 1e-9
 DEFAULT_REWRITE_TIMEOUT = 120.0
 # Bounds for steps that may hang; generous enough for an LLM judge on a small local model
 # grading a batch (about 5 s per pair at 4 in flight) and a web search over a slow link.
@@ -123,19 +133,49 @@ def decide_action(scores: Sequence[float | None], upper: float, lower: float) ->
     return CRAGAction.AMBIGUOUS
 
 
+def log_odds(score: float) -> float:
+    """``log(p / (1 - p))`` with ``p`` clipped to [1e-9, 1 - 1e-9] (finite for 0 and 1).
+
+    >>> log_odds(0.5), round(log_odds(0.9), 3), round(log_odds(1.0), 1)
+    (0.0, 2.197, 20.7)
+    """
+    clipped = min(max(score, LOG_ODDS_EPSILON), 1.0 - LOG_ODDS_EPSILON)
+    return math.log(clipped / (1.0 - clipped))
+
+
+def within_margin(
+    scores: Sequence[float | None], upper: float, keep_within: float | None
+) -> list[bool]:
+    """Which nodes the margin rule lets through: unknown ones, those at or above ``upper``, and
+    those at most ``keep_within`` log-odds below the best known score (all when ``None``).
+
+    >>> within_margin([0.99, 0.7, 0.04, None], 0.995, 4.0)
+    [True, True, False, True]
+    """
+    known = [s for s in scores if s is not None]
+    if keep_within is None or not known:
+        return [True] * len(scores)
+    floor = log_odds(max(known)) - keep_within
+    return [s is None or s >= upper or log_odds(s) >= floor for s in scores]
+
+
 def keep_retrieved(
     scores: Sequence[float | None],
     action: CRAGAction,
     upper: float,
     lower: float,
     keep_doubtful_when_correct: bool = False,
+    keep_within: float | None = None,
 ) -> list[bool]:
-    """Which retrieved nodes the action keeps (an unknown score counts as doubtful)."""
+    """Which retrieved nodes the action keeps (an unknown score counts as doubtful); with
+    ``keep_within``, a node below ``upper`` must also be within that many log-odds of the
+    best-graded node (:func:`within_margin`)."""
     if action is CRAGAction.INCORRECT:
         return [False] * len(scores)
     if action is CRAGAction.CORRECT and not keep_doubtful_when_correct:
         return [s is not None and s >= upper for s in scores]
-    return [s is None or s >= lower for s in scores]
+    margin = within_margin(scores, upper, keep_within)
+    return [(s is None or s >= lower) and m for s, m in zip(scores, margin, strict=True)]
 
 
 def keep_corrective(scores: Sequence[float | None], lower: float) -> list[bool]:
@@ -176,6 +216,7 @@ class _Candidate:
     text: str
     refinement: dict[str, Any] | None = None
     kept_by: str = "grade"
+    dropped_by: str = "grade"  # "margin": at or above lower, too far below the best grade
 
 
 Plan = Generator[Any, Any, list[NodeWithScore]]
@@ -202,6 +243,9 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
             (default) takes the judge's ``default_upper`` / ``default_lower``. Fit them for a
             judge with :func:`~llama_index_ext_advrag.judges.calibration.calibrate_judge_thresholds`.
         keep_doubtful_when_correct: in Correct, also keep nodes in ``[lower, upper)`` (default).
+        keep_within: a retrieved node below ``upper`` graded more than this many log-odds below
+            the best-graded retrieved node is dropped; not given: the judge's
+            ``default_keep_within``; ``None``: no margin (the thresholds alone decide).
         min_kept: never return fewer nodes than this when the retrieval had them: the
             best-graded dropped retrieved nodes are kept back (0: the paper's rule, which may
             return nothing).
@@ -250,6 +294,13 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         ge=0.0, le=1.0, description="Dropped below it (default: the judge's default_lower)."
     )
     keep_doubtful_when_correct: bool = Field(default=True)
+    keep_within: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=MAX_KEEP_WITHIN,
+        description="Log-odds margin to the best-graded retrieved node (None: no margin; not "
+        "given: the judge's default_keep_within).",
+    )
     min_kept: int = Field(
         default=DEFAULT_MIN_KEPT,
         ge=0,
@@ -304,6 +355,8 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         for bound, default in (("upper", judge.default_upper), ("lower", judge.default_lower)):
             if data.get(bound) is None:
                 data[bound] = default
+        if "keep_within" not in data:  # given, even as None, it wins over the judge's
+            data["keep_within"] = judge.default_keep_within
         super().__init__(**data)
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) must not exceed upper ({self.upper})")
@@ -359,11 +412,24 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
             )
         )
         keep = keep_retrieved(
-            scores, action, self.upper, self.lower, self.keep_doubtful_when_correct
+            scores,
+            action,
+            self.upper,
+            self.lower,
+            self.keep_doubtful_when_correct,
+            self.keep_within,
         )
         candidates = [
             _Candidate(n, "retrieved", g, t) for n, g, t in zip(nodes, grades, texts, strict=True)
         ]
+        thresholds_only = keep_retrieved(
+            scores, action, self.upper, self.lower, self.keep_doubtful_when_correct
+        )
+        for candidate, by_margin, by_thresholds in zip(
+            candidates, keep, thresholds_only, strict=True
+        ):
+            if by_thresholds and not by_margin:
+                candidate.dropped_by = "margin"
         kept = [c for c, k in zip(candidates, keep, strict=True) if k]
         dropped = [c for c, k in zip(candidates, keep, strict=True) if not k]
         decision: dict[str, Any] = {"action": action.value, "rounds": []}
@@ -382,7 +448,7 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
                 "node_id": c.node.node.node_id,
                 "source": c.source,
                 "grade": c.grade.to_dict(),
-                "why": why,
+                "why": c.dropped_by if why == "grade" else why,
             }
             for why, group in (("grade", dropped), ("refinement", refined_away))
             for c in group
@@ -644,4 +710,6 @@ __all__ = [
     "keep_back",
     "keep_corrective",
     "keep_retrieved",
+    "log_odds",
+    "within_margin",
 ]

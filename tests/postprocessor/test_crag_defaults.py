@@ -165,3 +165,141 @@ def test_the_default_judge_is_the_language_routed_offline_judge() -> None:
     zh = judge.judges["zh"]
     assert zh.name == "e5" and zh.default_lower != english.default_lower
     assert offline_judge().name == "offline"
+
+
+# ----- the judge's ranking: the log-odds margin to the best-graded node (issue #31) -----
+
+MARGIN_SCORES = {"Paris": 0.9, "France": 0.6, "Lyon": 0.25}
+MARGIN_GIVEN = ("Lyon is big.", "Paris has the tower.", "France is a country.")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_the_judges_margin_drops_a_node_far_below_the_best(use_async: bool) -> None:
+    # log-odds: Paris 2.20, France 0.41, Lyon -1.10; a margin of 2 drops Lyon although it is
+    # above lower (the thresholds alone, the old rule, keep all three)
+    judge = WordJudge(
+        table=MARGIN_SCORES, default_upper=0.8, default_lower=0.2, default_keep_within=2.0
+    )
+    crag = CRAGPostprocessor(judge=judge, refine=False, max_rounds=0)
+    assert crag.keep_within == 2.0
+    given = nodes(*MARGIN_GIVEN)
+    result = (
+        await crag.apostprocess_nodes(given, query_str=QUERY)
+        if use_async
+        else crag.postprocess_nodes(given, query_str=QUERY)
+    )
+    assert [n.node.get_content() for n in result] == [
+        "Paris has the tower.",
+        "France is a country.",
+    ]
+    dropped = trace(result[0])["dropped"]
+    assert [(d["node_id"], d["why"]) for d in dropped] == [("n0", "margin")]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_explicit_keep_within_wins_over_the_judges(use_async: bool) -> None:
+    judge = WordJudge(
+        table=MARGIN_SCORES, default_upper=0.8, default_lower=0.2, default_keep_within=2.0
+    )
+    everything = ["Paris has the tower.", "France is a country.", "Lyon is big."]
+    off = CRAGPostprocessor(judge=judge, keep_within=None, refine=False, max_rounds=0)
+    assert off.keep_within is None
+    assert await run(off, nodes(*MARGIN_GIVEN), use_async) == everything
+    wide = CRAGPostprocessor(judge=judge, keep_within=3.5, refine=False, max_rounds=0)
+    assert await run(wide, nodes(*MARGIN_GIVEN), use_async) == everything
+    narrow = CRAGPostprocessor(judge=judge, keep_within=1.0, refine=False, max_rounds=0)
+    assert await run(narrow, nodes(*MARGIN_GIVEN), use_async) == ["Paris has the tower."]
+    # explicit thresholds do not switch the judge's margin off
+    both = CRAGPostprocessor(judge=judge, upper=0.95, lower=0.1, refine=False, max_rounds=0)
+    assert both.keep_within == 2.0
+    with pytest.raises(ValueError):
+        CRAGPostprocessor(judge=judge, keep_within=0.0)
+    with pytest.raises(ValueError):
+        WordJudge(default_keep_within=-1.0)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_the_margin_never_drops_a_confident_node_nor_the_best(use_async: bool) -> None:
+    # 0.999 is 6.9 log-odds, 0.85 is 1.7: far apart, but 0.85 is at or above upper
+    judge = WordJudge(
+        table={"Paris": 0.999, "France": 0.85, "Lyon": 0.5},
+        default_upper=0.8,
+        default_lower=0.2,
+        default_keep_within=1.0,
+    )
+    crag = CRAGPostprocessor(judge=judge, refine=False, max_rounds=0)
+    kept = await run(crag, nodes(*MARGIN_GIVEN), use_async)
+    assert kept == ["Paris has the tower.", "France is a country."]
+    # every node doubtful (ambiguous): the best is always within its own margin
+    low = WordJudge(table={"Paris": 0.3, "Lyon": 0.21}, default_upper=0.8, default_lower=0.2)
+    narrow = CRAGPostprocessor(judge=low, keep_within=0.1, refine=False, max_rounds=0)
+    assert await run(narrow, nodes(*MARGIN_GIVEN), use_async) == ["Paris has the tower."]
+
+
+def test_the_offline_judges_carry_the_pooled_defaults() -> None:
+    from llama_index_ext_advrag.judges.cross_encoder import (
+        MS_MARCO_MINILM_CRAG_KEEP_WITHIN,
+        MS_MARCO_MINILM_CRAG_THRESHOLDS,
+    )
+    from llama_index_ext_advrag.judges.embedding import (
+        MULTILINGUAL_E5_CRAG_KEEP_WITHIN,
+        MULTILINGUAL_E5_CRAG_THRESHOLDS,
+        MULTILINGUAL_E5_RGB_CRAG_THRESHOLDS,
+    )
+
+    judge = offline_judge()
+    english, chinese = judge.judges["en"], judge.judges["zh"]
+    assert (english.default_upper, english.default_lower) == MS_MARCO_MINILM_CRAG_THRESHOLDS
+    assert english.default_keep_within == MS_MARCO_MINILM_CRAG_KEEP_WITHIN
+    assert (chinese.default_upper, chinese.default_lower) == MULTILINGUAL_E5_CRAG_THRESHOLDS
+    assert chinese.default_keep_within == MULTILINGUAL_E5_CRAG_KEEP_WITHIN
+    # the pooled Chinese lower sits below the RGB-only one that lost CMRC's answers
+    assert MULTILINGUAL_E5_CRAG_THRESHOLDS[1] < MULTILINGUAL_E5_RGB_CRAG_THRESHOLDS[1]
+    crag = CRAGPostprocessor()
+    assert crag.keep_within == english.default_keep_within == judge.default_keep_within
+    assert CrossEncoderRelevanceJudge(default_keep_within=None).default_keep_within is None
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_routed_defaults_keep_a_short_chinese_answer_the_rgb_thresholds_dropped(
+    use_async: bool,
+) -> None:
+    """A Chinese judge scoring an answer passage 0.1 (CMRC's short passages score low under
+    e5): kept with the pooled Chinese thresholds, dropped with the RGB-only ones."""
+    from llama_index_ext_advrag.judges.cross_encoder import (
+        MS_MARCO_MINILM_CRAG_KEEP_WITHIN,
+        MS_MARCO_MINILM_CRAG_THRESHOLDS,
+    )
+    from llama_index_ext_advrag.judges.embedding import (
+        MULTILINGUAL_E5_CRAG_KEEP_WITHIN,
+        MULTILINGUAL_E5_CRAG_THRESHOLDS,
+        MULTILINGUAL_E5_RGB_CRAG_THRESHOLDS,
+    )
+
+    table = {"1953年": 0.1, "上海": 0.6, "天气": 0.01}
+    given = nodes("天气晴朗。", "他于1953年出生。", "上海是一座城市。")
+    (en_upper, en_lower), (zh_upper, zh_lower) = (
+        MS_MARCO_MINILM_CRAG_THRESHOLDS,
+        MULTILINGUAL_E5_CRAG_THRESHOLDS,
+    )
+    english = WordJudge(
+        default_upper=en_upper,
+        default_lower=en_lower,
+        default_keep_within=MS_MARCO_MINILM_CRAG_KEEP_WITHIN,
+    )
+    chinese = WordJudge(
+        table=table,
+        default_upper=zh_upper,
+        default_lower=zh_lower,
+        default_keep_within=MULTILINGUAL_E5_CRAG_KEEP_WITHIN,
+    )
+    crag = CRAGPostprocessor(
+        judge=LanguageRoutedJudge({"en": english, "zh": chinese}), refine=False, max_rounds=0
+    )
+    assert await run(crag, given, use_async) == ["上海是一座城市。", "他于1953年出生。"]
+    rgb_upper, rgb_lower = MULTILINGUAL_E5_RGB_CRAG_THRESHOLDS
+    before = WordJudge(table=table, default_upper=rgb_upper, default_lower=rgb_lower)
+    old = CRAGPostprocessor(
+        judge=LanguageRoutedJudge({"en": english, "zh": before}), refine=False, max_rounds=0
+    )
+    assert await run(old, given, use_async) == ["上海是一座城市。"]
