@@ -107,12 +107,17 @@ def open_store(uri: str, size: int, full_text: str | None, batch: int, overwrite
     )
 
 
-def ingest(store: Any, chunks: Sequence[str], batch: int, how: str) -> dict[str, float]:
+def ingest(
+    store: Any, chunks: Sequence[str], batch: int, how: str, budget: float | None = None
+) -> dict[str, Any]:
     """Write ``chunks`` in batches of ``batch`` rows: ``add`` (the store's own ``add``), or
-    ``pipelined`` (terms of batch i+1 cut while a writer thread inserts batch i). Returns the
-    seconds spent per stage (stages overlap when pipelined) and in all."""
-    spent = {"nodes": 0.0, "terms": 0.0, "insert": 0.0, "insert_wait": 0.0}
+    ``pipelined`` (terms of batch i+1 cut while a writer thread inserts batch i); no batch is
+    started after ``budget`` seconds. Returns the seconds spent per stage (stages overlap when
+    pipelined) and in all, the rows written, and (rows, seconds) every 10 batches."""
+    spent: dict[str, Any] = {"nodes": 0.0, "terms": 0.0, "insert": 0.0, "insert_wait": 0.0}
+    spent["progress"] = []
     started = time.perf_counter()
+    written = 0
 
     def timed_insert(rows: list[dict[str, Any]]) -> None:
         begun = time.perf_counter()
@@ -122,6 +127,9 @@ def ingest(store: Any, chunks: Sequence[str], batch: int, how: str) -> dict[str,
     with ThreadPoolExecutor(max_workers=1) as writer:
         pending: Future[None] | None = None
         for first in range(0, len(chunks), batch):
+            if budget is not None and time.perf_counter() - started > budget:
+                logger.info("budget of %.0f s spent: %d of %d rows", budget, written, len(chunks))
+                break
             begun = time.perf_counter()
             nodes = batch_nodes(chunks[first : first + batch], first)
             spent["nodes"] += time.perf_counter() - begun
@@ -129,6 +137,7 @@ def ingest(store: Any, chunks: Sequence[str], batch: int, how: str) -> dict[str,
                 begun = time.perf_counter()
                 store.add(nodes)
                 spent["insert"] += time.perf_counter() - begun
+                written += len(nodes)
                 continue
             begun = time.perf_counter()
             check_storable_nodes(nodes)
@@ -139,11 +148,14 @@ def ingest(store: Any, chunks: Sequence[str], batch: int, how: str) -> dict[str,
                 pending.result()
             spent["insert_wait"] += time.perf_counter() - begun
             pending = writer.submit(timed_insert, rows)
-            if first // batch % 10 == 0:
-                logger.info("%d rows sent, load %.1f", first + len(rows), load())
+            written += len(rows)
+            if first // batch % 10 == 9:
+                spent["progress"].append((written, time.perf_counter() - started))
+                logger.info("%d rows sent, load %.1f", written, load())
         if pending is not None:
             pending.result()
     spent["total"] = time.perf_counter() - started
+    spent["rows"] = written
     return spent
 
 
@@ -198,7 +210,8 @@ def profile(args: argparse.Namespace) -> None:
             spent.update(first_searches(store))
             row = {"config": label, "batch": batch, "how": how, "full_text": full_text}
             row.update(spent, load_before=load_before, load_after=load(), rows=args.size)
-            row["rows_per_s"] = args.size / (spent["total"] + spent["flush"])
+            row["rows_per_s"] = spent["rows"] / (spent["total"] + spent["flush"])
+            row.pop("progress")
             row["lite_rss_mb"] = server.rss_mb()
         finally:
             server.stop()
@@ -270,10 +283,11 @@ def scale_child(args: argparse.Namespace) -> None:
         chunks = synthetic_chunks(load_model(work, args.datasets), args.size, seed=0)
         if args.phase == "ingest":
             store = open_store(args.uri, args.size, "pack", args.batch, overwrite=True)
-            spent = ingest(store, chunks, args.batch, "pipelined")
+            spent = ingest(store, chunks, args.batch, "pipelined", args.ingest_budget)
             begun = time.perf_counter()
             flush(store)
             spent["flush"] = time.perf_counter() - begun
+            out["rows_written"], out["progress"] = spent.pop("rows"), spent.pop("progress")
             out.update({f"{k}_s": v for k, v in spent.items()}, **first_searches(store))
         else:
             begun = time.perf_counter()
@@ -324,6 +338,8 @@ def run_phase(args: argparse.Namespace, size: int, phase: str, uri: str) -> dict
         "--work-dir", str(args.work_dir), "--datasets", str(args.datasets), "--uri", uri,
         "--queries", str(args.queries), "--batch", str(args.batch),
     ]  # fmt: skip
+    if args.ingest_budget is not None:
+        command += ["--ingest-budget", str(args.ingest_budget)]
     begun = time.perf_counter()
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=args.timeout, check=False
@@ -381,8 +397,9 @@ def format_scale(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ing, bm = r.get("ingest", {}), r.get("bm25s", {})
         total = ing.get("total_s", 0.0) + ing.get("flush_s", 0.0)
+        written = ing.get("rows_written", r["size"])
         lines.append(
-            f"{r['size']:9d} {total:9.0f} {r['size'] / max(total, 1e-9):7.0f}"
+            f"{written:9d} {total:9.0f} {written / max(total, 1e-9):7.0f}"
             f" {ing.get('flush_s', 0.0):7.1f} {ing.get('first_bm25_search_s', 0.0):10.1f}"
             f" {ing.get('lite_rss_mb', 0.0):11.0f} {r.get('milvus_bytes', 0) / 2**20:9.0f}"
             f" {bm.get('bm25s_build_s', 0.0):8.0f} {bm.get('bm25s_bytes', 0) / 2**20:8.0f}"
@@ -434,6 +451,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     c.add_argument("--phase", choices=PHASES, required=True)
     c.add_argument("--uri", required=True, help="the Milvus Lite server's uri")
     for command in (s, c):
+        command.add_argument(
+            "--ingest-budget", type=float, default=None, help="stop inserting after S seconds"
+        )
         command.add_argument("--queries", type=int, default=100)
         command.add_argument("--batch", type=int, default=5000, help="rows per insert")
     for command in (p, s, c):
