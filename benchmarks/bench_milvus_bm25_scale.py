@@ -242,7 +242,7 @@ def format_profile(rows: list[dict[str, Any]], size: int) -> str:
             f" {r['load_before']:4.1f}-{r['load_after']:<4.1f}"
         )
     lines.append("(store.add rows: the terms are cut inside add, so 'insert' includes them)")
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 # --- scale -----------------------------------------------------------------------------------
@@ -428,7 +428,7 @@ def format_scale(rows: list[dict[str, Any]]) -> str:
                 f" {'' if ratio is None else f'{ratio:.2f}':>6s}"
                 f" {serve['load_before']:4.1f}-{serve['load_after']:<4.1f}"
             )
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 PHASES = ("ingest", "bm25s", "serve-milvus", "serve-bm25s")
