@@ -8,23 +8,17 @@ run and same questions: bm25s (``JiebaBM25Retriever``) alone, each Milvus analyz
 bm25s leg and with the Milvus ``pack`` leg, in rrf / min-max / z-score. Also the share of
 questions whose top-k ids agree between bm25s and the Milvus ``pack`` leg.
 
-``scale``: synthetic chunks (see :func:`synthetic_chunks`) at each size; per size and
-backend a fresh child process ingests (timed), another serves: opens the store, loads its
-lexical leg, runs hybrid queries at top 10 (p50/p95), and reports its RSS (the application).
-Milvus Lite 3.x runs inside the process that opens a file, so here it runs in a process of
-its own (:func:`lite_server`), as a server would, and its RSS is reported apart. The dense
-leg uses a cheap deterministic embedding (``soak_queries.WordHashEmbedding``, hashed
-whitespace-separated words): the lexical leg is what is measured.
+``lite-server``: serves a Milvus Lite file from a process of its own (:class:`LiteServer`).
+The scale runs (10k to 1M chunks) are ``bench_milvus_bm25_scale.py``, which uses this
+module's synthetic chunks (:func:`synthetic_chunks`).
 
     python benchmarks/bench_milvus_bm25.py quality --only cmrc --window-tokens 150
     python benchmarks/bench_milvus_bm25.py quality --only covidqa
-    python benchmarks/bench_milvus_bm25.py scale --sizes 10000 100000 --work-dir DIR
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import random
@@ -57,7 +51,6 @@ from common import (  # noqa: E402
 from llama_index.core import VectorStoreIndex  # noqa: E402
 from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
 from llama_index.core.schema import MetadataMode, TextNode  # noqa: E402
-from soak_queries import DIM as HASH_DIM  # noqa: E402
 from soak_queries import WordHashEmbedding  # noqa: E402
 
 from llama_index_ext_advrag.milvus import flush, open_vector_store  # noqa: E402
@@ -312,165 +305,6 @@ class LiteServer:
             self.process.wait(timeout=30)
 
 
-def scale_child(args: argparse.Namespace) -> None:
-    """One phase (ingest or serve) of one size and backend, in its own process: prints JSON."""
-    model = json.loads(Path(args.model).read_text())
-    db = args.uri
-    persist = Path(args.work_dir) / f"bm25s_{args.size}"
-    embed = WordHashEmbedding()
-    full_text = "pack" if args.backend == "milvus" else None
-    out: dict[str, Any] = {"size": args.size, "backend": args.backend, "phase": args.phase}
-    if args.phase == "ingest":
-        chunks = synthetic_chunks(model, args.size, seed=0)
-        store = open_vector_store(
-            db,
-            "chunks",
-            dim=HASH_DIM,
-            overwrite=True,
-            full_text=full_text,
-            expected_rows=args.size,
-        )
-        started = time.perf_counter()
-        batch = 5000
-        for first in range(0, len(chunks), batch):
-            nodes = [
-                TextNode(text=t, id_=f"c{first + i}", embedding=embed._vector(t))
-                for i, t in enumerate(chunks[first : first + batch])
-            ]
-            store.add(nodes)
-        flush(store)
-        out["milvus_ingest_s"] = time.perf_counter() - started
-        if args.backend == "bm25s":
-            started = time.perf_counter()
-            nodes = [TextNode(text=t, id_=f"c{i}") for i, t in enumerate(chunks)]
-            JiebaBM25Retriever(nodes).persist(persist)
-            out["bm25s_index_s"] = time.perf_counter() - started
-        out["ingest_s"] = out["milvus_ingest_s"] + out.get("bm25s_index_s", 0.0)
-        out["bm25s_bytes"] = folder_bytes(persist) if args.backend == "bm25s" else 0
-    else:
-        queries = synthetic_queries(synthetic_chunks(model, min(args.size, 20_000)), args.queries)
-        del model
-        base = rss_mb()
-        store = open_vector_store(db, "chunks", dim=HASH_DIM, expected_rows=args.size)
-        index = VectorStoreIndex.from_vector_store(store, embed_model=embed)
-        started = time.perf_counter()
-        if args.backend == "milvus":
-            lexical = MilvusBM25Retriever(store)
-        else:
-            lexical = JiebaBM25Retriever.from_persist_dir(persist)
-        out["load_s"] = time.perf_counter() - started
-        hybrid = HybridFusionRetriever(
-            [index.as_retriever(), lexical],
-            similarity_top_k=10,
-            mode="score",
-            leg_names=["dense", "bm25"],
-        )
-        for query in queries[:5]:  # warm-up
-            hybrid.retrieve(query)
-        latencies = []
-        for query in queries:
-            started = time.perf_counter()
-            hybrid.retrieve(query)
-            latencies.append((time.perf_counter() - started) * 1000)
-        lat = np.asarray(latencies)
-        out.update(
-            p50_ms=float(np.percentile(lat, 50)),
-            p95_ms=float(np.percentile(lat, 95)),
-            app_rss_mb=rss_mb(),
-            app_rss_before_mb=base,
-            lexical=hybrid.lexical_choice.backend if hybrid.lexical_choice else None,
-        )
-    print("RESULT " + json.dumps(out), flush=True)
-
-
-def scale(args: argparse.Namespace) -> None:
-    work = Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    model_path = work / "corpus_model.json"
-    if not model_path.exists():
-        model_path.write_text(json.dumps(corpus_model(args.datasets)), encoding="utf-8")
-    rows = []
-    results_file = work / "scale_rows.jsonl"
-    if args.report_only:  # the rows of the sizes that finished (a long run cut short)
-        rows = [json.loads(line) for line in results_file.read_text().splitlines() if line]
-        rows = [row for row in rows if row["size"] in args.sizes]
-        args.sizes = sorted({row["size"] for row in rows})
-    for size in [] if args.report_only else args.sizes:
-        for backend in args.backends:
-            row: dict[str, Any] = {"size": size, "backend": backend, "queries": args.queries}
-            db = work / f"scale_{backend}_{size}.db"
-            for phase in ("ingest", "serve"):
-                server = LiteServer(db)
-                try:
-                    command = [
-                        sys.executable,
-                        __file__,
-                        "scale-child",
-                        "--size",
-                        str(size),
-                        "--backend",
-                        backend,
-                        "--phase",
-                        phase,
-                        "--work-dir",
-                        str(work),
-                        "--model",
-                        str(model_path),
-                        "--queries",
-                        str(args.queries),
-                        "--uri",
-                        server.uri,
-                    ]
-                    done = subprocess.run(
-                        command,
-                        capture_output=True,
-                        text=True,
-                        timeout=args.timeout,
-                        check=False,
-                    )
-                    row[f"lite_server_rss_{phase}_mb"] = server.rss_mb()
-                finally:
-                    server.stop()
-                found = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-                if done.returncode or not found:
-                    raise RuntimeError(f"{command} failed:\n{done.stderr[-3000:]}")
-                row.update(json.loads(found[-1][len("RESULT ") :]))
-            row["milvus_bytes"] = folder_bytes(db)
-            row.pop("phase", None)
-            rows.append(row)
-            with open(results_file, "a", encoding="utf-8") as out:
-                out.write(json.dumps(row) + "\n")
-            logger.info("%s", row)
-    rows.sort(key=lambda row: (row["size"], row["backend"] != "milvus"))
-    text = format_scale(rows, args.queries)
-    print(text)
-    sizes = "_".join(f"{s // 1000}k" for s in sorted(args.sizes))
-    write_results(
-        f"milvus_bm25_scale_{sizes}", text, {"settings": portable_args(args), "rows": rows}
-    )
-
-
-def portable_args(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: v for k, v in vars(args).items() if k not in ("work_dir", "datasets", "func")}
-
-
-def format_scale(rows: list[dict[str, Any]], queries: int) -> str:
-    header = (
-        f"{'chunks':>9s} {'lexical leg':12s} {'ingest s':>9s} {'load s':>7s} {'app RSS MB':>10s}"
-        f" {'Lite RSS MB':>11s} {'p50 ms':>8s} {'p95 ms':>8s} {'Milvus MB':>9s} {'bm25s MB':>8s}"
-    )
-    title = f"## hybrid top 10 (min-max), {queries} queries, synthetic chunks, Milvus Lite 3.2.2"
-    lines = [title, header, "-" * len(header)]
-    for r in rows:
-        lines.append(
-            f"{r['size']:9d} {r['backend']:12s} {r['ingest_s']:9.1f} {r['load_s']:7.2f}"
-            f" {r['app_rss_mb']:10.0f} {r['lite_server_rss_serve_mb']:11.0f}"
-            f" {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['milvus_bytes'] / 2**20:9.0f}"
-            f" {(r['bm25s_bytes'] if r['backend'] == 'bm25s' else 0) / 2**20:8.0f}"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -486,26 +320,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     q.add_argument(
         "--lexical-only", action="store_true", help="the lexical legs alone (no embedding model)"
     )
-    s = sub.add_parser("scale")
-    s.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    s.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    s.add_argument("--queries", type=int, default=50)
-    s.add_argument(
-        "--backends", nargs="+", choices=["milvus", "bm25s"], default=["milvus", "bm25s"]
-    )
-    s.add_argument("--timeout", type=float, default=4 * 3600, help="per child process, seconds")
-    s.add_argument("--work-dir", type=Path, required=True)
-    s.add_argument(
-        "--report-only", action="store_true", help="write the results of the finished sizes"
-    )
-    c = sub.add_parser("scale-child")
-    for name in ("--size", "--queries"):
-        c.add_argument(name, type=int, required=True)
-    c.add_argument("--backend", choices=["milvus", "bm25s"], required=True)
-    c.add_argument("--phase", choices=["ingest", "serve"], required=True)
-    c.add_argument("--work-dir", type=Path, required=True)
-    c.add_argument("--model", type=Path, required=True)
-    c.add_argument("--uri", required=True, help="the Milvus Lite server's uri")
     ls = sub.add_parser("lite-server")
     ls.add_argument("--db", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -515,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "lite-server":
         lite_server(args.db)
         return
-    {"quality": quality, "scale": scale, "scale-child": scale_child}[args.command](args)
+    quality(args)
 
 
 if __name__ == "__main__":
