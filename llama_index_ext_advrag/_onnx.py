@@ -13,7 +13,7 @@ import importlib.util
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,6 +66,19 @@ def model_files(model_path: str | Path, tokenizer_path: str | Path | None) -> tu
     return model_file, token_file
 
 
+def checked_graph_optimization(value: str) -> str:
+    """``value`` when it is one of :data:`GRAPH_OPTIMIZATION_LEVELS`.
+
+    Raises:
+        ValueError: another value (the message lists the allowed ones).
+    """
+    if value not in GRAPH_OPTIMIZATION_LEVELS:
+        raise ValueError(
+            f"graph_optimization {value!r} is not one of {sorted(GRAPH_OPTIMIZATION_LEVELS)}"
+        )
+    return value
+
+
 def onnx_session(
     model_file: Path | bytes,
     num_threads: int | None = None,
@@ -84,11 +97,7 @@ def onnx_session(
         ImportError: onnxruntime is not installed.
         ValueError: an unknown ``graph_optimization``.
     """
-    if graph_optimization not in GRAPH_OPTIMIZATION_LEVELS:
-        raise ValueError(
-            f"graph_optimization {graph_optimization!r} is not one of "
-            f"{sorted(GRAPH_OPTIMIZATION_LEVELS)}"
-        )
+    checked_graph_optimization(graph_optimization)
     try:
         import onnxruntime
     except ImportError as exc:
@@ -119,6 +128,61 @@ def load_tokenizer(token_file: Path, max_length: int, hint: str = "") -> Any:
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.no_padding()
     return tokenizer
+
+
+class OnnxModel(NamedTuple):
+    """A loaded model: its tokenizer, its onnxruntime session and the session's input names."""
+
+    tokenizer: Any
+    session: Any
+    input_names: frozenset[str]
+    model_file: Path
+
+
+def load_onnx_model(
+    model_path: str | Path,
+    tokenizer_path: str | Path | None,
+    max_length: int,
+    num_threads: int | None = None,
+    graph_optimization: str = "all",
+    hint: str = "",
+) -> OnnxModel:
+    """The tokenizer (:func:`load_tokenizer`) and CPU session (:func:`onnx_session`) of a
+    model file or folder (:func:`model_files`).
+
+    Raises:
+        FileNotFoundError: a file does not exist (named).
+        ImportError: tokenizers or onnxruntime is not installed (``hint`` names the extra).
+        ValueError: an unknown ``graph_optimization``.
+    """
+    model_file, token_file = model_files(model_path, tokenizer_path)
+    tokenizer = load_tokenizer(token_file, max_length, hint)
+    session = onnx_session(model_file, num_threads, graph_optimization, hint)
+    names = frozenset(item.name for item in session.get_inputs())
+    return OnnxModel(tokenizer, session, names, model_file)
+
+
+def bert_feeds(
+    ids: Sequence[Sequence[int]],
+    pad_id: int,
+    input_names: frozenset[str] | set[str],
+    attention_mask: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """A BERT encoder's inputs for one batch: ids right-padded (:func:`pad_batch`), the padding
+    mask or ``attention_mask`` when given, and zero ``token_type_ids`` when the model takes them.
+
+    >>> feeds = bert_feeds([[101, 7, 102], [101, 102]], 0, {"input_ids", "token_type_ids"})
+    >>> sorted(feeds), feeds["attention_mask"].tolist()
+    (['attention_mask', 'input_ids', 'token_type_ids'], [[1, 1, 1], [1, 1, 0]])
+    """
+    input_ids, mask = pad_batch(ids, pad_id)
+    feeds = {
+        "input_ids": input_ids,
+        "attention_mask": mask if attention_mask is None else attention_mask,
+    }
+    if "token_type_ids" in input_names:
+        feeds["token_type_ids"] = np.zeros_like(input_ids)
+    return feeds
 
 
 def length_batches(lengths: Sequence[int], max_batch_tokens: int) -> list[list[int]]:
@@ -165,8 +229,12 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
 __all__ = [
     "GRAPH_OPTIMIZATION_LEVELS",
     "PACKAGED_MODEL_PACKAGE",
+    "OnnxModel",
+    "bert_feeds",
+    "checked_graph_optimization",
     "l2_normalise",
     "length_batches",
+    "load_onnx_model",
     "load_tokenizer",
     "model_files",
     "onnx_session",

@@ -33,12 +33,11 @@ from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 
 from llama_index_ext_advrag._onnx import (
-    GRAPH_OPTIMIZATION_LEVELS,
+    bert_feeds,
+    checked_graph_optimization,
     l2_normalise,
     length_batches,
-    load_tokenizer,
-    model_files,
-    onnx_session,
+    load_onnx_model,
     packaged_model_dir,
     pad_batch,
 )
@@ -131,6 +130,7 @@ class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
 
     _session: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
+    _input_names: frozenset[str] = PrivateAttr(default=frozenset())
     _pad_id: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _warned_truncation: bool = PrivateAttr(default=False)
@@ -138,11 +138,7 @@ class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
     @field_validator("graph_optimization")
     @classmethod
     def _known_level(cls, value: str) -> str:
-        if value not in GRAPH_OPTIMIZATION_LEVELS:
-            raise ValueError(
-                f"graph_optimization {value!r} is not one of {sorted(GRAPH_OPTIMIZATION_LEVELS)}"
-            )
-        return value
+        return checked_graph_optimization(value)
 
     @classmethod
     def class_name(cls) -> str:
@@ -153,22 +149,23 @@ class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
         if self._session is not None:
             return
         folder = self.model_path or packaged_model_dir(BGE_SMALL_SUBDIR, OFFLINE_EXTRA_HINT)
-        model_file, token_file = model_files(folder, self.tokenizer_path)
-        self._tokenizer = load_tokenizer(token_file, self.max_length, OFFLINE_EXTRA_HINT)
+        model = load_onnx_model(
+            folder,
+            self.tokenizer_path,
+            self.max_length,
+            self.num_threads,
+            self.graph_optimization,
+            OFFLINE_EXTRA_HINT,
+        )
+        self._tokenizer, self._input_names = model.tokenizer, model.input_names
         pad_id = self._tokenizer.token_to_id("[PAD]")
         self._pad_id = 0 if pad_id is None else int(pad_id)
-        self._session = onnx_session(
-            model_file, self.num_threads, self.graph_optimization, OFFLINE_EXTRA_HINT
-        )
-        logger.info("Loaded %s (ONNX, %s)", self.model_name, model_file.name)
+        self._session = model.session
+        logger.info("Loaded %s (ONNX, %s)", self.model_name, model.model_file.name)
 
     def _run(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Normalised ``[CLS]`` vectors of one padded batch."""
-        input_ids, mask = pad_batch(ids, self._pad_id)
-        feeds = {"input_ids": input_ids, "attention_mask": mask}
-        names = {item.name for item in self._session.get_inputs()}
-        if "token_type_ids" in names:
-            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        feeds = bert_feeds(ids, self._pad_id, self._input_names)
         hidden = self._session.run(None, feeds)[0]
         return l2_normalise(np.asarray(hidden[:, 0, :], dtype=np.float32))
 
