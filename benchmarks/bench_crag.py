@@ -36,7 +36,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,20 +174,24 @@ def rgb_answer_check(answer: Any) -> Callable[[str], bool]:
     return check
 
 
-def load_rgb(path: Path) -> list[Item]:
-    items = []
+def rgb_rows(
+    path: Path,
+) -> Iterator[tuple[str, str, list[str], list[str], Callable[[str], bool]]]:
+    """RGB's questions (JSON lines): id, query, positives and negatives without repeats, and
+    the answer check."""
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        items.append(
-            Item(
-                str(row["id"]),
-                row["query"],
-                list(dict.fromkeys(row["positive"])),
-                list(dict.fromkeys(row["negative"])),
-                rgb_answer_check(row["answer"]),
-            )
+        yield (
+            str(row["id"]),
+            row["query"],
+            list(dict.fromkeys(row["positive"])),
+            list(dict.fromkeys(row["negative"])),
+            rgb_answer_check(row["answer"]),
         )
-    return items
+
+
+def load_rgb(path: Path) -> list[Item]:
+    return [Item(*row) for row in rgb_rows(path)]
 
 
 def covid_passages(documents: dict[str, str]) -> list[tuple[str, str]]:
@@ -252,6 +256,43 @@ def context_for(item: Item, ratio: float, rng: random.Random) -> list[str] | Non
 # ----- evaluation -----
 
 
+@dataclass
+class KeptTally:
+    """What a filter kept from each question's context, summed over the questions."""
+
+    count_tokens: bool = True
+    questions: int = 0
+    kept: int = 0
+    positives: int = 0
+    keep_positive: int = 0
+    answered: int = 0
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, positive_flags: list[bool], answered: bool, final: str = "") -> None:
+        """One question: a flag per kept passage, whether the kept context holds the answer
+        and (when tokens are counted) that context."""
+        self.questions += 1
+        self.kept += len(positive_flags)
+        self.positives += sum(positive_flags)
+        self.keep_positive += any(positive_flags)
+        self.answered += answered
+        if self.count_tokens:
+            self.tokens.append(count_tokens(final))
+
+    def summary(self) -> dict[str, Any]:
+        questions = self.questions
+        out: dict[str, Any] = {
+            "questions": questions,
+            "kept_precision": self.positives / self.kept if self.kept else 0.0,
+            "keep_positive": self.keep_positive / questions if questions else 0.0,
+            "answer_in_context": self.answered / questions if questions else 0.0,
+            "mean_kept": self.kept / questions if questions else 0.0,
+        }
+        if self.count_tokens:
+            out["mean_tokens"] = statistics.mean(self.tokens) if self.tokens else 0.0
+        return out
+
+
 def as_nodes(texts: Sequence[str], prefix: str) -> list[NodeWithScore]:
     return [
         NodeWithScore(node=TextNode(text=t, id_=f"{prefix}-{i}"), score=1.0 - 0.01 * i)
@@ -276,14 +317,12 @@ def evaluate(
     corpus_texts: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
-    kept = positives_kept = keep_positive = answered = questions = 0
-    tokens: list[int] = []
+    tally = KeptTally()
     actions: dict[str, int] = {}
     for item in items:
         context = context_for(item, ratio, rng)
         if context is None:
             continue
-        questions += 1
         nodes = as_nodes(context, item.qid)
         originals = {n.node.node_id: n.node.get_content() for n in nodes}
         if corpus_texts:
@@ -295,21 +334,9 @@ def evaluate(
             action = "none" if post is None else "empty"
         actions[action] = actions.get(action, 0) + 1
         flags = [item.is_positive(original_text(n, originals)) for n in result]
-        kept += len(flags)
-        positives_kept += sum(flags)
-        keep_positive += any(flags)
         final = "\n".join(n.node.get_content() for n in result)
-        answered += item.answer(final)
-        tokens.append(count_tokens(final))
-    return {
-        "questions": questions,
-        "kept_precision": positives_kept / kept if kept else 0.0,
-        "keep_positive": keep_positive / questions if questions else 0.0,
-        "answer_in_context": answered / questions if questions else 0.0,
-        "mean_kept": kept / questions if questions else 0.0,
-        "mean_tokens": statistics.mean(tokens) if tokens else 0.0,
-        "actions": actions,
-    }
+        tally.add(flags, item.answer(final), final)
+    return {**tally.summary(), "actions": actions}
 
 
 def label_items(items: list[Item]) -> None:

@@ -42,13 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from llama_index.core.schema import NodeWithScore, TextNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_crag import context_for  # noqa: E402
+from bench_crag import NOISE_RATIOS, KeptTally, as_nodes, context_for  # noqa: E402
 from common import DEFAULT_DATASETS, cmrc_path, covidqa_path, write_results  # noqa: E402
 from crag_sets import (  # noqa: E402
-    NOISE_RATIOS,
     Item,
     rgb_items,
     squad_items,
@@ -72,7 +70,6 @@ from llama_index_ext_advrag.postprocessor.crag import (  # noqa: E402
     keep_back,
     keep_retrieved,
 )
-from llama_index_ext_advrag.text import count_tokens  # noqa: E402
 
 logger = logging.getLogger("bench_crag_defaults")
 COVID_WINDOW_TOKENS = 128
@@ -194,7 +191,7 @@ def simulate_keep(scores: list[float | None], rule: Rule) -> list[bool]:
 def simulate(
     items: list[Item], rows: list[list[float | None]], ratio: float, rule: Rule | None
 ) -> dict[str, float]:
-    kept = positives = keep_positive = answered = questions = 0
+    tally = KeptTally(count_tokens=False)
     for item, scores in zip(items, rows, strict=True):
         npos = len(item.positives)
         negatives = round(5 * ratio)
@@ -204,19 +201,9 @@ def simulate(
         texts = item.positives + item.negatives
         keep = [True] * 5 if rule is None else simulate_keep([scores[i] for i in chosen], rule)
         kept_idx = [i for i, k in zip(chosen, keep, strict=True) if k]
-        questions += 1
-        kept += len(kept_idx)
         flags = [i < npos for i in kept_idx]
-        positives += sum(flags)
-        keep_positive += any(flags)
-        answered += item.answer("\n".join(texts[i] for i in kept_idx))
-    return {
-        "questions": questions,
-        "kept_precision": positives / kept if kept else 0.0,
-        "keep_positive": keep_positive / questions if questions else 0.0,
-        "answer_in_context": answered / questions if questions else 0.0,
-        "mean_kept": kept / questions if questions else 0.0,
-    }
+        tally.add(flags, item.answer("\n".join(texts[i] for i in kept_idx)))
+    return tally.summary()
 
 
 SELECTION_QUANTILES = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)
@@ -400,39 +387,23 @@ def evaluate(
     items: list[Item], ratio: float, post: CRAGPostprocessor | None, seed: int
 ) -> dict[str, Any]:
     rng = random.Random(seed)
-    kept = positives = keep_positive = answered = questions = kept_back = 0
-    tokens: list[int] = []
+    tally = KeptTally()
+    kept_back = 0
     for item in items:
         context = context_for(item, ratio, rng)
         if context is None:
             continue
-        questions += 1
-        nodes = [
-            NodeWithScore(node=TextNode(text=t, id_=f"{item.qid}-{i}"), score=1.0 - 0.01 * i)
-            for i, t in enumerate(context)
-        ]
+        nodes = as_nodes(context, item.qid)
         originals = {n.node.node_id: t for n, t in zip(nodes, context, strict=True)}
         result = nodes if post is None else post.postprocess_nodes(nodes, query_str=item.query)
         flags = [originals[n.node.node_id] in item.positives for n in result]
-        kept += len(flags)
-        positives += sum(flags)
-        keep_positive += any(flags)
         final = "\n".join(n.node.get_content() for n in result)
-        answered += item.answer(final)
-        tokens.append(count_tokens(final))
+        tally.add(flags, item.answer(final), final)
         kept_back += sum(
             n.node.metadata.get(TRACE_KEY, {}).get("crag", {}).get("kept_by") == "min_kept"
             for n in result
         )
-    return {
-        "questions": questions,
-        "kept_precision": positives / kept if kept else 0.0,
-        "keep_positive": keep_positive / questions if questions else 0.0,
-        "answer_in_context": answered / questions if questions else 0.0,
-        "mean_kept": kept / questions if questions else 0.0,
-        "mean_tokens": statistics.mean(tokens) if tokens else 0.0,
-        "kept_back_by_min_kept": kept_back,
-    }
+    return {**tally.summary(), "kept_back_by_min_kept": kept_back}
 
 
 def variants(

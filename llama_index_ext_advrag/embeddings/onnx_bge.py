@@ -33,11 +33,13 @@ from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 
 from llama_index_ext_advrag._onnx import (
-    GRAPH_OPTIMIZATION_LEVELS,
-    load_tokenizer,
-    model_files,
-    onnx_session,
+    bert_feeds,
+    checked_graph_optimization,
+    l2_normalise,
+    length_batches,
+    load_onnx_model,
     packaged_model_dir,
+    pad_batch,
 )
 from llama_index_ext_advrag.embeddings._blocking import BlockingEncoderEmbedding
 from llama_index_ext_advrag.text import check_texts
@@ -62,47 +64,6 @@ DEFAULT_EMBED_BATCH_SIZE = 128
 DEFAULT_MAX_BATCH_TOKENS = 512
 DEFAULT_NUM_THREADS: int | None = 1
 DEFAULT_GRAPH_OPTIMIZATION = "all"
-
-
-def length_batches(lengths: Sequence[int], max_batch_tokens: int) -> list[list[int]]:
-    """Positions of ``lengths`` sorted shortest first and cut into batches whose padded size
-    (texts x longest) stays within ``max_batch_tokens`` (a single longer text is its own batch).
-
-    >>> length_batches([5, 100, 6, 7], max_batch_tokens=21)  # 3 x 7 tokens fit, 100 alone
-    [[0, 2, 3], [1]]
-    """
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for index in order:
-        if current and (len(current) + 1) * lengths[index] > max_batch_tokens:
-            batches.append(current)
-            current = []
-        current.append(index)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def pad_batch(ids: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(input_ids, attention_mask)`` int64 arrays, right-padded to the longest row.
-
-    >>> pad_batch([[1, 2, 3], [4]], pad_id=0)[1].tolist()
-    [[1, 1, 1], [1, 0, 0]]
-    """
-    width = max(len(row) for row in ids)
-    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(ids), width), dtype=np.int64)
-    for row, tokens in enumerate(ids):
-        input_ids[row, : len(tokens)] = tokens
-        mask[row, : len(tokens)] = 1
-    return input_ids, mask
-
-
-def l2_normalise(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (a zero row stays zero)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0.0, 1.0, norms)
 
 
 class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
@@ -169,6 +130,7 @@ class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
 
     _session: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
+    _input_names: frozenset[str] = PrivateAttr(default=frozenset())
     _pad_id: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _warned_truncation: bool = PrivateAttr(default=False)
@@ -176,11 +138,7 @@ class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
     @field_validator("graph_optimization")
     @classmethod
     def _known_level(cls, value: str) -> str:
-        if value not in GRAPH_OPTIMIZATION_LEVELS:
-            raise ValueError(
-                f"graph_optimization {value!r} is not one of {sorted(GRAPH_OPTIMIZATION_LEVELS)}"
-            )
-        return value
+        return checked_graph_optimization(value)
 
     @classmethod
     def class_name(cls) -> str:
@@ -191,22 +149,23 @@ class BgeSmallOnnxEmbedding(BlockingEncoderEmbedding):
         if self._session is not None:
             return
         folder = self.model_path or packaged_model_dir(BGE_SMALL_SUBDIR, OFFLINE_EXTRA_HINT)
-        model_file, token_file = model_files(folder, self.tokenizer_path)
-        self._tokenizer = load_tokenizer(token_file, self.max_length, OFFLINE_EXTRA_HINT)
+        model = load_onnx_model(
+            folder,
+            self.tokenizer_path,
+            self.max_length,
+            self.num_threads,
+            self.graph_optimization,
+            OFFLINE_EXTRA_HINT,
+        )
+        self._tokenizer, self._input_names = model.tokenizer, model.input_names
         pad_id = self._tokenizer.token_to_id("[PAD]")
         self._pad_id = 0 if pad_id is None else int(pad_id)
-        self._session = onnx_session(
-            model_file, self.num_threads, self.graph_optimization, OFFLINE_EXTRA_HINT
-        )
-        logger.info("Loaded %s (ONNX, %s)", self.model_name, model_file.name)
+        self._session = model.session
+        logger.info("Loaded %s (ONNX, %s)", self.model_name, model.model_file.name)
 
     def _run(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Normalised ``[CLS]`` vectors of one padded batch."""
-        input_ids, mask = pad_batch(ids, self._pad_id)
-        feeds = {"input_ids": input_ids, "attention_mask": mask}
-        names = {item.name for item in self._session.get_inputs()}
-        if "token_type_ids" in names:
-            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        feeds = bert_feeds(ids, self._pad_id, self._input_names)
         hidden = self._session.run(None, feeds)[0]
         return l2_normalise(np.asarray(hidden[:, 0, :], dtype=np.float32))
 
@@ -243,6 +202,7 @@ __all__ = [
     "BGE_SMALL_MODEL_NAME",
     "OFFLINE_EXTRA_HINT",
     "BgeSmallOnnxEmbedding",
+    # defined in llama_index_ext_advrag._onnx; still importable from here, where they started
     "length_batches",
     "pad_batch",
 ]

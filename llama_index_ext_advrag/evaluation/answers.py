@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from llama_index.core.schema import QueryBundle
 from tqdm.auto import tqdm
@@ -77,6 +77,15 @@ class AnswerResult:
     cached: bool  # the answer came from the cache
     llm_calls: int  # calls made in this run (0 when everything was cached)
     error: str | None = None
+
+
+class _Answered(NamedTuple):
+    """A question answered by a pipeline, before it is judged and scored."""
+
+    answer: str
+    context: str
+    latency_ms: float  # retrieval + generation
+    cached: bool
 
 
 def choose_k(tokens_by_k: dict[int, float], budget: float) -> int:
@@ -162,6 +171,34 @@ class AnswerEvaluator:
     def _support_key(self, sentence: str, context: str) -> str:
         return cache_key("support", self._identity, self._judge_identity, sentence, context)
 
+    def _cached_answer(self, key: str) -> tuple[str, float, bool] | None:
+        hit = self.cache.get(key)
+        return None if hit is None else (str(hit["answer"]), float(hit["ms"]), True)
+
+    def _store_answer(self, key: str, answer: Any, started: float) -> tuple[str, float, bool]:
+        ms = _ms_since(started)
+        self.cache.put(key, {"answer": str(answer), "ms": ms})
+        return str(answer), ms, False
+
+    def _cached_self_answer(self, key: str) -> tuple[str, str, float, bool] | None:
+        hit = self.cache.get(key)
+        if hit is None:
+            return None
+        return str(hit["answer"]), str(hit["context"]), float(hit["ms"]), True
+
+    def _store_self_answer(
+        self, key: str, answered: tuple[str, Any], started: float
+    ) -> tuple[str, str, float, bool]:
+        ms = _ms_since(started)
+        answer, nodes = answered
+        context = context_text(nodes)
+        self.cache.put(key, {"answer": answer, "context": context, "ms": ms})
+        return answer, context, ms, False
+
+    def _cached_support(self, key: str) -> bool | None:
+        hit = self.cache.get(key)
+        return None if hit is None else bool(hit["supported"])
+
     def _judged(self, key: str, result: Any) -> bool | None:
         if result is None or result.passing is None:
             return None
@@ -177,72 +214,58 @@ class AnswerEvaluator:
             TimeoutError: the LLM took longer than ``timeout``; the LLM's own errors unchanged.
         """
         key = self._answer_key(pipeline_key, question, context)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return str(hit["answer"]), float(hit["ms"]), True
+        if (hit := self._cached_answer(key)) is not None:
+            return hit
         started = time.perf_counter()
         answer = call_within(
             lambda: self.llm.predict(self.prompt, context_str=context, query_str=question),
             self.timeout,
             "the answer LLM",
         )
-        ms = (time.perf_counter() - started) * 1000
-        self.cache.put(key, {"answer": str(answer), "ms": ms})
-        return str(answer), ms, False
+        return self._store_answer(key, answer, started)
 
     async def agenerate(
         self, pipeline_key: str, question: str, context: str
     ) -> tuple[str, float, bool]:
         """Async :meth:`generate`."""
         key = self._answer_key(pipeline_key, question, context)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return str(hit["answer"]), float(hit["ms"]), True
+        if (hit := self._cached_answer(key)) is not None:
+            return hit
         started = time.perf_counter()
         answer = await _abounded(
             lambda: self.llm.apredict(self.prompt, context_str=context, query_str=question),
             self.timeout,
             "the answer LLM",
         )
-        ms = (time.perf_counter() - started) * 1000
-        self.cache.put(key, {"answer": str(answer), "ms": ms})
-        return str(answer), ms, False
+        return self._store_answer(key, answer, started)
 
     def generate_with(
         self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
     ) -> tuple[str, str, float, bool]:
         """A pipeline that answers itself: ``(answer, context, ms, cached)``."""
         key = self._self_answer_key(pipeline_key, k, bundle.query_str)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return str(hit["answer"]), str(hit["context"]), float(hit["ms"]), True
+        if (hit := self._cached_self_answer(key)) is not None:
+            return hit
         started = time.perf_counter()
-        answer, nodes = call_within(
+        answered = call_within(
             lambda: pipeline.answer(bundle, k), self.timeout, f"pipeline {pipeline.name}"
         )
-        ms = (time.perf_counter() - started) * 1000
-        context = context_text(nodes)
-        self.cache.put(key, {"answer": answer, "context": context, "ms": ms})
-        return answer, context, ms, False
+        return self._store_self_answer(key, answered, started)
 
     async def agenerate_with(
         self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
     ) -> tuple[str, str, float, bool]:
         """Async :meth:`generate_with` (the pipeline's sync ``answer`` in a worker thread)."""
         key = self._self_answer_key(pipeline_key, k, bundle.query_str)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return str(hit["answer"]), str(hit["context"]), float(hit["ms"]), True
+        if (hit := self._cached_self_answer(key)) is not None:
+            return hit
         started = time.perf_counter()
-        answer, nodes = await _abounded(
+        answered = await _abounded(
             lambda: asyncio.to_thread(pipeline.answer, bundle, k),
             self.timeout,
             f"pipeline {pipeline.name}",
         )
-        ms = (time.perf_counter() - started) * 1000
-        context = context_text(nodes)
-        self.cache.put(key, {"answer": answer, "context": context, "ms": ms})
-        return answer, context, ms, False
+        return self._store_self_answer(key, answered, started)
 
     # --- support judgements ---------------------------------------------------------------
 
@@ -250,9 +273,8 @@ class AnswerEvaluator:
         """Whether the support evaluator passes ``sentence`` against ``context`` (``None``: it
         failed or timed out; not cached, so a re-run tries again)."""
         key = self._support_key(sentence, context)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return bool(hit["supported"])
+        if (hit := self._cached_support(key)) is not None:
+            return hit
         try:
             result = call_within(
                 lambda: self.support_evaluator.evaluate(
@@ -269,9 +291,8 @@ class AnswerEvaluator:
     async def asupported(self, question: str, sentence: str, context: str) -> bool | None:
         """Async :meth:`supported`."""
         key = self._support_key(sentence, context)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return bool(hit["supported"])
+        if (hit := self._cached_support(key)) is not None:
+            return hit
         try:
             result = await _abounded(
                 lambda: self.support_evaluator.aevaluate(
@@ -287,6 +308,32 @@ class AnswerEvaluator:
 
     # --- one question ---------------------------------------------------------------------
 
+    def _answer(
+        self, pipeline: Any, question: Question, bundle: QueryBundle, k: int, pipeline_key: str
+    ) -> _Answered:
+        """Retrieve (timed) and generate, or let a generating pipeline answer itself."""
+        if getattr(pipeline, "generates", False):
+            return _Answered(*self.generate_with(pipeline, pipeline_key, bundle, k))
+        started = time.perf_counter()
+        nodes = pipeline.retrieve(bundle, k)
+        retrieval_ms = _ms_since(started)
+        context = context_text(nodes)
+        answer, ms, cached = self.generate(pipeline_key, question.question, context)
+        return _Answered(answer, context, retrieval_ms + ms, cached)
+
+    async def _aanswer(
+        self, pipeline: Any, question: Question, bundle: QueryBundle, k: int, pipeline_key: str
+    ) -> _Answered:
+        """Async :meth:`_answer` (a sync retrieval runs in a worker thread)."""
+        if getattr(pipeline, "generates", False):
+            return _Answered(*await self.agenerate_with(pipeline, pipeline_key, bundle, k))
+        started = time.perf_counter()
+        nodes = await asyncio.to_thread(pipeline.retrieve, bundle, k)
+        retrieval_ms = _ms_since(started)
+        context = context_text(nodes)
+        answer, ms, cached = await self.agenerate(pipeline_key, question.question, context)
+        return _Answered(answer, context, retrieval_ms + ms, cached)
+
     def score(
         self,
         pipeline: Any,
@@ -298,23 +345,12 @@ class AnswerEvaluator:
         """Retrieve (timed), answer and score ``question`` with ``pipeline`` at ``k``."""
         with counting_llm_calls() as counter:
             try:
-                if getattr(pipeline, "generates", False):
-                    answer, context, latency, cached = self.generate_with(
-                        pipeline, pipeline_key, bundle, k
-                    )
-                else:
-                    started = time.perf_counter()
-                    nodes = pipeline.retrieve(bundle, k)
-                    retrieval_ms = (time.perf_counter() - started) * 1000
-                    context = context_text(nodes)
-                    answer, ms, cached = self.generate(pipeline_key, question.question, context)
-                    latency = retrieval_ms + ms
+                answered = self._answer(pipeline, question, bundle, k, pipeline_key)
             except Exception as exc:  # recorded on the row and counted in the report
                 return _failed(pipeline.name, question, k, exc, counter.calls)
-            verdicts = [self.supported(question.question, s, context)
-                        for s in answer_sentences(answer)]  # fmt: skip
-            return _scored(pipeline.name, question, k, answer, context, verdicts, latency,
-                           cached, counter.calls)  # fmt: skip
+            verdicts = [self.supported(question.question, sentence, answered.context)
+                        for sentence in answer_sentences(answered.answer)]  # fmt: skip
+            return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
 
     async def ascore(
         self,
@@ -327,25 +363,12 @@ class AnswerEvaluator:
         """Async :meth:`score` (a sync retrieval runs in a worker thread)."""
         with counting_llm_calls() as counter:
             try:
-                if getattr(pipeline, "generates", False):
-                    answer, context, latency, cached = await self.agenerate_with(
-                        pipeline, pipeline_key, bundle, k
-                    )
-                else:
-                    started = time.perf_counter()
-                    nodes = await asyncio.to_thread(pipeline.retrieve, bundle, k)
-                    retrieval_ms = (time.perf_counter() - started) * 1000
-                    context = context_text(nodes)
-                    answer, ms, cached = await self.agenerate(
-                        pipeline_key, question.question, context
-                    )
-                    latency = retrieval_ms + ms
+                answered = await self._aanswer(pipeline, question, bundle, k, pipeline_key)
             except Exception as exc:  # recorded on the row and counted in the report
                 return _failed(pipeline.name, question, k, exc, counter.calls)
-            verdicts = [await self.asupported(question.question, s, context)
-                        for s in answer_sentences(answer)]  # fmt: skip
-            return _scored(pipeline.name, question, k, answer, context, verdicts, latency,
-                           cached, counter.calls)  # fmt: skip
+            verdicts = [await self.asupported(question.question, sentence, answered.context)
+                        for sentence in answer_sentences(answered.answer)]  # fmt: skip
+            return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
 
 
 async def _abounded(call: Any, timeout: float, what: str) -> Any:
@@ -354,6 +377,10 @@ async def _abounded(call: Any, timeout: float, what: str) -> Any:
         return await arun_within(call, timeout, what)
     except StepTimeoutError as exc:
         raise TimeoutError(str(exc)) from None
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def _failed(name: str, question: Question, k: int, exc: Exception, calls: int) -> AnswerResult:
@@ -366,13 +393,13 @@ def _scored(
     name: str,
     question: Question,
     k: int,
-    answer: str,
-    context: str,
+    answered: _Answered,
     verdicts: list[bool | None],
-    latency: float,
-    cached: bool,
     calls: int,
 ) -> AnswerResult:
+    """The row of an answered question: its metrics against the gold answers and the verdicts
+    on its sentences."""
+    answer, context = answered.answer, answered.context
     return AnswerResult(
         pipeline=name,
         question_id=question.id,
@@ -386,8 +413,8 @@ def _scored(
         unjudged=sum(v is None for v in verdicts),
         context_tokens=count_tokens(context),
         answer_tokens=count_tokens(answer),
-        latency_ms=latency,
-        cached=cached,
+        latency_ms=answered.latency_ms,
+        cached=answered.cached,
         llm_calls=calls,
     )
 
@@ -398,6 +425,21 @@ def pipeline_key(pipeline: Any) -> str:
     spec = getattr(pipeline, "spec", None)
     settings = getattr(pipeline, "settings", "")
     return f"{type(pipeline).__name__}:{pipeline.name}:{spec!r}:{settings}"
+
+
+def _with_progress(
+    pipeline: Any,
+    questions: Sequence[Question],
+    bundles: Sequence[QueryBundle],
+    show_progress: bool,
+) -> Iterable[tuple[Question, QueryBundle]]:
+    """``(question, bundle)`` pairs under a progress bar (one bundle per question)."""
+    return tqdm(
+        list(zip(questions, bundles, strict=True)),
+        desc=f"{pipeline.name} answers",
+        disable=not show_progress,
+        leave=False,
+    )
 
 
 async def aanswer_questions(
@@ -413,12 +455,7 @@ async def aanswer_questions(
     key = pipeline_key(pipeline)
     return [
         await evaluator.ascore(pipeline, question, bundle, k, key)
-        for question, bundle in tqdm(
-            list(zip(questions, bundles, strict=True)),
-            desc=f"{pipeline.name} answers",
-            disable=not show_progress,
-            leave=False,
-        )
+        for question, bundle in _with_progress(pipeline, questions, bundles, show_progress)
     ]
 
 
@@ -434,12 +471,7 @@ def answer_questions(
     key = pipeline_key(pipeline)
     return [
         evaluator.score(pipeline, question, bundle, k, key)
-        for question, bundle in tqdm(
-            list(zip(questions, bundles, strict=True)),
-            desc=f"{pipeline.name} answers",
-            disable=not show_progress,
-            leave=False,
-        )
+        for question, bundle in _with_progress(pipeline, questions, bundles, show_progress)
     ]
 
 

@@ -44,12 +44,12 @@ import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
 from llama_index_ext_advrag._onnx import (
-    load_tokenizer,
-    model_files,
-    onnx_session,
+    bert_feeds,
+    l2_normalise,
+    length_batches,
+    load_onnx_model,
     packaged_model_dir,
 )
-from llama_index_ext_advrag.embeddings.onnx_bge import l2_normalise, length_batches, pad_batch
 from llama_index_ext_advrag.judges.base import (
     BaseRelevanceJudge,
     Grade,
@@ -148,12 +148,12 @@ class OnnxColbertEncoder:
         num_threads: int | None = None,
         query_augmentation: bool = DEFAULT_QUERY_AUGMENTATION,
     ) -> None:
-        model_file, token_file = model_files(model_path, tokenizer_path)
         # Word pieces only: the markers and [CLS]/[SEP] are placed by hand, so a text cut to
         # the document length is detected from the tokenizer's overflow.
-        self.tokenizer = load_tokenizer(token_file, document_max_length - 3, JUDGES_EXTRA_HINT)
-        self.session = onnx_session(model_file, num_threads, hint=JUDGES_EXTRA_HINT)
-        self.input_names = {item.name for item in self.session.get_inputs()}
+        model = load_onnx_model(
+            model_path, tokenizer_path, document_max_length - 3, num_threads, hint=JUDGES_EXTRA_HINT
+        )
+        self.tokenizer, self.session, self.input_names = model[:3]
         self.dimension = dimension
         self.query_max_length = query_max_length
         self.max_batch_tokens = max_batch_tokens
@@ -186,10 +186,7 @@ class OnnxColbertEncoder:
         return [list(e.ids) for e in encodings]
 
     def _run(self, ids: Sequence[Sequence[int]], attended: np.ndarray | None = None) -> np.ndarray:
-        input_ids, mask = pad_batch(ids, self.pad_id)
-        feeds = {"input_ids": input_ids, "attention_mask": mask if attended is None else attended}
-        if "token_type_ids" in self.input_names:
-            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        feeds = bert_feeds(ids, self.pad_id, self.input_names, attended)
         hidden = np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
         return hidden[:, :, : self.dimension]
 

@@ -35,12 +35,7 @@ from typing import Any, Protocol
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from llama_index_ext_advrag._onnx import (
-    load_tokenizer,
-    model_files,
-    onnx_session,
-    packaged_model_dir,
-)
+from llama_index_ext_advrag._onnx import load_onnx_model, packaged_model_dir
 from llama_index_ext_advrag.judges.base import (
     MAX_KEEP_WITHIN,
     BaseRelevanceJudge,
@@ -96,12 +91,12 @@ class OnnxCrossEncoder:
         max_length: int = DEFAULT_MAX_LENGTH,
         num_threads: int | None = None,
     ) -> None:
-        model_file, token_file = model_files(model_path, tokenizer_path)
-        self.tokenizer = load_tokenizer(token_file, max_length, JUDGES_EXTRA_HINT)
+        model = load_onnx_model(
+            model_path, tokenizer_path, max_length, num_threads, hint=JUDGES_EXTRA_HINT
+        )
+        self.tokenizer, self.session, self.input_names = model[:3]
         pad_id = self.tokenizer.token_to_id("[PAD]")
         self.tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else 0)
-        self.session = onnx_session(model_file, num_threads, hint=JUDGES_EXTRA_HINT)
-        self.input_names = {item.name for item in self.session.get_inputs()}
 
     def __call__(self, pairs: list[tuple[str, str]]) -> list[float]:
         import numpy as np

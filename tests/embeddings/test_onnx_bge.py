@@ -20,12 +20,7 @@ import numpy as np
 import pytest
 
 from llama_index_ext_advrag.embeddings import BgeSmallOnnxEmbedding
-from llama_index_ext_advrag.embeddings.onnx_bge import (
-    BGE_QUERY_INSTRUCTION,
-    BGE_SMALL_SUBDIR,
-    length_batches,
-    pad_batch,
-)
+from llama_index_ext_advrag.embeddings.onnx_bge import BGE_QUERY_INSTRUCTION, BGE_SMALL_SUBDIR
 
 COSINE_FLOOR = 0.99  # see the module docstring
 
@@ -42,23 +37,6 @@ TEXTS = [
     "Masks reduce the spread of respiratory viruses.",
 ]
 QUERIES = ["how long is the incubation period?", "what stores vectors in a file", "potassium"]
-
-
-def test_length_batches_sort_and_respect_the_token_budget() -> None:
-    assert length_batches([], 100) == []
-    # sorted 2, 3, 4, 50: [2, 3, 4] pads to 3 x 4 = 12 <= 12; 50 alone exceeds it
-    assert length_batches([50, 3, 2, 4], 12) == [[2, 1, 3], [0]]
-    assert length_batches([5, 5, 5, 5], 10) == [[0, 1], [2, 3]]
-    every = length_batches([7, 1, 9, 3, 3, 8], 16)
-    assert sorted(i for batch in every for i in batch) == list(range(6))
-    assert all(len(b) * max([7, 1, 9, 3, 3, 8][i] for i in b) <= 16 for b in every)
-
-
-def test_pad_batch_right_pads_with_a_mask() -> None:
-    ids, mask = pad_batch([[101, 7, 102], [101, 102]], pad_id=0)
-    assert ids.tolist() == [[101, 7, 102], [101, 102, 0]]
-    assert mask.tolist() == [[1, 1, 1], [1, 1, 0]]
-    assert ids.dtype == np.int64 and mask.dtype == np.int64
 
 
 def test_defaults_and_invalid_arguments() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 import llama_index_ext_advrag as pkg
 
-FLOORS = ["layout", "similarity", "_enums", "text.charsets", "plan"]
+FLOORS = ["layout", "similarity", "_enums", "_onnx", "text.charsets", "plan"]
 MILVUS_MODULES = {
     "llama_index_ext_advrag.retrievers.auto_merging",
     "llama_index_ext_advrag.retrievers.two_layer",
