@@ -68,6 +68,18 @@ dispatcher = get_dispatcher(__name__)
 DEFAULT_SIMILARITY_TOP_K = 10
 DEFAULT_OVERFETCH = 3  # leg_top_k = 3 * similarity_top_k unless given
 TRACE_COMPONENT = "hybrid_fusion"
+# The fusion settings from_defaults uses when its dense leg is not English-only (a model that
+# reads Chinese, e.g. multilingual-e5): the dense leg then outranks BM25 on Chinese text, and the
+# class defaults (RRF, equal weights), tuned while the dense leg was muted there, fell below
+# dense alone. Chosen on CMRC 2018, reported on RGB zh (docs/retrievers_fusion.md).
+MULTILINGUAL_FUSION_DEFAULTS: dict[str, Any] = {
+    "mode": FusionMode.SCORE,
+    "normalization": Normalization.MINMAX,
+    "weights": (1.0, 0.3),
+}
+# Giving any of these to from_defaults keeps the class defaults for the rest (the tuned set is
+# applied whole or not at all).
+FUSION_SETTINGS = ("mode", "normalization", "weights", "k")
 
 
 def with_top_k(retriever: BaseRetriever, top_k: int) -> BaseRetriever:
@@ -315,7 +327,13 @@ class HybridFusionRetriever(ConfiguredRetriever):
         Unless ``english_only_legs`` is given, the dense leg is marked English-only exactly
         when the index's embedding model is (:func:`~llama_index_ext_advrag.embeddings.
         language.is_english_only`): bge-small-en-v1.5 or all-MiniLM-L6-v2 is scaled down on
-        Chinese text, a multilingual model is not."""
+        Chinese text, a multilingual model is not.
+
+        When the dense leg is not English-only and none of ``mode``, ``normalization``,
+        ``weights`` and ``k`` is given, the fusion settings are
+        :data:`MULTILINGUAL_FUSION_DEFAULTS` (a dense leg that reads the language is the
+        stronger leg); otherwise the class defaults (RRF, equal weights) and the given
+        settings apply."""
         from llama_index_ext_advrag.embeddings.language import is_english_only
         from llama_index_ext_advrag.retrievers.milvus_bm25 import choose_lexical_leg
 
@@ -333,6 +351,10 @@ class HybridFusionRetriever(ConfiguredRetriever):
             english = embed_model is not None and is_english_only(embed_model)
             kwargs["english_only_legs"] = [names[0]] if english else []
             logger.debug("dense leg english_only=%s (model %r)", english, embed_model)
+        dense_reads_all = names[0] not in kwargs["english_only_legs"]
+        if dense_reads_all and not any(key in kwargs for key in FUSION_SETTINGS):
+            kwargs.update(MULTILINGUAL_FUSION_DEFAULTS)
+            logger.info("dense leg not English-only: fusion %s", MULTILINGUAL_FUSION_DEFAULTS)
         return cls(retrievers=legs, **kwargs)
 
     def close(self) -> None:
@@ -466,6 +488,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
 HybridFusionConfig = settings_model(HybridFusionRetriever, "HybridFusionConfig")
 
 __all__ = [
+    "MULTILINGUAL_FUSION_DEFAULTS",
     "HybridFusionConfig",
     "HybridFusionRetriever",
     "build_fused_nodes",
