@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 from advrag_testing import HashEmbedding
 from llama_index.core import VectorStoreIndex
@@ -51,12 +54,13 @@ QUERY = "猫粮价格"
 # text -> unit vector; the query is (1, 0, 0), so a text's cosine is its first component.
 # The dense leg ranks "answer" first (no word in common with the query: BM25 never returns
 # it); BM25 ranks "distractor" first (it repeats the query's words), dense second.
+COSINES = (0.9, 0.3, 0.2, 0.1)
 VECTORS = {
     QUERY: (1.0, 0.0, 0.0),
-    "宠物食品每袋十欧元。": (0.95, 0.3122499, 0.0),
-    "猫粮价格表：猫粮价格。": (0.5, 0.8660254, 0.0),
-    "狗粮的价格。": (0.3, 0.0, 0.9539392),
-    "今天天气很好。": (0.1, 0.9949874, 0.0),
+    "宠物食品每袋十欧元。": (0.9, math.sqrt(1 - 0.9**2), 0.0),
+    "猫粮价格表：猫粮价格。": (0.3, math.sqrt(1 - 0.3**2), 0.0),
+    "狗粮的价格。": (0.2, 0.0, math.sqrt(1 - 0.2**2)),
+    "今天天气很好。": (0.1, math.sqrt(1 - 0.1**2), 0.0),
 }
 IDS = ["answer", "distractor", "partial", "unrelated"]
 CORPUS = [TextNode(text=text, id_=i) for i, text in zip(IDS, list(VECTORS)[1:], strict=True)]
@@ -76,17 +80,21 @@ def hybrid_over(model_name: str, **settings: object) -> HybridFusionRetriever:
 
 def test_multilingual_dense_leg_leads_the_fusion() -> None:
     hybrid = hybrid_over("multilingual-e5-small-q4")
-    assert (hybrid.mode, hybrid.normalization) == (FusionMode.SCORE, Normalization.MINMAX)
-    assert hybrid.weights == (1.0, 0.3) == MULTILINGUAL_FUSION_DEFAULTS["weights"]
+    assert (hybrid.mode, hybrid.normalization) == (FusionMode.SCORE, Normalization.ZSCORE)
+    assert hybrid.weights == (1.0, 0.5) == MULTILINGUAL_FUSION_DEFAULTS["weights"]
     # RRF with equal weights (the class defaults) puts the BM25 favourite first: 1/62 + 1/61
-    # against the answer's 1/61. Min-max, dense 1.0 and BM25 0.3: answer 1.0, distractor
-    # (0.5 - 0.1) / (0.95 - 0.1) + 0.3 = 0.77.
+    # against the answer's 1/61. Z-score, dense 1.0 and BM25 0.5: BM25 returns the distractor
+    # and "partial" (z +1 and -1; the answer gets the floor, -1 - 1 = -2), so the answer scores
+    # z_dense(answer) - 1 and the distractor z_dense(distractor) + 0.5.
+    z = [(c - statistics.fmean(COSINES)) / statistics.pstdev(COSINES) for c in COSINES]
     results = hybrid.retrieve(QUERY)
     assert [r.node.node_id for r in results][:2] == ["answer", "distractor"]
-    assert [r.score for r in results][:2] == pytest.approx([1.0, 0.4 / 0.85 + 0.3])
-    assert HybridFusionRetriever.from_dict(hybrid.to_dict(), retrievers=hybrid.legs).weights == (
-        1.0,
-        0.3,
+    assert [r.score for r in results][:2] == pytest.approx([z[0] - 1.0, z[1] + 0.5], rel=1e-6)
+    again = HybridFusionRetriever.from_dict(hybrid.to_dict(), retrievers=hybrid.legs)
+    assert (again.mode, again.normalization, again.weights) == (
+        hybrid.mode,
+        hybrid.normalization,
+        hybrid.weights,
     )
 
 
