@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_fusion import (  # noqa: E402
     MemoRetriever,
+    cmrc_subset,
     evaluate,
     first_questions,
     format_rows,
@@ -205,18 +206,6 @@ def covid_subset(datasets: Path, papers: int, questions: int) -> SquadCorpus:
     if questions < len(pool):
         pool = sorted(random.Random(0).sample(pool, questions), key=lambda q: q.id)
     return SquadCorpus(documents=kept, questions=pool)
-
-
-def cmrc_subset(corpus: SquadCorpus, limit: int, whole_corpus: bool) -> SquadCorpus:
-    """The first ``limit`` questions over all 848 paragraphs, or over only the paragraphs
-    they come from (the default: the multilingual model embeds about 75 Chinese characters a
-    second on a loaded 2-core machine, so all 10,657 sentences would take over an hour)."""
-    subset = first_questions(corpus, limit)
-    if whole_corpus:
-        return subset
-    asked = {q.doc_id for q in subset.questions}
-    documents = {d: text for d, text in corpus.documents.items() if d in asked}
-    return SquadCorpus(documents=documents, questions=subset.questions)
 
 
 def cmrc_paragraph_ids(datasets: Path) -> dict[str, str]:

@@ -23,16 +23,31 @@ candidate's text, down to ``--cjk-floor`` ("query-lang" rows: the query's share 
     python benchmarks/bench_fusion.py                         # CMRC first 1,000 + 300 COVID-QA
     python benchmarks/bench_fusion.py --only cmrc --offset 1000 --k 5   # held-out tuning slice
     python benchmarks/bench_fusion.py --only cmrc --window-tokens 150
+
+With ``--embed e5`` the dense leg is multilingual-e5-small (it reads Chinese, so no leg is
+marked English-only and the "lang" rows are left out); ``--cmrc-paragraphs asked`` keeps only
+the paragraphs the questions come from, and ``--only rgb`` runs RGB zh_refine (one node per
+passage: the positives and negatives of the first ``--max-questions`` questions pooled; hit@k = a
+top-k passage is one of the question's positives). Each fusion row is then compared, question by
+question, with the best single leg at the same k (paired bootstrap of the coverage difference):
+
+    python benchmarks/bench_fusion.py --embed e5 --only cmrc --max-questions 500 \
+        --cmrc-paragraphs asked --k 3 5 10 --window-tokens 150 --rrf-k 10 20 \
+        --weight-grid 1,0.5 1,0.3 0.5,1
+    python benchmarks/bench_fusion.py --embed e5 --only rgb --max-questions 100 --k 3 5 10 \
+        --rrf-k 10 20 --weight-grid 1,0.5 1,0.3 0.5,1
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     DEFAULT_DATASETS,
     SquadCorpus,
+    cached_e5_embedding,
     cached_minilm_embedding,
     cmrc_path,
     covidqa_path,
@@ -52,6 +68,11 @@ from llama_index.core.retrievers import BaseRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
 from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
+from llama_index_ext_advrag.evaluation.paired import (  # noqa: E402
+    MIN_RESAMPLES,
+    count_changes,
+    paired_bootstrap_intervals,
+)
 from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever  # noqa: E402
 from llama_index_ext_advrag.retrievers.fusion import DEFAULT_CJK_WEIGHT_FLOOR  # noqa: E402
 from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever  # noqa: E402
@@ -61,6 +82,77 @@ from llama_index_ext_advrag.text.words import WordTokenizer  # noqa: E402
 logger = logging.getLogger("bench_fusion")
 WINDOW_KEY = "window"
 BOOKKEEPING = ["doc_id", "sentence", "first", "last", WINDOW_KEY]  # never embedded nor shown
+DENSE, BM25 = "core vector (dense)", "ours BM25 (words+chars)"  # the legs fusion is held to
+
+
+@dataclass(frozen=True)
+class PassageQuestion:
+    """An RGB question: any of ``doc_ids`` (its positive passages) is a hit; every part of
+    ``answer_parts`` must be covered, each part by any of its alternatives."""
+
+    id: str
+    doc_ids: frozenset[str]
+    question: str
+    answer_parts: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class PassageCorpus:
+    documents: dict[str, str]
+    questions: list[PassageQuestion]
+
+
+def gold_documents(question: Any) -> Collection[str]:
+    return getattr(question, "doc_ids", None) or (question.doc_id,)
+
+
+def covers(context: str, question: Any) -> bool:
+    parts = getattr(question, "answer_parts", None) or (question.answers,)
+    return all(answer_covered(context, part, require_all=False) for part in parts)
+
+
+def load_rgb(path: Path, limit: int) -> PassageCorpus:
+    """The first ``limit`` RGB questions (file order) over their pooled passages (positives and
+    negatives, each distinct text once). An answer list of lists is a multi-part answer."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"dataset file {path} not found (set ADVRAG_DATASETS or --datasets)"
+        )
+    documents: dict[str, str] = {}
+    ids: dict[str, str] = {}
+    questions = []
+    for line in path.read_text(encoding="utf-8").splitlines()[:limit]:
+        item = json.loads(line)
+        for text in item["positive"] + item["negative"]:
+            if text not in ids:
+                ids[text] = f"rgb-{len(ids)}"
+                documents[ids[text]] = text
+        answers = item["answer"]
+        parts = answers if answers and isinstance(answers[0], list) else [answers]
+        questions.append(
+            PassageQuestion(
+                id=str(item["id"]),
+                doc_ids=frozenset(ids[text] for text in item["positive"]),
+                question=item["query"],
+                answer_parts=tuple(tuple(str(a) for a in part) for part in parts),
+            )
+        )
+    return PassageCorpus(documents=documents, questions=questions)
+
+
+def passage_nodes(documents: dict[str, str]) -> tuple[list[TextNode], dict]:
+    """One node per passage, its own window (RGB passages are snippets of ~190 characters)."""
+    nodes = [
+        TextNode(
+            text=text,
+            id_=f"{doc_id}::0",
+            metadata={"doc_id": doc_id, "sentence": 0, "first": 0, "last": 0, WINDOW_KEY: text},
+            excluded_embed_metadata_keys=BOOKKEEPING,
+            excluded_llm_metadata_keys=BOOKKEEPING,
+        )
+        for doc_id, text in documents.items()
+    ]
+    return nodes, {doc_id: [text] for doc_id, text in documents.items()}
 
 
 def window_bounds(token_counts: Sequence[int], i: int, radius: int, budget: int) -> tuple[int, int]:
@@ -140,11 +232,13 @@ def context_of(results: Sequence[NodeWithScore]) -> str:
 def evaluate(
     name: str,
     retrieve: Callable[[str], list[NodeWithScore]],
-    corpus: SquadCorpus,
+    corpus: SquadCorpus | PassageCorpus,
     ks: Sequence[int],
     sentences_of: dict,
+    per_question: bool = False,
 ) -> list[dict[str, Any]]:
-    """hit@k, coverage@k and mean context tokens for every k (one retrieval at max k)."""
+    """hit@k, coverage@k and mean context tokens for every k (one retrieval at max k); with
+    ``per_question`` also each question's coverage and tokens (``covered``, ``tokens``)."""
     per_k: dict[int, dict[str, list[float]]] = {
         k: {"hit": [], "cov": [], "tok": [], "mcov": [], "mtok": []} for k in ks
     }
@@ -156,16 +250,16 @@ def evaluate(
         for k in ks:
             top = results[:k]
             context = context_of(top)
-            per_k[k]["hit"].append(
-                any(r.node.metadata.get("doc_id") == question.doc_id for r in top)
-            )
-            per_k[k]["cov"].append(answer_covered(context, question.answers, require_all=False))
+            gold = gold_documents(question)
+            per_k[k]["hit"].append(any(r.node.metadata.get("doc_id") in gold for r in top))
+            per_k[k]["cov"].append(covers(context, question))
             per_k[k]["tok"].append(count_tokens(context))
             merged = merged_context_of(top, sentences_of)
-            per_k[k]["mcov"].append(answer_covered(merged, question.answers, require_all=False))
+            per_k[k]["mcov"].append(covers(merged, question))
             per_k[k]["mtok"].append(count_tokens(merged))
     rows = []
     for k in ks:
+        extra = {"covered": per_k[k]["cov"], "tokens": per_k[k]["tok"]} if per_question else {}
         rows.append(
             {
                 "retriever": name,
@@ -177,6 +271,7 @@ def evaluate(
                 "merged_coverage": statistics.fmean(per_k[k]["mcov"]),
                 "merged_context_tokens": statistics.fmean(per_k[k]["mtok"]),
                 "p50_ms": statistics.median(latencies),
+                **extra,
             }
         )
     logger.info("%s: %s", name, {r["k"]: round(r["coverage"], 3) for r in rows})
@@ -205,10 +300,12 @@ def build_retrievers(
     weights: Sequence[float],
     weight_grid: Sequence[tuple[float, ...]] = (),
     cjk_floor: float = DEFAULT_CJK_WEIGHT_FLOOR,
+    embed: str = "minilm",
+    rrf_ks: Sequence[int] = (),
 ) -> dict[str, BaseRetriever]:
     from llama_index.retrievers.bm25 import BM25Retriever as CoreBM25Retriever
 
-    embed_model = cached_minilm_embedding()
+    embed_model = cached_e5_embedding() if embed == "e5" else cached_minilm_embedding()
     started = time.perf_counter()
     index = VectorStoreIndex(nodes, embed_model=embed_model, show_progress=False)
     logger.info("embedded %d nodes in %.0fs", len(nodes), time.perf_counter() - started)
@@ -225,12 +322,12 @@ def build_retrievers(
     lang["cjk_weight_floor"] = cjk_floor
     query_lang = {**lang, "node_language": False}
     retrievers: dict[str, BaseRetriever] = {
-        "core vector (dense)": dense,
+        DENSE: dense,
         "core BM25Retriever (default)": CoreBM25Retriever.from_defaults(
             nodes=nodes, similarity_top_k=max_k
         ),
         "ours BM25 (jieba words)": words_only,
-        "ours BM25 (words+chars)": ours,
+        BM25: ours,
         "fusion rrf k=60": HybridFusionRetriever(legs, mode="rrf", leg_names=names, **common),
         "fusion score minmax": HybridFusionRetriever(
             legs, mode="score", normalization="minmax", leg_names=names, **common
@@ -238,6 +335,12 @@ def build_retrievers(
         "fusion score zscore": HybridFusionRetriever(
             legs, mode="score", normalization="zscore", leg_names=names, **common
         ),
+    }
+    for rrf_k in rrf_ks:
+        retrievers[f"fusion rrf k={rrf_k}"] = HybridFusionRetriever(
+            legs, mode="rrf", k=rrf_k, leg_names=names, **common
+        )
+    english_rows: dict[str, BaseRetriever] = {
         "fusion rrf lang": HybridFusionRetriever(legs, mode="rrf", **lang),
         "fusion minmax lang": HybridFusionRetriever(
             legs, mode="score", normalization="minmax", **lang
@@ -253,10 +356,16 @@ def build_retrievers(
             legs, mode="score", normalization="zscore", **query_lang
         ),
     }
+    if embed != "e5":  # marking a dense leg that reads Chinese English-only is not the question
+        retrievers.update(english_rows)
     for pair in weight_grid:
         grid = {**common, "weights": list(pair)}
         label = f"w={pair[0]:g}/{pair[1]:g}"
         retrievers[f"fusion rrf {label}"] = HybridFusionRetriever(legs, mode="rrf", **grid)
+        for rrf_k in rrf_ks:
+            retrievers[f"fusion rrf k={rrf_k} {label}"] = HybridFusionRetriever(
+                legs, mode="rrf", k=rrf_k, **grid
+            )
         retrievers[f"fusion minmax {label}"] = HybridFusionRetriever(legs, mode="score", **grid)
         retrievers[f"fusion zscore {label}"] = HybridFusionRetriever(
             legs, mode="score", normalization="zscore", **grid
@@ -289,10 +398,15 @@ def format_rows(dataset: str, rows: list[dict[str, Any]], baseline: str) -> str:
     return "\n".join(lines)
 
 
-def run_dataset(name: str, corpus: SquadCorpus, args: argparse.Namespace) -> list[dict[str, Any]]:
-    nodes, sentences_of = window_nodes(corpus.documents, args.radius, args.window_tokens)
+def run_dataset(
+    name: str, corpus: SquadCorpus | PassageCorpus, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    if isinstance(corpus, PassageCorpus):
+        nodes, sentences_of = passage_nodes(corpus.documents)
+    else:
+        nodes, sentences_of = window_nodes(corpus.documents, args.radius, args.window_tokens)
     logger.info(
-        "%s: %d documents, %d sentence nodes, %d questions",
+        "%s: %d documents, %d nodes, %d questions",
         name,
         len(corpus.documents),
         len(nodes),
@@ -300,14 +414,96 @@ def run_dataset(name: str, corpus: SquadCorpus, args: argparse.Namespace) -> lis
     )
     grid = [tuple(float(w) for w in pair.split(",")) for pair in args.weight_grid]
     retrievers = build_retrievers(
-        nodes, max(args.k), args.leg_top_k, args.weights, grid, args.cjk_floor
+        nodes,
+        max(args.k),
+        args.leg_top_k,
+        args.weights,
+        grid,
+        args.cjk_floor,
+        embed=args.embed,
+        rrf_ks=args.rrf_k,
     )
     rows = []
     for label, retriever in retrievers.items():
-        rows.extend(evaluate(label, retriever.retrieve, corpus, args.k, sentences_of))
+        rows.extend(evaluate(label, retriever.retrieve, corpus, args.k, sentences_of, True))
     for row in rows:
         row["dataset"] = name
     return rows
+
+
+def paired_rows(rows: list[dict[str, Any]], resamples: int = MIN_RESAMPLES * 5) -> list[dict]:
+    """Every fusion row against the better single leg (dense or our BM25, by coverage) at the
+    same k: the mean per-question coverage difference, its 95% paired-bootstrap interval, how
+    many questions it gains and loses, and the mean token difference. Pops the per-question
+    lists from ``rows``."""
+    by_key = {(r["retriever"], r["k"]): r for r in rows}
+    compared = []
+    for k in sorted({r["k"] for r in rows}):
+        legs = [by_key[(leg, k)] for leg in (DENSE, BM25)]
+        best = max(legs, key=lambda r: r["coverage"])
+        for row in rows:
+            if row["k"] != k or not row["retriever"].startswith("fusion"):
+                continue
+            differences = [a - b for a, b in zip(row["covered"], best["covered"], strict=True)]
+            interval = paired_bootstrap_intervals(differences, resamples=resamples)[0]
+            changes = count_changes(differences)
+            tokens = statistics.fmean(
+                a - b for a, b in zip(row["tokens"], best["tokens"], strict=True)
+            )
+            compared.append(
+                {
+                    "retriever": row["retriever"],
+                    "k": k,
+                    "best_leg": best["retriever"],
+                    "coverage": row["coverage"],
+                    "best_leg_coverage": best["coverage"],
+                    "difference": interval.mean,
+                    "low": interval.low,
+                    "high": interval.high,
+                    "gained": changes.better,
+                    "lost": changes.worse,
+                    "token_difference": tokens,
+                }
+            )
+    for row in rows:
+        row.pop("covered", None)
+        row.pop("tokens", None)
+    return compared
+
+
+def format_paired(dataset: str, compared: list[dict[str, Any]]) -> str:
+    header = (
+        f"{'fusion':34s} {'k':>3s} {'cov':>6s} {'best leg':>9s} {'diff':>7s}"
+        f" {'95% interval':>17s} {'+q':>4s} {'-q':>4s} {'d tok':>7s}"
+    )
+    lines = [
+        f"## {dataset}: fusion minus the better single leg at the same k, paired per question",
+        header,
+        "-" * len(header),
+    ]
+    for c in compared:
+        leg = "dense" if c["best_leg"] == DENSE else "bm25"
+        lines.append(
+            f"{c['retriever']:34s} {c['k']:3d} {c['coverage']:6.3f} {leg:>5s} "
+            f"{c['best_leg_coverage']:.3f} {c['difference']:+7.3f} "
+            f"[{c['low']:+.3f}, {c['high']:+.3f}] {c['gained']:4d} {c['lost']:4d}"
+            f" {c['token_difference']:+7.1f}"
+        )
+    return "\n".join(lines)
+
+
+def cmrc_subset(
+    corpus: SquadCorpus, limit: int, whole_corpus: bool, offset: int = 0
+) -> SquadCorpus:
+    """The first ``limit`` questions (after ``offset``) over all 848 paragraphs, or over only
+    the paragraphs they come from (the multilingual model embeds about 75 Chinese characters a
+    second on a loaded 2-core machine, so all 10,657 sentences would take over an hour)."""
+    subset = first_questions(corpus, limit, offset)
+    if whole_corpus:
+        return subset
+    asked = {q.doc_id for q in subset.questions}
+    documents = {d: text for d, text in corpus.documents.items() if d in asked}
+    return SquadCorpus(documents=documents, questions=subset.questions)
 
 
 def first_questions(corpus: SquadCorpus, limit: int | None, offset: int = 0) -> SquadCorpus:
@@ -321,9 +517,19 @@ def first_questions(corpus: SquadCorpus, limit: int | None, offset: int = 0) -> 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    parser.add_argument("--only", choices=["cmrc", "covidqa"], default=None)
+    parser.add_argument("--only", choices=["cmrc", "covidqa", "rgb"], default=None)
     parser.add_argument(
-        "--max-questions", type=int, default=None, help="default 1000 CMRC / 300 COVID-QA"
+        "--max-questions", type=int, default=None, help="default 1000 CMRC / 300 COVID-QA / 100 RGB"
+    )
+    parser.add_argument("--embed", choices=["minilm", "e5"], default="minilm", help="dense leg")
+    parser.add_argument(
+        "--cmrc-paragraphs",
+        choices=["all", "asked"],
+        default="all",
+        help="CMRC corpus: all 848 paragraphs, or those the questions come from",
+    )
+    parser.add_argument(
+        "--rrf-k", type=int, nargs="*", default=[], help="extra RRF constants (besides 60)"
     )
     parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 5, 10])
     parser.add_argument("--radius", type=int, default=1, help="window = sentence +- radius")
@@ -346,31 +552,57 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     tables, rows = [], []
     if args.only in (None, "cmrc"):
-        cmrc = first_questions(
-            load_squad(cmrc_path(args.datasets)), args.max_questions or 1000, args.offset
+        cmrc = cmrc_subset(
+            load_squad(cmrc_path(args.datasets)),
+            args.max_questions or 1000,
+            args.cmrc_paragraphs == "all",
+            args.offset,
         )
         cmrc_rows = run_dataset("cmrc2018", cmrc, args)
         first, last = args.offset + 1, args.offset + len(cmrc.questions)
         title = f"CMRC 2018 dev, questions {first}-{last} in file order"
-        tables.append(format_rows(title, cmrc_rows, "core vector (dense)"))
+        title += f" over {len(cmrc.documents)} paragraphs"
+        tables.append(format_rows(title, cmrc_rows, DENSE))
         rows += cmrc_rows
     if args.only in (None, "covidqa"):
         covid = load_squad(covidqa_path(args.datasets), max_questions=args.max_questions or 300)
         covid_rows = run_dataset("covidqa", covid, args)
-        tables.append(format_rows("COVID-QA, seeded sample", covid_rows, "core vector (dense)"))
+        tables.append(format_rows("COVID-QA, seeded sample", covid_rows, DENSE))
         rows += covid_rows
+    if args.only in (None, "rgb"):
+        rgb = load_rgb(args.datasets / "rgb" / "zh_refine.json", args.max_questions or 100)
+        rgb_rows = run_dataset("rgb_zh", rgb, args)
+        title = (
+            f"RGB zh_refine, first {len(rgb.questions)} questions over their"
+            f" {len(rgb.documents)} pooled passages"
+        )
+        tables.append(format_rows(title, rgb_rows, DENSE))
+        rows += rgb_rows
+    compared = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        these = [r for r in rows if r["dataset"] == dataset]
+        compared.extend(c | {"dataset": dataset} for c in paired_rows(these))
+        tables.append(format_paired(dataset, [c for c in compared if c["dataset"] == dataset]))
     settings = (
         f"radius={args.radius} window_tokens={args.window_tokens} leg_top_k={args.leg_top_k}"
         f" weights={args.weights} cjk_floor={args.cjk_floor} offset={args.offset}"
+        f" embed={args.embed}"
     )
     text = "\n\n".join([f"# bench_fusion ({settings})", *tables])
     print(text)
-    name = "bench_fusion" if args.only is None else f"bench_fusion_{args.only}"
+    name = "bench_fusion_zh_e5" if args.embed == "e5" else "bench_fusion"
+    name += "" if args.only is None else f"_{args.only}"
     name += f"_offset{args.offset}" if args.offset else ""
     name += f"_wt{args.window_tokens}" if args.window_tokens else ""
     name += f"_floor{args.cjk_floor:g}" if args.cjk_floor != DEFAULT_CJK_WEIGHT_FLOOR else ""
     write_results(
-        name, text, {"settings": vars(args) | {"datasets": str(args.datasets)}, "rows": rows}
+        name,
+        text,
+        {
+            "settings": vars(args) | {"datasets": str(args.datasets)},
+            "rows": rows,
+            "paired_against_best_leg": compared,
+        },
     )
 
 

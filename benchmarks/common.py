@@ -107,6 +107,18 @@ def cached_bge_embedding() -> CachedEmbedding:
     )
 
 
+def cached_e5_embedding() -> CachedEmbedding:
+    """multilingual-e5-small (4-bit weights, ONNX backend, one thread) behind the on-disk cache."""
+    from llama_index_ext_advrag.embeddings import MultilingualE5Embedding
+
+    return CachedEmbedding(
+        MultilingualE5Embedding(num_threads=1),
+        path=CACHE_DIR,
+        model_key="multilingual-e5-small-q4",
+        model_name="cached:multilingual-e5-small-q4",
+    )
+
+
 def portable(value: Any, datasets: Path = DEFAULT_DATASETS) -> Any:
     """``value`` with machine paths replaced: a datasets path by its name inside the datasets
     folder (``"datasets:covidqa/200423_covidQA.json"``), any other absolute path by its file name.
