@@ -55,9 +55,12 @@ typecheck: $(VENV)/.test-deps
 # --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
 # Four workers on two cores: the Milvus-server tier mostly waits on the server (load average
 # about 1 with two workers), so its waits overlap with the other tiers' computing.
+# --no-loadscope-reorder: files are handed out in the order tests/conftest.py sets (the local-LLM
+# files and the notebooks first), not by number of tests, which put those one-test files last.
 TEST_WORKERS ?= 4
 pytest: $(VENV)/.test-deps
-	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) --dist loadfile
+	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) \
+		--dist loadfile --no-loadscope-reorder
 
 # mypy (a few minutes on a cold cache) runs beside the tests; each one's output is printed whole
 # when it ends, so the test summary comes last.

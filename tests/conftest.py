@@ -74,7 +74,8 @@ def _longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """Files with local-LLM tests and notebooks first, alternating, then the rest in order.
 
     With pytest-xdist (`make test`: --dist loadfile, a file's tests on one worker, so its
-    module-scoped fixtures are built once) files are handed out in this order. The longest ones
+    module-scoped fixtures are built once, and --no-loadscope-reorder, without which xdist hands
+    out the files with the most tests first) files are handed out in this order. The longest ones
     start early, so no worker is left with one at the end. They alternate because the LLM
     files mostly wait on the one shared LLM server while the notebooks compute.
     """
