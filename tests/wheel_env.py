@@ -67,7 +67,13 @@ def offline_pip_env() -> dict[str, str]:
     return env
 
 
-def run_python(python: str | Path, code: str, cwd: Path, pythonpath: str | None = None) -> str:
+def run_python(
+    python: str | Path,
+    code: str,
+    cwd: Path,
+    pythonpath: str | None = None,
+    timeout: float = 900,
+) -> str:
     """Run ``code`` with ``python`` (loopback only, no OPENAI_API_KEY); its stdout."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "PYTHONPATH")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
@@ -79,7 +85,7 @@ def run_python(python: str | Path, code: str, cwd: Path, pythonpath: str | None 
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout

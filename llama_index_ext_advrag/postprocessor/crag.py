@@ -411,24 +411,20 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
                 ],
             )
         )
-        keep = keep_retrieved(
-            scores,
-            action,
-            self.upper,
-            self.lower,
-            self.keep_doubtful_when_correct,
-            self.keep_within,
+        # keep_retrieved(..., keep_within) is the thresholds' verdict and the margin's together;
+        # they are taken apart here to trace which one dropped a node.
+        by_thresholds = keep_retrieved(
+            scores, action, self.upper, self.lower, self.keep_doubtful_when_correct
         )
+        by_margin = within_margin(scores, self.upper, self.keep_within)
+        keep = [t and m for t, m in zip(by_thresholds, by_margin, strict=True)]
         candidates = [
             _Candidate(n, "retrieved", g, t) for n, g, t in zip(nodes, grades, texts, strict=True)
         ]
-        thresholds_only = keep_retrieved(
-            scores, action, self.upper, self.lower, self.keep_doubtful_when_correct
-        )
-        for candidate, by_margin, by_thresholds in zip(
-            candidates, keep, thresholds_only, strict=True
+        for candidate, threshold_kept, margin_kept in zip(
+            candidates, by_thresholds, by_margin, strict=True
         ):
-            if by_thresholds and not by_margin:
+            if threshold_kept and not margin_kept:
                 candidate.dropped_by = "margin"
         kept = [c for c, k in zip(candidates, keep, strict=True) if k]
         dropped = [c for c, k in zip(candidates, keep, strict=True) if not k]

