@@ -57,9 +57,12 @@ typecheck: $(VENV)/.test-deps
 # about 1 with two workers), so its waits overlap with the other tiers' computing.
 # --no-loadscope-reorder: files are handed out in the order tests/conftest.py sets (the local-LLM
 # files and the notebooks first), not by number of tests, which put those one-test files last.
+# PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, every worker rewrote every test
+# module again (collection took 21 CPU-seconds instead of 13) and every child interpreter
+# (notebook kernels, quickstart and CLI runs) compiled the package again.
 TEST_WORKERS ?= 4
 pytest: $(VENV)/.test-deps
-	ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) \
+	PYTHONDONTWRITEBYTECODE= ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) \
 		--dist loadfile --no-loadscope-reorder
 
 # mypy (a few minutes on a cold cache) runs beside the tests; each one's output is printed whole

@@ -118,6 +118,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         "tier": _tier_of(item.keywords),
         "cpu": round(_cpu_seconds() - cpu, 3),
         "wall": round(time.monotonic() - wall, 3),
+        "end": round(time.time(), 1),  # when it ended, with the worker: the run's timeline
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
     }
     with open(log, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")

