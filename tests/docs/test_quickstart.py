@@ -58,26 +58,51 @@ def test_quickstart_block_is_ten_lines_of_app() -> None:
     assert len(statements) <= 10, statements
 
 
-def test_quickstart_runs_offline_without_an_llm(tmp_path: Path) -> None:
-    code = quickstart_code() + "\nprint('RESPONSE', str(response)[:2000])\n"
-    output = run_python(sys.executable, code, working_folder(tmp_path), pythonpath=str(REPO_ROOT))
-    source, response = output.split("RESPONSE", 1)
+RUN_BOTH = """
+import contextlib, os
+def run(code, folder, marker):
+    with contextlib.chdir(folder):
+        exec(compile(code, "quickstart", "exec"), {"__name__": "__main__"})
+    print(marker, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def quickstart_outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The quickstart as written, then with ``Settings.llm = None``: each in a folder of its own,
+    both in one child interpreter (one start-up and one model load for the two)."""
+    as_written = quickstart_code() + "\nprint('RESPONSE', str(response)[:2000])\n"
+    code = quickstart_code().replace("    llm=resolve_llm() or MockLLM(),", "")
+    assert "llm=" not in code.split("as_query_engine(", 1)[1]
+    settings_none = (
+        "from llama_index.core import Settings\nSettings.llm = None\n"
+        + code
+        + "\nassert resolve_llm() is None, 'MockLLM must count as no LLM'\n"
+    )
+    folders = [working_folder(tmp_path_factory.mktemp(name)) for name in ("written", "none")]
+    script = (
+        RUN_BOTH
+        + f"run({as_written!r}, {str(folders[0])!r}, 'END-AS-WRITTEN')\n"
+        + f"run({settings_none!r}, {str(folders[1])!r}, 'END-SETTINGS-NONE')\n"
+    )
+    output = run_python(sys.executable, script, folders[0], pythonpath=str(REPO_ROOT))
+    first, rest = output.split("END-AS-WRITTEN\n", 1)
+    second, tail = rest.split("END-SETTINGS-NONE\n", 1)
+    assert not tail.strip(), tail
+    return first, second
+
+
+def test_quickstart_runs_offline_without_an_llm(quickstart_outputs: tuple[str, str]) -> None:
+    source, response = quickstart_outputs[0].split("RESPONSE", 1)
     assert QUESTION_ANSWER in source
     # MockLLM echoes its prompt: the answer holds the retrieved context and the question.
     assert "RESET pinhole" in response and QUESTION_ANSWER in response
 
 
-def test_quickstart_with_settings_llm_none(tmp_path: Path) -> None:
+def test_quickstart_with_settings_llm_none(quickstart_outputs: tuple[str, str]) -> None:
     """``Settings.llm = None`` (core installs a MockLLM): the engine runs, the pack sees no LLM."""
-    code = quickstart_code().replace("    llm=resolve_llm() or MockLLM(),", "")
-    assert "llm=" not in code.split("as_query_engine(", 1)[1]
-    code = (
-        "from llama_index.core import Settings\nSettings.llm = None\n"
-        + code
-        + "\nassert resolve_llm() is None, 'MockLLM must count as no LLM'\n"
-    )
-    output = run_python(sys.executable, code, working_folder(tmp_path), pythonpath=str(REPO_ROOT))
-    assert QUESTION_ANSWER in output
+    assert QUESTION_ANSWER in quickstart_outputs[1]
+    assert "RESPONSE" not in quickstart_outputs[1]  # its own run, not the first one's output
 
 
 @pytest.mark.milvus_lite
