@@ -53,14 +53,15 @@ typecheck: $(VENV)/.test-deps
 # (tests/conftest.py), waits for their ports and stops them at the end. With
 # ADVRAG_REQUIRE_SERVICES=1 a service that cannot start fails the run instead of skipping.
 # --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
-# Four workers on two cores: the Milvus-server tier mostly waits on the server (load average
-# about 1 with two workers), so its waits overlap with the other tiers' computing.
+# Six workers on two cores: the Milvus-server and LLM tiers mostly wait on their servers, so
+# their waits overlap with the other tiers' computing; the workers run at a lower CPU priority
+# than the two servers, which the controller starts (tests/conftest.py, WORKER_NICE).
 # --no-loadscope-reorder: files are handed out in the order tests/conftest.py sets (the local-LLM
 # files and the notebooks first), not by number of tests, which put those one-test files last.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, every worker rewrote every test
 # module again (collection took 21 CPU-seconds instead of 13) and every child interpreter
 # (notebook kernels, quickstart and CLI runs) compiled the package again.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 pytest: $(VENV)/.test-deps
 	PYTHONDONTWRITEBYTECODE= ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) \
 		--dist loadfile --no-loadscope-reorder
