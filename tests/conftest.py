@@ -389,6 +389,9 @@ def _start_milvus_server(uri: str) -> None:
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [executable, "--data", data],
+            # Not the starter's stdin: under `make -j2` pytest's is not readable, and a server
+            # started by the controller with it never opened its port.
+            stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -247,6 +247,7 @@ class LocalLLMServer:
         self._log_file = open(self.log_dir / "server.log", "wb")  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
             self._build_command(),
+            stdin=subprocess.DEVNULL,  # not the starter's: under `make -j2` it is not readable
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -4,7 +4,6 @@ and the answer table end to end on the local Gemma 270M server."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -65,13 +64,11 @@ def test_bad_answer_configurations_are_one_line_before_loading(
               "--uri", str(tmp_path / "m.db"), "--state-dir", str(tmp_path / "s"),
               "--out", str(tmp_path / "out")]  # fmt: skip
     for case, (extra, expected) in bad_configurations(tmp_path).items():
-        started = time.perf_counter()
         assert cli.main([*common, *extra]) == 1, case
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("advrag: error: "), (case, err)
         assert expected in err[0], (case, err[0])
-        assert time.perf_counter() - started < 10, case
-        assert no_loading == [], case
+        assert no_loading == [], case  # refused before any model or document was loaded
     assert not (tmp_path / "out").exists()
 
 
