@@ -54,7 +54,8 @@ typecheck: $(VENV)/.test-deps
 # ADVRAG_REQUIRE_SERVICES=1 a service that cannot start fails the run instead of skipping.
 # --nbmake also executes notebooks/*.ipynb, each in its own kernel (milvus_lite tier).
 # Six workers on two cores: the Milvus-server and LLM tiers mostly wait on their servers, so
-# their waits overlap with the other tiers' computing (four workers left a third of a core idle).
+# their waits overlap with the other tiers' computing (beside a four-worker run, a job at nice 19
+# still got half a core).
 # --no-loadscope-reorder: files are handed out in the order tests/conftest.py sets (the local-LLM
 # files and the notebooks first), not by number of tests, which put those one-test files last.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, every worker rewrote every test

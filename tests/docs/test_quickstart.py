@@ -59,7 +59,7 @@ def test_quickstart_block_is_ten_lines_of_app() -> None:
 
 
 RUN_BOTH = """
-import contextlib, os
+import contextlib
 def run(code, folder, marker):
     with contextlib.chdir(folder):
         exec(compile(code, "quickstart", "exec"), {"__name__": "__main__"})
