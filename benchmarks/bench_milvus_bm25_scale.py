@@ -440,7 +440,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = sub.add_parser("profile")
     p.add_argument("--size", type=int, default=10_000)
     s = sub.add_parser("scale")
-    s.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    s.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000],
+                   help="sizes to measure; none (`--sizes` alone) only writes the results")  # fmt: skip
     s.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     s.add_argument("--report", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
                    help="the sizes (from earlier runs too) to write into the results")  # fmt: skip
