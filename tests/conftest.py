@@ -328,6 +328,8 @@ def milvus_server() -> Iterator[str]:
 
 def _start_milvus_server(uri: str) -> None:
     """Start the server and wait until it serves; recorded for pytest_unconfigure to stop."""
+    from milvus_service import milvus_server_command
+
     executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
     if not Path(executable).exists():
         _unavailable("milvus-server not installed (pip install 'llama-index-ext-advrag[dev]')")
@@ -335,7 +337,7 @@ def _start_milvus_server(uri: str) -> None:
     log_path = Path(data) / "server.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [executable, "--data", data],
+            milvus_server_command(data),  # milvus-server: see tests/milvus_service.py
             stdin=subprocess.DEVNULL,  # not the starter's: under `make -j2` it is not readable
             stdout=log,
             stderr=subprocess.STDOUT,

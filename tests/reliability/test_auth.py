@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 from advrag_testing import HashEmbedding
 from llama_index.core import Document
+from milvus_service import bindable, milvus_server_command
 
 from llama_index_ext_advrag.cli import main as cli_main
 from llama_index_ext_advrag.milvus import (
@@ -73,18 +75,6 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _bindable(port: int) -> bool:
-    """Whether ``port`` can be bound as milvus-server checks it (no SO_REUSEADDR): a killed
-    server's connections linger in TIME_WAIT for about a minute, and while they do
-    milvus-server silently moves that service to the next free port."""
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _serving(uri: str, deadline: float) -> bool:
     from pymilvus import MilvusClient
 
@@ -99,18 +89,19 @@ def _serving(uri: str, deadline: float) -> bool:
 class OwnedServer:
     """A Milvus server this module started (and so may stop and restart)."""
 
-    def __init__(self, executable: str) -> None:
+    def __init__(self) -> None:
         self.data = Path(tempfile.mkdtemp(prefix="advrag-milvus-auth-"))
-        self.executable = executable
         self.process: subprocess.Popen | None = None
         self.log = open(self.data / "server.log", "ab")  # noqa: SIM115 - closed in close()
 
     def start(self) -> None:
+        # Ports held in TIME_WAIT by the killed server count as free (milvus_service.bindable);
+        # a port some process still listens on does not, and the wrapper would move off it.
         deadline = time.monotonic() + 180
         wanted = {**PORTS, "etcd peer": ETCD_PEER_PORT}
-        while time.monotonic() < deadline and not all(map(_bindable, wanted.values())):
+        while time.monotonic() < deadline and not all(map(bindable, wanted.values())):
             time.sleep(2)
-        busy = [f"{name} {port}" for name, port in wanted.items() if not _bindable(port)]
+        busy = [f"{name} {port}" for name, port in wanted.items() if not bindable(port)]
         if busy:
             raise RuntimeError(f"ports still in use after 180 s, the server would move: {busy}")
         etcd = self.data / "etcd.yaml"
@@ -118,10 +109,8 @@ class OwnedServer:
             ETCD_CONFIG.format(data=self.data, peer=ETCD_PEER_PORT, client=PORTS["--etcd-port"])
         )
         options = " ".join(f"{name} {port}" for name, port in PORTS.items())
-        script = (
-            "mount -t tmpfs tmpfs /run/milvus && exec "
-            f"{self.executable} --data {self.data} --authorization-enabled true {options}"
-        )
+        command = milvus_server_command(self.data, "--authorization-enabled", "true")
+        script = "mount -t tmpfs tmpfs /run/milvus && exec " + shlex.join(command) + " " + options
         self.process = subprocess.Popen(
             ["unshare", "-m", "sh", "-c", script],
             stdout=self.log,
@@ -166,7 +155,7 @@ def auth_server_process() -> Iterator[tuple[str, OwnedServer | None]]:
     executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
     if os.geteuid() != 0 or shutil.which("unshare") is None or not Path(executable).exists():
         pytest.skip("a second Milvus server needs root, unshare and milvus-server")
-    server = OwnedServer(executable)
+    server = OwnedServer()
     try:
         server.start()
         if not _serving(uri, time.monotonic() + 600):
