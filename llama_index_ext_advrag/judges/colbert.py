@@ -238,7 +238,8 @@ class ColbertRelevanceJudge(BaseRelevanceJudge):
         query_max_length / document_max_length: tokens per query / passage (markers included);
             longer texts are cut, with one warning per judge.
         max_batch_tokens: padded tokens per model call; passages are sorted by length.
-        num_threads: onnxruntime intra-op threads (``None``: onnxruntime's default).
+        num_threads: onnxruntime intra-op threads (``None``: ``OMP_NUM_THREADS`` when it is
+            set, else onnxruntime's default, every physical core).
         query_augmentation: pad the query with ``[MASK]`` tokens (ColBERT's query expansion).
         max_cjk_share: a pair whose query or text has a larger CJK share gets an unknown grade.
 

@@ -162,7 +162,8 @@ class CrossEncoderRelevanceJudge(BaseRelevanceJudge):
         calibration: maps the raw score to [0, 1] (default: fitted for the packaged model).
         max_length: tokens per pair after truncation (the query is kept, the text is cut).
         batch_size: pairs per model call.
-        num_threads: onnxruntime intra-op threads (``None``: onnxruntime's default).
+        num_threads: onnxruntime intra-op threads (``None``: ``OMP_NUM_THREADS`` when it is
+            set, else onnxruntime's default, every physical core).
         max_cjk_share: a pair whose query or text has a larger CJK share gets an unknown grade.
         default_upper, default_lower: CRAG's thresholds for these scores (default: measured
             for the packaged model with its default calibration; refit them with

