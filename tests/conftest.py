@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -335,16 +334,17 @@ def milvus_server() -> Iterator[str]:
 
 def _start_milvus_server(uri: str) -> None:
     """Start the server and wait until it serves; recorded for pytest_unconfigure to stop."""
-    from milvus_service import milvus_server_command
+    import milvus_service
 
-    executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
-    if not Path(executable).exists():
+    if not milvus_service.installed():
         _unavailable("milvus-server not installed (pip install 'llama-index-ext-advrag[dev]')")
     data = tempfile.mkdtemp(prefix="advrag-milvus-")
     log_path = Path(data) / "server.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            milvus_server_command(data),  # milvus-server: see tests/milvus_service.py
+            milvus_service.milvus_server_command(
+                data
+            ),  # milvus-server: see tests/milvus_service.py
             stdin=subprocess.DEVNULL,  # not the starter's: under `make -j2` it is not readable
             stdout=log,
             stderr=subprocess.STDOUT,

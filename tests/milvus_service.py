@@ -20,28 +20,14 @@ Run as a script, it is ``milvus-server`` with that check::
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import sys
 from pathlib import Path
 
 
-def bindable(port: int) -> bool:
-    """Whether ``port`` on 127.0.0.1 can be bound as the launched wrapper checks it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def milvus_server_command(data: str | Path, *options: str) -> list[str]:
-    """The command that starts a test Milvus server with its data in ``data``."""
-    return [sys.executable, str(Path(__file__).resolve()), "--data", str(data), *options]
-
-
-def _try_bind_port(self, port: int) -> socket.socket | None:  # noqa: ARG001 - a method
+def _listen(port: int) -> socket.socket | None:
+    """A socket listening on 127.0.0.1:``port`` with ``SO_REUSEADDR``, or ``None``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -53,10 +39,29 @@ def _try_bind_port(self, port: int) -> socket.socket | None:  # noqa: ARG001 - a
     return sock
 
 
+def bindable(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound as the launched wrapper checks it."""
+    sock = _listen(port)
+    if sock is None:
+        return False
+    sock.close()
+    return True
+
+
+def milvus_server_command(data: str | Path, *options: str) -> list[str]:
+    """The command that starts a test Milvus server with its data in ``data``."""
+    return [sys.executable, str(Path(__file__).resolve()), "--data", str(data), *options]
+
+
+def installed() -> bool:
+    """Whether the ``milvus`` package (``milvus-server``) is installed."""
+    return importlib.util.find_spec("milvus") is not None
+
+
 def main() -> int:
     import milvus
 
-    milvus.MilvusServerConfig.try_bind_port = _try_bind_port
+    milvus.MilvusServerConfig.try_bind_port = lambda _config, port: _listen(port)
     sys.argv[0] = "milvus-server"
     return milvus.main() or 0
 

@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 from advrag_testing import HashEmbedding
 from llama_index.core import Document
-from milvus_service import bindable, milvus_server_command
+from milvus_service import bindable, installed, milvus_server_command
 
 from llama_index_ext_advrag.cli import main as cli_main
 from llama_index_ext_advrag.milvus import (
@@ -152,8 +151,7 @@ def auth_server_process() -> Iterator[tuple[str, OwnedServer | None]]:
             pytest.skip(f"something listens on {uri} but does not serve Milvus with auth")
         yield uri, None
         return
-    executable = shutil.which("milvus-server") or str(Path(sys.executable).parent / "milvus-server")
-    if os.geteuid() != 0 or shutil.which("unshare") is None or not Path(executable).exists():
+    if os.geteuid() != 0 or shutil.which("unshare") is None or not installed():
         pytest.skip("a second Milvus server needs root, unshare and milvus-server")
     server = OwnedServer()
     try:
