@@ -13,16 +13,29 @@ program, the DataFrame, the limits), then, before running the program, closes it
 
 The answer goes to stdout as one JSON object (``ok``, ``text``, ``value``, ``kind`` or
 ``error``): data, never a pickle. This file imports only the standard library, numpy and pandas.
+
+Started as ``python -I -B <this file> --zygote FD`` it is instead the waiting interpreter that
+children are forked from (Linux): it loads numpy and pandas once, then waits on the control
+socket FD (a ``SOCK_SEQPACKET`` socket its parent holds the other end of). Each message names a
+working directory and carries three file descriptors; the zygote forks, and the child becomes
+exactly the process above (its own session, those descriptors as stdin/stdout/stderr, every other
+descriptor closed, that working directory) and runs :func:`main`. The zygote never reads a
+request or runs a program: it only forks, reports each child's pid and exit status, and exits when
+its parent closes the socket. So a child holds what a fresh interpreter would (numpy and pandas
+loaded), and nothing of any other run.
 """
 
 import ast
 import builtins
+import contextlib
 import json
 import math
 import os
 import pickle
 import resource
+import select
 import signal
+import socket
 import sys
 
 MAX_VALUE_ITEMS = 1000
@@ -208,5 +221,110 @@ def main() -> None:
     out.flush()
 
 
+def _child_of_zygote(fds: list[int], workdir: str) -> None:
+    """In the forked child: become a fresh sandbox child, run :func:`main`, never return."""
+    status = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, max(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 256))
+        os.chdir(workdir)
+        import random
+
+        import numpy
+
+        random.seed()  # fresh entropy, as a fresh interpreter would have, not the zygote's state
+        numpy.random.seed()
+        main()
+        status = 0
+    except BaseException as exc:  # noqa: BLE001 - the status says it; nothing may escape a fork
+        with contextlib.suppress(BaseException):
+            os.write(2, f"sandbox child: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
+    finally:
+        for stream in (sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(BaseException):
+                if stream is not None:
+                    stream.flush()
+        os._exit(status)
+
+
+def _send(control: socket.socket, message: dict) -> None:
+    try:
+        control.send(json.dumps(message).encode("ascii"))
+    except OSError:  # the parent is gone: nothing waits for this any more
+        os._exit(0)
+
+
+def _reap(control: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(control, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+def zygote(control_fd: int) -> None:
+    """Wait for fork requests on ``control_fd`` until the parent closes it (see the docstring)."""
+    import numpy  # noqa: F401 - loaded once here, inherited by every child
+    import pandas  # noqa: F401
+
+    control = socket.socket(fileno=control_fd)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the parent's terminal is its own
+    _send(control, {"ready": True, "pid": os.getpid()})
+    while True:
+        readable, _, _ = select.select([control.fileno(), wake_read], [], [])
+        if wake_read in readable:
+            with contextlib.suppress(OSError):
+                os.read(wake_read, 512)
+            _reap(control)
+        if control.fileno() not in readable:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 65536, 3)
+        except OSError:
+            return
+        if not data:
+            return  # the parent closed the socket (or died): children keep their own limits
+        request = None
+        try:
+            request = json.loads(data)
+            ident, workdir = int(request["id"]), str(request["cwd"])
+            if len(fds) != 3:
+                raise ValueError(f"{len(fds)} descriptors, expected 3")
+        except (ValueError, KeyError, TypeError) as exc:
+            for fd in fds:
+                os.close(fd)
+            named = request.get("id") if isinstance(request, dict) else None
+            _send(control, {"id": named, "error": f"bad request: {exc}"[:200]})
+            continue
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"id": ident, "error": f"fork failed: {exc}"[:200]})
+            continue
+        if pid == 0:
+            _child_of_zygote(fds, workdir)
+        for fd in fds:
+            os.close(fd)
+        _send(control, {"id": ident, "pid": pid})
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
+        zygote(int(sys.argv[2]))
+    else:
+        main()

@@ -2,7 +2,8 @@
 
 Defence in depth behind the allowlist (:mod:`.pandas_check`): even a program the allowlist
 should not have accepted runs in a fresh ``python -I -B`` process (``subprocess`` of
-``sys.executable``, its own session) that
+``sys.executable``, its own session; on Linux forked from a waiting interpreter of that kind
+that has numpy and pandas loaded, see below) that
 
 * starts in an empty temporary working directory, removed afterwards, with a minimal
   environment (no API keys, one BLAS thread);
@@ -16,20 +17,37 @@ should not have accepted runs in a fresh ``python -I -B`` process (``subprocess`
 
 So a missed case still cannot keep state between questions, write into the host's working
 directory, exhaust the host's memory or hang it.
+
+Importing pandas costs a fresh interpreter about a CPU-second, more than most programs. So on
+Linux (``SandboxLimits(prefork=True)``, the default) each child is forked from one waiting
+interpreter per process (the *zygote*, ``_pandas_child.py --zygote``): started the same way
+(``python -I -B``, the minimal environment, its own session), it loads numpy and pandas and then
+only forks on request. It never reads a request or runs a program, so a child starts with what a
+fresh interpreter would have, and nothing of another run; each child still gets its own empty
+working directory, session, limits and audit hook. The zygote is started on first use, started
+again if it dies, and stopped when this process exits. Where it cannot run (another OS, or it
+fails to start) each run starts a fresh interpreter, as with ``prefork=False``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import itertools
 import json
 import logging
 import os
 import pickle
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,12 +83,14 @@ class SandboxLimits(BaseModel):
     ``SandboxLimits(**{**limits.model_dump(), ...})`` for a variant).
 
     Args:
-        timeout_seconds: wall-clock time of the whole child (start, pandas import, the program);
-            the process group is killed after it.
+        timeout_seconds: wall-clock time of the whole child (start, the program); the process
+            group is killed after it.
         cpu_seconds: CPU time the program may use (RLIMIT_CPU).
         memory_mb: address space the program may add to the loaded child (RLIMIT_AS).
         max_chars: the rendered answer is cut to this many characters.
         display: pandas display options used to render the answer.
+        prefork: fork the child from a waiting interpreter with pandas loaded (Linux) instead of
+            starting a fresh one, which spends about a CPU-second importing pandas.
 
     Raises:
         ValueError: a limit out of range (the message names it and the allowed range).
@@ -91,6 +111,10 @@ class SandboxLimits(BaseModel):
     display: dict[str, int | None] = Field(
         default_factory=lambda: dict(DEFAULT_DISPLAY_OPTIONS),
         description="pandas display options used to render the answer.",
+    )
+    prefork: bool = Field(
+        default=True,
+        description="Fork each child from a waiting interpreter with pandas loaded (Linux).",
     )
 
 
@@ -219,26 +243,35 @@ def _run_unchecked(code: str, df: Any, limits: SandboxLimits) -> SandboxResult:
     """The sandbox alone, without the allowlist (tests prove each layer on its own)."""
     payload = _request(code, df, limits)
     with tempfile.TemporaryDirectory(prefix="advrag-pandas-") as workdir:
-        process = subprocess.Popen(
-            _command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=workdir,
-            env=_CHILD_ENV,
-            start_new_session=True,
-        )
-        timed_out = False
-        try:
-            stdout, stderr = process.communicate(payload, timeout=limits.timeout_seconds)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(process.pid)
-            stdout, stderr = process.communicate()
+        zygote = _zygote() if limits.prefork else None
+        outcome = _run_forked(zygote, payload, workdir, limits) if zygote else None
+        if outcome is None:
+            outcome = _run_fresh(payload, workdir, limits)
         files_left = _entries(workdir)
-    return interpret_child(
-        stdout[:MAX_CHILD_OUTPUT_BYTES], stderr, process.returncode, timed_out, files_left, limits
+    stdout, stderr, returncode, timed_out = outcome
+    return interpret_child(stdout, stderr, returncode, timed_out, files_left, limits)
+
+
+def _run_fresh(
+    payload: bytes, workdir: str, limits: SandboxLimits
+) -> tuple[bytes, bytes, int | None, bool]:
+    process = subprocess.Popen(
+        _command(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=workdir,
+        env=_CHILD_ENV,
+        start_new_session=True,
     )
+    timed_out = False
+    try:
+        stdout, stderr = process.communicate(payload, timeout=limits.timeout_seconds)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(process.pid)
+        stdout, stderr = process.communicate()
+    return stdout[:MAX_CHILD_OUTPUT_BYTES], stderr, process.returncode, timed_out
 
 
 async def arun_pandas_code(
@@ -250,6 +283,9 @@ async def arun_pandas_code(
 
 
 async def _arun_unchecked(code: str, df: Any, limits: SandboxLimits) -> SandboxResult:
+    if limits.prefork and _PREFORK_PLATFORM:
+        # the forked child is driven by blocking pipe I/O with a deadline: in a worker thread
+        return await asyncio.to_thread(_run_unchecked, code, df, limits)
     payload = _request(code, df, limits)
     with tempfile.TemporaryDirectory(prefix="advrag-pandas-") as workdir:
         process = await asyncio.create_subprocess_exec(
@@ -277,11 +313,259 @@ async def _arun_unchecked(code: str, df: Any, limits: SandboxLimits) -> SandboxR
     )
 
 
+# --- the zygote: children forked from a waiting interpreter with pandas loaded --------------
+
+_PREFORK_PLATFORM = sys.platform.startswith("linux") and hasattr(socket, "send_fds")
+ZYGOTE_START_SECONDS = 120.0  # a fresh interpreter importing pandas, on a loaded machine
+ZYGOTE_SPAWN_SECONDS = 30.0  # one fork
+MAX_CHILD_STDERR_BYTES = 4000
+
+
+class ZygoteError(RuntimeError):
+    """The waiting interpreter could not start, fork, or stopped (each run then starts afresh)."""
+
+
+class _Zygote:
+    """One waiting interpreter and the thread that reads its messages (pids, exit statuses)."""
+
+    def __init__(self) -> None:
+        control, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # its own stderr, read if it fails to start; open for the zygote's life, closed by close()
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            self.process = subprocess.Popen(
+                [*_command(), "--zygote", str(remote.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._errors,
+                cwd="/",
+                env=_CHILD_ENV,
+                start_new_session=True,
+                pass_fds=(remote.fileno(),),
+            )
+        except BaseException:
+            control.close()
+            self._errors.close()
+            raise
+        finally:
+            remote.close()
+        self.control = control
+        self.owner = os.getpid()
+        self.alive = True
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count()
+        self._ready: Future[int] = Future()
+        self._spawns: dict[int, Future[tuple[int, Future[int]]]] = {}
+        self._exits: dict[int, Future[int]] = {}
+        threading.Thread(target=self._read, name="advrag-pandas-zygote", daemon=True).start()
+        try:
+            self._ready.result(timeout=ZYGOTE_START_SECONDS)
+        except BaseException as exc:
+            self._errors.seek(0)
+            tail = self._errors.read()[-1000:].decode(errors="replace").strip()
+            self.close()
+            raise ZygoteError(f"the waiting interpreter did not start ({exc!r}): {tail}") from exc
+
+    def _read(self) -> None:
+        try:
+            while True:
+                data = self.control.recv(65536)
+                if not data:
+                    break
+                self._dispatch(json.loads(data))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            logger.debug("pandas sandbox: zygote channel closed: %r", exc)
+        finally:
+            with self._lock:
+                self.alive = False
+                pending: list[Future[Any]] = [*self._spawns.values(), *self._exits.values()]
+                pending.append(self._ready)
+                self._spawns.clear()
+                self._exits.clear()
+            for future in pending:
+                if not future.done():
+                    future.set_exception(ZygoteError("the waiting interpreter stopped"))
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        if message.get("ready"):
+            self._ready.set_result(int(message["pid"]))
+        elif "returncode" in message:
+            with self._lock:
+                exited = self._exits.pop(int(message["pid"]), None)
+            if exited is not None:
+                exited.set_result(int(message["returncode"]))
+        elif "id" in message:
+            with self._lock:
+                spawned = self._spawns.pop(int(message["id"]), None)
+                exit_future: Future[int] = Future()
+                if spawned is not None and "pid" in message:
+                    self._exits[int(message["pid"])] = exit_future
+            if spawned is None:
+                return
+            if "pid" in message:
+                spawned.set_result((int(message["pid"]), exit_future))
+            else:
+                spawned.set_exception(ZygoteError(str(message.get("error"))))
+
+    def spawn(self, fds: list[int], workdir: str, timeout: float) -> tuple[int, Future[int]]:
+        """Fork a child with ``fds`` as its stdin/stdout/stderr in ``workdir``: (pid, exit)."""
+        spawned: Future[tuple[int, Future[int]]] = Future()
+        with self._lock:
+            if not self.alive:
+                raise ZygoteError("the waiting interpreter stopped")
+            ident = next(self._ids)
+            self._spawns[ident] = spawned
+        message = json.dumps({"id": ident, "cwd": workdir}).encode("utf-8")
+        try:
+            with self._send_lock:
+                socket.send_fds(self.control, [message], fds)
+            return spawned.result(timeout=timeout)
+        except (OSError, TimeoutError) as exc:
+            with self._lock:
+                self._spawns.pop(ident, None)
+            raise ZygoteError(f"no child was forked: {exc!r}") from exc
+
+    def close(self) -> None:
+        self.alive = False
+        with contextlib.suppress(OSError):
+            self.control.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self._errors.close()
+
+
+_ZYGOTE: _Zygote | None = None
+_ZYGOTE_LOCK = threading.Lock()
+_ZYGOTE_UNAVAILABLE: str | None = None
+
+
+def _zygote() -> _Zygote | None:
+    """This process's zygote, started (again) when needed; ``None`` where it cannot run."""
+    global _ZYGOTE, _ZYGOTE_UNAVAILABLE
+    if not _PREFORK_PLATFORM or _ZYGOTE_UNAVAILABLE is not None:
+        return None
+    with _ZYGOTE_LOCK:
+        current = _ZYGOTE
+        if current is not None and current.owner == os.getpid():
+            if current.alive:
+                return current
+            logger.warning("pandas sandbox: the waiting interpreter stopped; starting another")
+            current.close()
+        try:
+            _ZYGOTE = _Zygote()
+        except (OSError, ZygoteError) as exc:
+            _ZYGOTE = None
+            _ZYGOTE_UNAVAILABLE = str(exc)
+            logger.warning("pandas sandbox: %s; each run starts a fresh interpreter instead", exc)
+            return None
+        return _ZYGOTE
+
+
+def stop_pandas_zygote() -> None:
+    """Stop this process's waiting interpreter (started again by the next run that needs it)."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        current, _ZYGOTE = _ZYGOTE, None
+    if current is not None and current.owner == os.getpid():
+        current.close()
+
+
+atexit.register(stop_pandas_zygote)
+
+
+def _run_forked(
+    zygote: _Zygote, payload: bytes, workdir: str, limits: SandboxLimits
+) -> tuple[bytes, bytes, int | None, bool] | None:
+    """Run one child forked by ``zygote``; ``None`` when no child could be forked."""
+    deadline = time.monotonic() + limits.timeout_seconds
+    child_in, to_child = os.pipe()
+    from_child, child_out = os.pipe()
+    errors_from_child, child_err = os.pipe()
+    ours = [to_child, from_child, errors_from_child]
+    try:
+        try:
+            pid, exited = zygote.spawn(
+                [child_in, child_out, child_err],
+                workdir,
+                min(ZYGOTE_SPAWN_SECONDS, max(deadline - time.monotonic(), 0.1)),
+            )
+        except ZygoteError as exc:
+            logger.warning("pandas sandbox: %s; this run starts a fresh interpreter", exc)
+            return None
+        finally:
+            for fd in (child_in, child_out, child_err):
+                os.close(fd)
+        stdout, stderr, timed_out = _exchange(ours, payload, deadline)
+        returncode: int | None = None
+        if not timed_out:  # the outputs are closed; the child ends within what time is left
+            try:
+                returncode = exited.result(timeout=max(deadline - time.monotonic(), 0.1))
+            except TimeoutError:
+                timed_out = True
+            except ZygoteError:
+                logger.warning("pandas sandbox: the exit status of child %d was lost", pid)
+        if timed_out:
+            _kill_group(pid)
+            with contextlib.suppress(TimeoutError, ZygoteError):
+                returncode = exited.result(timeout=5)
+        return stdout, stderr, returncode, timed_out
+    finally:
+        for fd in ours:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _exchange(fds: list[int], payload: bytes, deadline: float) -> tuple[bytes, bytes, bool]:
+    """Write ``payload`` to the child and read its stdout and stderr until both close or the
+    deadline passes; stdout is kept up to MAX_CHILD_OUTPUT_BYTES, stderr's last bytes only."""
+    to_child, from_child, errors_from_child = fds
+    out, err = bytearray(), bytearray()
+    view, sent = memoryview(payload), 0
+    with selectors.DefaultSelector() as selector:
+        os.set_blocking(to_child, False)
+        selector.register(to_child, selectors.EVENT_WRITE)
+        selector.register(from_child, selectors.EVENT_READ)
+        selector.register(errors_from_child, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return bytes(out), bytes(err), True
+            for key, _ in selector.select(remaining):
+                fd = key.fd
+                if fd == to_child:
+                    try:
+                        sent += os.write(fd, view[sent : sent + 65536])
+                    except BrokenPipeError:  # the child is gone; its outputs say why
+                        sent = len(view)
+                    if sent >= len(view):
+                        selector.unregister(fd)
+                        os.close(fd)
+                        fds[0] = -1
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    selector.unregister(fd)
+                elif fd == from_child:
+                    out += chunk[: max(MAX_CHILD_OUTPUT_BYTES - len(out), 0)]
+                else:
+                    err += chunk
+                    del err[:-MAX_CHILD_STDERR_BYTES]
+    return bytes(out), bytes(err), False
+
+
 __all__ = [
     "DEFAULT_DISPLAY_OPTIONS",
     "SandboxLimits",
     "SandboxResult",
+    "ZygoteError",
     "arun_pandas_code",
     "interpret_child",
     "run_pandas_code",
+    "stop_pandas_zygote",
 ]

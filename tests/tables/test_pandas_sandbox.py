@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,16 +15,22 @@ from llama_index_ext_advrag.tables import (
     SandboxLimits,
     UnsafeCodeError,
     arun_pandas_code,
+    pandas_sandbox,
     run_pandas_code,
 )
 from llama_index_ext_advrag.tables.pandas_check import refusal_reason
 from llama_index_ext_advrag.tables.pandas_sandbox import (
+    ZygoteError,
     _arun_unchecked,
     _run_unchecked,
+    _Zygote,
     interpret_child,
+    stop_pandas_zygote,
 )
 
 FAST = SandboxLimits(timeout_seconds=60, cpu_seconds=2, memory_mb=256)
+FRESH = FAST.model_copy(update={"prefork": False})  # a fresh interpreter per run
+BOTH = pytest.mark.parametrize("limits", [FAST, FRESH], ids=["forked", "fresh"])
 
 
 @pytest.fixture
@@ -101,9 +108,10 @@ def test_the_callers_frame_is_not_modified(df: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(df, before)
 
 
-def test_no_state_survives_between_runs(df: pd.DataFrame) -> None:
-    assert _run_unchecked("pd.set_option('display.max_rows', 1)", df, FAST).ok
-    result = _run_unchecked("pd.get_option('display.max_rows')", df, FAST)
+@BOTH
+def test_no_state_survives_between_runs(df: pd.DataFrame, limits: SandboxLimits) -> None:
+    assert _run_unchecked("pd.set_option('display.max_rows', 1)", df, limits).ok
+    result = _run_unchecked("pd.get_option('display.max_rows')", df, limits)
     assert result.value == 60  # pandas' default in a fresh process, not 1
     assert pd.get_option("display.max_rows") == 60  # the host's untouched
 
@@ -127,9 +135,12 @@ def test_writes_are_stopped_by_the_sandbox_alone(
     assert not list(tmp_path.iterdir())
 
 
-def test_relative_writes_land_nowhere(df: pd.DataFrame, tmp_path, monkeypatch) -> None:
+@BOTH
+def test_relative_writes_land_nowhere(
+    df: pd.DataFrame, tmp_path, monkeypatch, limits: SandboxLimits
+) -> None:
     monkeypatch.chdir(tmp_path)
-    result = _run_unchecked("df.to_csv('relative.csv')", df, FAST)
+    result = _run_unchecked("df.to_csv('relative.csv')", df, limits)
     assert not result.ok and not list(tmp_path.iterdir()) and result.files_left == 0
 
 
@@ -147,38 +158,49 @@ def test_builtins_are_restricted(df: pd.DataFrame) -> None:
     assert not result.ok and "NameError" in (result.error or "")
 
 
-def test_memory_bomb_is_a_memory_error(df: pd.DataFrame) -> None:
-    result = _run_unchecked("np.ones((100000, 100000))", df, FAST)
+@BOTH
+def test_memory_bomb_is_a_memory_error(df: pd.DataFrame, limits: SandboxLimits) -> None:
+    result = _run_unchecked("np.ones((100000, 100000))", df, limits)
     assert not result.ok and result.limit == "memory"
 
 
-def test_cpu_bomb_is_killed(df: pd.DataFrame) -> None:
-    result = _run_unchecked("while True:\n    pass", df, FAST)
+@BOTH
+def test_cpu_bomb_is_killed(df: pd.DataFrame, limits: SandboxLimits) -> None:
+    result = _run_unchecked("while True:\n    pass", df, limits)
     assert not result.ok and result.limit == "cpu"
 
 
-def test_sleeping_program_is_killed_at_the_wall_clock_limit(df: pd.DataFrame) -> None:
-    limits = SandboxLimits(timeout_seconds=8, cpu_seconds=5, memory_mb=256)
+@BOTH
+def test_sleeping_program_is_killed_at_the_wall_clock_limit(
+    df: pd.DataFrame, limits: SandboxLimits
+) -> None:
+    limits = limits.model_copy(update={"timeout_seconds": 8, "cpu_seconds": 5})
     result = _run_unchecked("pd._libs.parsers.time.sleep(600)", df, limits)
     assert not result.ok and result.limit == "timeout"
 
 
-async def test_async_gives_the_same_result(df: pd.DataFrame) -> None:
+@BOTH
+async def test_async_gives_the_same_result(df: pd.DataFrame, limits: SandboxLimits) -> None:
     code = "df[df['Age'] > 60]['Name'].tolist()"
-    sync = _run_unchecked(code, df, FAST)
-    asynchronous = await _arun_unchecked(code, df, FAST)
+    sync = _run_unchecked(code, df, limits)
+    asynchronous = await _arun_unchecked(code, df, limits)
     assert sync == asynchronous and sync.value == ["Ann", "Cy"]
 
 
-async def test_async_wall_clock_limit(df: pd.DataFrame) -> None:
-    limits = SandboxLimits(timeout_seconds=8, cpu_seconds=5, memory_mb=256)
+@BOTH
+async def test_async_wall_clock_limit(df: pd.DataFrame, limits: SandboxLimits) -> None:
+    limits = limits.model_copy(update={"timeout_seconds": 8, "cpu_seconds": 5})
     result = await _arun_unchecked("pd._libs.parsers.time.sleep(600)", df, limits)
     assert result.limit == "timeout"
 
 
-def test_the_child_environment_holds_no_secrets(df: pd.DataFrame, monkeypatch) -> None:
+@BOTH
+def test_the_child_environment_holds_no_secrets(
+    df: pd.DataFrame, monkeypatch, limits: SandboxLimits
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
-    result = _run_unchecked("str(pd.io.common.os.environ)", df, FAST)
+    stop_pandas_zygote()  # the next one starts with the key in this process's environment
+    result = _run_unchecked("str(pd.io.common.os.environ)", df, limits)
     assert result.ok and "LANG" in result.text
     assert "sk-should-not-leak" not in str(result) and "OPENAI_API_KEY" not in result.text
 
@@ -233,3 +255,78 @@ def test_sandbox_temp_dirs_are_removed(df: pd.DataFrame, tmp_path, monkeypatch) 
     monkeypatch.setattr(tempfile, "tempdir", None)
     assert run_pandas_code("len(df)", df, FAST).value == 3
     assert os.listdir(tmp_path) == []
+
+
+# --- the zygote: children forked from a waiting interpreter ------------------------------
+
+FD_PROGRAM = (
+    "paths = pd.Series(np.arange(256)).astype(str).radd('/proc/self/fd/')\n"
+    "paths[paths.map(pd.io.common.os.path.exists)].tolist()"
+)
+
+
+@BOTH
+def test_a_child_holds_only_its_three_descriptors(df: pd.DataFrame, limits: SandboxLimits) -> None:
+    """The zygote's control socket and wake-up pipe are closed in every forked child."""
+    result = _run_unchecked(FD_PROGRAM, df, limits)
+    assert result.value == [f"/proc/self/fd/{fd}" for fd in (0, 1, 2)], result
+
+
+def test_forked_children_come_from_the_zygote_and_fresh_ones_from_here(df: pd.DataFrame) -> None:
+    forked = _run_unchecked("pd.io.common.os.getppid()", df, FAST).value
+    zygote = pandas_sandbox._ZYGOTE
+    assert zygote is not None and forked == zygote.process.pid != os.getpid()
+    assert _run_unchecked("pd.io.common.os.getppid()", df, FRESH).value == os.getpid()
+
+
+def test_forked_children_draw_fresh_random_numbers(df: pd.DataFrame) -> None:
+    """Not the zygote's random state, copied into every child: a fresh interpreter's entropy."""
+    draws = {_run_unchecked("np.random.randint(2**62)", df, FAST).value for _ in range(3)}
+    assert len(draws) == 3, draws
+
+
+def test_a_dead_zygote_is_replaced(df: pd.DataFrame, caplog) -> None:
+    assert _run_unchecked("len(df)", df, FAST).value == 3
+    first = pandas_sandbox._ZYGOTE
+    assert first is not None
+    first.process.kill()
+    first.process.wait(timeout=10)
+    with caplog.at_level("WARNING", logger=pandas_sandbox.__name__):
+        assert _run_unchecked("len(df)", df, FAST).value == 3
+    second = pandas_sandbox._ZYGOTE
+    assert second is not None and second.process.pid != first.process.pid
+    assert any("waiting interpreter" in r.getMessage() for r in caplog.records)
+
+
+def test_a_zygote_that_cannot_start_is_named_and_runs_start_afresh(
+    df: pd.DataFrame, monkeypatch, caplog
+) -> None:
+    broken = [sys.executable, "-I", "-c", "import sys; sys.exit('no pandas here')"]
+    monkeypatch.setattr(pandas_sandbox, "_command", lambda: broken)
+    with pytest.raises(ZygoteError, match="did not start.*no pandas here"):
+        _Zygote()
+    monkeypatch.undo()
+    stop_pandas_zygote()
+
+    def refuse() -> None:
+        raise ZygoteError("refused for the test")
+
+    monkeypatch.setattr(pandas_sandbox, "_Zygote", refuse)
+    monkeypatch.setattr(pandas_sandbox, "_ZYGOTE_UNAVAILABLE", None)
+    with caplog.at_level("WARNING", logger=pandas_sandbox.__name__):
+        result = _run_unchecked("pd.io.common.os.getppid()", df, FAST)
+    assert result.value == os.getpid()  # a fresh interpreter, a child of this process
+    assert any("refused for the test" in r.getMessage() for r in caplog.records)
+
+
+def test_a_child_that_closes_its_stdout_is_still_bounded(df: pd.DataFrame) -> None:
+    limits = FAST.model_copy(update={"timeout_seconds": 3})
+    code = "pd.io.common.os.close(1)\npd._libs.parsers.time.sleep(600)"
+    result = _run_unchecked(code, df, limits)
+    assert not result.ok and result.limit == "timeout", result
+
+
+def test_a_flood_of_output_is_cut(df: pd.DataFrame) -> None:
+    code = "pd.io.common.os.write(1, b'x' * 50_000_000)"
+    result = _run_unchecked(code, df, FAST)
+    assert not result.ok and "no answer" in (result.error or ""), result
