@@ -574,7 +574,11 @@ def run_bge_quality(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="bge-quality-") as tmp:
         work = Path(tmp)
         qa = DATA_DIR / "qa.jsonl"
-        sets = {"data": (str(DATA_DIR), str(qa), args.quality_pipelines)}
+        sets = (
+            {}
+            if args.no_data_quality
+            else {"data": (str(DATA_DIR), str(qa), args.quality_pipelines)}
+        )
         if args.covid_quality_papers:
             covid = squad_subset_file(args.datasets, args.covid_quality_papers, work)
             sets["covidqa"] = (str(covid), str(covid), args.covid_quality_pipelines)
@@ -710,6 +714,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=["baseline", "adaptive-window", "article", "auto-merging", "hybrid"],
     )
     parser.add_argument("--covid-quality-papers", type=int, default=3, help="0: data/ only")
+    parser.add_argument(
+        "--no-data-quality", action="store_true", help="bge-quality: COVID-QA only, not data/"
+    )
     parser.add_argument("--covid-quality-pipelines", nargs="+", default=["baseline", "article"])
     parser.add_argument("--name", default="bench_embeddings", help="results file prefix")
     args = parser.parse_args(argv)

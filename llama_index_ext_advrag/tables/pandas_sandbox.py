@@ -541,6 +541,8 @@ def _exchange(fds: list[int], payload: bytes, deadline: float) -> tuple[bytes, b
                 if fd == to_child:
                     try:
                         sent += os.write(fd, view[sent : sent + 65536])
+                    except BlockingIOError:  # the pipe filled up since select: wait again
+                        continue
                     except BrokenPipeError:  # the child is gone; its outputs say why
                         sent = len(view)
                     if sent >= len(view):

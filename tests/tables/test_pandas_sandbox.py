@@ -330,3 +330,12 @@ def test_a_flood_of_output_is_cut(df: pd.DataFrame) -> None:
     code = "pd.io.common.os.write(1, b'x' * 50_000_000)"
     result = _run_unchecked(code, df, FAST)
     assert not result.ok and "no answer" in (result.error or ""), result
+
+
+def test_a_frame_larger_than_a_pipe_buffer_reaches_the_child() -> None:
+    """A 32 MB pickle is written in pieces as the child reads it (non-blocking writes)."""
+    import numpy as np
+
+    big = pd.DataFrame({"a": np.arange(2_000_000), "b": np.ones(2_000_000)})
+    result = run_pandas_code("df['b'].sum()", big, FAST)
+    assert result.ok and result.value == 2_000_000, result
