@@ -44,6 +44,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -489,6 +490,22 @@ def squad_subset_file(datasets: Path, papers: int, folder: Path) -> Path:
     return path
 
 
+def english_documents_set(folder: Path) -> tuple[str, str]:
+    """data/'s English documents (en_*.md) copied into ``folder``/en, and the data/qa.jsonl rows
+    whose source is one of them: (documents folder, questions file)."""
+    documents = folder / "en"
+    documents.mkdir()
+    names = set()
+    for path in sorted(DATA_DIR.glob("en_*.md")):
+        shutil.copy(path, documents / path.name)
+        names.add(path.name)
+    rows = (DATA_DIR / "qa.jsonl").read_text(encoding="utf-8").splitlines()
+    chosen = [row for row in rows if row.strip() and json.loads(row).get("source") in names]
+    questions = folder / "en_qa.jsonl"
+    questions.write_text("\n".join(chosen) + "\n", encoding="utf-8")
+    return str(documents), str(questions)
+
+
 def harness_run(docs: str, questions: str, model: str, pipelines: list[str], work: Path):
     """Run the evaluation harness (``advrag compare``'s ``run_compare``) with ``model``:
     returns the per-question results and the wall time."""
@@ -579,6 +596,8 @@ def run_bge_quality(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             if args.no_data_quality
             else {"data": (str(DATA_DIR), str(qa), args.quality_pipelines)}
         )
+        if args.data_english_documents:
+            sets["data-en"] = (*english_documents_set(work), args.quality_pipelines)
         if args.covid_quality_papers:
             covid = squad_subset_file(args.datasets, args.covid_quality_papers, work)
             sets["covidqa"] = (str(covid), str(covid), args.covid_quality_pipelines)
@@ -594,6 +613,11 @@ def run_bge_quality(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
                     f"data/ + data/qa.jsonl, the {len(english)} English questions": {
                         m: [r for r in results[m] if r.question_id in english] for m in models
                     },
+                }
+            elif name == "data-en":
+                subsets = {
+                    "data/'s English documents (en_*.md) and their questions"
+                    f" (wall s: {walls})": results
                 }
             else:
                 subsets = {
@@ -716,6 +740,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--covid-quality-papers", type=int, default=3, help="0: data/ only")
     parser.add_argument(
         "--no-data-quality", action="store_true", help="bge-quality: COVID-QA only, not data/"
+    )
+    parser.add_argument(
+        "--data-english-documents",
+        action="store_true",
+        help="bge-quality: also data/'s English documents alone, with their questions",
     )
     parser.add_argument("--covid-quality-pipelines", nargs="+", default=["baseline", "article"])
     parser.add_argument("--name", default="bench_embeddings", help="results file prefix")
