@@ -296,7 +296,7 @@ def one_hostile_run(
             similarity_top_k=1, limits=limits,
         )  # fmt: skip
         for engine in retriever.query_engine_dict.values():
-            engine._max_retries = max_retries
+            engine.max_retries = max_retries
         results = retriever.retrieve("How old is the oldest person?")
     seconds = time.perf_counter() - start
     after = {p: sorted(p.iterdir()) for p in before}
