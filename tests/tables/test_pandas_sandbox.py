@@ -339,3 +339,25 @@ def test_a_frame_larger_than_a_pipe_buffer_reaches_the_child() -> None:
     big = pd.DataFrame({"a": np.arange(2_000_000), "b": np.ones(2_000_000)})
     result = run_pandas_code("df['b'].sum()", big, FAST)
     assert result.ok and result.value == 2_000_000, result
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "pd.io.common.os.kill(pd.io.common.os.getppid(), 9)",
+        "pd.io.common.os.killpg(pd.io.common.os.getpgid(pd.io.common.os.getppid()), 9)",
+        "pd.io.common.os.fork()",
+        "pd.io.common.os.open(f'/proc/{pd.io.common.os.getppid()}/environ', 0)",
+        "pd.read_csv(f'/proc/{pd.io.common.os.getppid()}/cmdline')",
+    ],
+)
+def test_a_forked_child_cannot_touch_the_zygote(code: str, df: pd.DataFrame) -> None:
+    """Signals, forks and /proc reads aimed at the waiting interpreter are refused by the
+    child's audit hook; the same zygote then serves the next run."""
+    assert _run_unchecked("len(df)", df, FAST).ok
+    zygote = pandas_sandbox._ZYGOTE
+    assert zygote is not None
+    result = _run_unchecked(code, df, FAST)
+    assert not result.ok and "sandbox" in (result.error or ""), result
+    assert zygote.process.poll() is None and pandas_sandbox._ZYGOTE is zygote
+    assert _run_unchecked("len(df)", df, FAST).value == 3
