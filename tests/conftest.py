@@ -341,10 +341,9 @@ def _start_milvus_server(uri: str) -> None:
     data = tempfile.mkdtemp(prefix="advrag-milvus-")
     log_path = Path(data) / "server.log"
     with open(log_path, "wb") as log:
+        # milvus-server with TIME_WAIT ports counted as free: see tests/milvus_service.py
         process = subprocess.Popen(
-            milvus_service.milvus_server_command(
-                data
-            ),  # milvus-server: see tests/milvus_service.py
+            milvus_service.milvus_server_command(data),
             stdin=subprocess.DEVNULL,  # not the starter's: under `make -j2` it is not readable
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -397,16 +397,17 @@ class _Zygote:
                 exited.set_result(int(message["returncode"]))
         elif "id" in message:
             with self._lock:
-                spawned = self._spawns.pop(int(message["id"]), None)
-                exit_future: Future[int] = Future()
-                if spawned is not None and "pid" in message:
-                    self._exits[int(message["pid"])] = exit_future
+                spawned = self._spawns.pop(message["id"], None)  # None: a request it refused
+                if spawned is None or "pid" not in message:
+                    exit_future = None
+                else:
+                    exit_future = self._exits[int(message["pid"])] = Future()
             if spawned is None:
                 return
-            if "pid" in message:
-                spawned.set_result((int(message["pid"]), exit_future))
-            else:
+            if exit_future is None:
                 spawned.set_exception(ZygoteError(str(message.get("error"))))
+            else:
+                spawned.set_result((int(message["pid"]), exit_future))
 
     def spawn(self, fds: list[int], workdir: str, timeout: float) -> tuple[int, Future[int]]:
         """Fork a child with ``fds`` as its stdin/stdout/stderr in ``workdir``: (pid, exit)."""
