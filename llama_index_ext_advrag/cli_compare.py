@@ -39,7 +39,8 @@ def _names(value: str) -> list[str]:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from llama_index_ext_advrag.evaluation.session import DEFAULT_STATE_DIR, DEFAULT_URI, DOC_TYPES
+    from llama_index_ext_advrag.evaluation.arguments import DOC_TYPES
+    from llama_index_ext_advrag.evaluation.session import DEFAULT_STATE_DIR, DEFAULT_URI
 
     parser.add_argument(
         "--docs",

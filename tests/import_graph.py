@@ -176,6 +176,55 @@ def upward_imports(imports: list[Import]) -> list[Import]:
     return upward
 
 
+def import_cycles(imports: list[Import]) -> list[list[str]]:
+    """Groups of modules that import each other, directly or through others (strongly connected
+    components of more than one module, each sorted; imports under ``TYPE_CHECKING`` and inside
+    functions count too, as a reader must follow them all the same)."""
+    graph: dict[str, set[str]] = {}
+    for edge in imports:
+        if edge.importer != edge.imported:
+            graph.setdefault(edge.importer, set()).add(edge.imported)
+            graph.setdefault(edge.imported, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(graph):  # Tarjan's algorithm, iterative (no recursion limit)
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return sorted(cycles)
+
+
 def layer_graph(imports: list[Import]) -> Counter[tuple[str, str]]:
     """How many imports run from one subpackage (or top-level module) to another."""
     return Counter(
@@ -197,6 +246,8 @@ def format_report(root: Path = REPO_ROOT) -> str:
     for edge in sorted(imports):
         if layer(edge.importer) != layer(edge.imported) and edge.importer != PACKAGE:
             lines.append(f"  {edge.importer[short:]} -> {edge.imported[short:]}")
+    for cycle in import_cycles(imports):
+        lines.append("import cycle: " + " <-> ".join(m[short:] for m in cycle))
     bad = private_violations(imports)
     lines.append(f"imports of another package's private module: {len(bad)}")
     lines += [f"  {edge.importer}:{edge.line} -> {edge.imported}" for edge in bad]

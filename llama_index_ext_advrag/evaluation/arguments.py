@@ -15,6 +15,7 @@ from typing import Any
 from llama_index_ext_advrag.milvus.connection import check_uri, is_server_uri
 
 LANGUAGES = ("auto", "en", "multi")
+DOC_TYPES = ("auto", "general", "technical", "legal", "qa", "article")
 
 
 def folder_problem(path: str | os.PathLike[str]) -> str | None:
@@ -107,8 +108,6 @@ def check_pipeline_names(names: Sequence[str] | None) -> None:
 
 def check_common(options: Any) -> None:
     """The arguments ``advrag compare`` and ``advrag ask`` share: documents, store, language."""
-    from llama_index_ext_advrag.evaluation.session import DOC_TYPES
-
     check_document_paths(options.docs)
     check_milvus_uri(options.uri)
     check_folder(options.state_dir, "--state-dir")

@@ -65,6 +65,14 @@ class BuildContext:
     def embed_model(self) -> Any:
         return self.store.embed_model
 
+    def relevance_judge(self) -> Any:
+        """The run's judge: ``judge`` when set, else the offline judge (built once)."""
+        if self.judge is None:
+            from llama_index_ext_advrag.evaluation.offline_judge import offline_relevance_judge
+
+            self.judge = offline_relevance_judge(self.embed_model)
+        return self.judge
+
 
 class RetrievalPipeline(Protocol):
     name: str
@@ -348,9 +356,7 @@ def _postprocessor(
         extra = {"vector_store": store} if params.get("fill_gaps") else {}
         return lambda k: pack.ConsecutiveMergePostprocessor(**extra, **params)
     if name in ("JudgeRerankPostprocessor", "CRAGPostprocessor"):
-        from llama_index_ext_advrag.evaluation.judged import relevance_judge
-
-        judge = relevance_judge(context)
+        judge = context.relevance_judge()
         if name == "JudgeRerankPostprocessor":  # default: reorder every candidate fetched
             return lambda k: pack.JudgeRerankPostprocessor(
                 judge=judge, **{"top_n": k * spec.fetch_multiplier, **params}

@@ -37,7 +37,7 @@ from llama_index_ext_advrag.evaluation.paired import (
 
 if TYPE_CHECKING:
     from llama_index_ext_advrag.evaluation.compare import QuestionResult
-    from llama_index_ext_advrag.evaluation.report import CompareRun
+    from llama_index_ext_advrag.evaluation.run import CompareRun
 
 logger = logging.getLogger(__name__)
 

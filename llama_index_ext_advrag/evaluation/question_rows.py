@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from llama_index_ext_advrag.text import has_lone_surrogates
 
 if TYPE_CHECKING:
-    from llama_index_ext_advrag.evaluation.questions import Question
+    from llama_index_ext_advrag.evaluation.question import Question
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def row_problem(question: Question, missing_answer: str | None = None) -> str | 
             unanswerable: what to do about it (how to add the answer or the mark).
 
     Example:
-        >>> from llama_index_ext_advrag.evaluation.questions import Question
+        >>> from llama_index_ext_advrag.evaluation.question import Question
         >>> row_problem(Question(id="1", question="  "))
         'empty question'
         >>> row_problem(Question(id="2", question="Pressure?"), "add the answer")

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,56 +30,12 @@ from llama_index_ext_advrag.evaluation.decision import (
     recommendation,
     versus_baseline,
 )
-from llama_index_ext_advrag.evaluation.frontier import Point, common_budgets, compare_at_budgets
-from llama_index_ext_advrag.evaluation.ingest import IngestRecord
-from llama_index_ext_advrag.evaluation.paired import (
-    DEFAULT_BOOTSTRAP_SEED,
-    DEFAULT_CONFIDENCE,
-    DEFAULT_RESAMPLES,
-)
-from llama_index_ext_advrag.evaluation.question_rows import SkippedQuestion, describe_skipped
+from llama_index_ext_advrag.evaluation.frontier import common_budgets, compare_at_budgets
+from llama_index_ext_advrag.evaluation.paired import DEFAULT_CONFIDENCE
+from llama_index_ext_advrag.evaluation.question_rows import describe_skipped
+from llama_index_ext_advrag.evaluation.run import CompareRun
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class CompareRun:
-    """Everything a report is made from."""
-
-    title: str
-    baseline: str
-    main_k: int
-    ks: list[int]
-    summaries: list[Summary]
-    results: list[QuestionResult]
-    ingest: list[IngestRecord]
-    descriptions: dict[str, str]
-    settings: dict[str, Any] = field(default_factory=dict)
-    probe: bool = False
-    by_type: list[Summary] = field(default_factory=list)
-    skipped: list[SkippedQuestion] = field(default_factory=list)  # question rows not asked
-    embedding: dict[str, Any] = field(default_factory=dict)  # the embedding model decision
-    resamples: int = DEFAULT_RESAMPLES  # of the paired bootstrap behind the recommendation
-    bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED
-    answers: list[AnswerResult] = field(default_factory=list)  # with answers evaluated
-    answer_budget: float | None = None  # the context tokens the answers were read at
-    answer_identity: dict[str, Any] = field(default_factory=dict)  # LLM and support judge
-
-    @property
-    def metric(self) -> str:
-        """``coverage`` when questions carry answers, else ``hit`` (BEIR)."""
-        return "coverage" if any(s.coverage is not None for s in self.summaries) else "hit"
-
-    def main(self) -> list[Summary]:
-        return [s for s in self.summaries if s.k == self.main_k and s.group == "all"]
-
-    def curves(self) -> dict[str, list[Point]]:
-        curves: dict[str, list[Point]] = {}
-        for s in self.summaries:
-            value = getattr(s, self.metric)
-            if s.group == "all" and value is not None:
-                curves.setdefault(s.pipeline, []).append((s.mean_tokens, value))
-        return curves
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -54,7 +54,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_STATE_DIR = ".advrag"
 DEFAULT_URI = ".advrag/advrag.db"
 DEFAULT_OUT = ".advrag/report"
-DOC_TYPES = ("auto", "general", "technical", "legal", "qa", "article")
 
 
 @dataclass

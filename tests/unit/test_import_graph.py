@@ -11,6 +11,7 @@ from import_graph import (
     Import,
     all_imports,
     floor_of,
+    import_cycles,
     layer,
     layer_graph,
     module_imports,
@@ -31,6 +32,19 @@ def test_no_import_of_another_packages_private_module() -> None:
 def test_no_import_points_to_a_higher_floor() -> None:
     bad = upward_imports(all_imports())
     assert not bad, "\n".join(f"{e.importer}:{e.line} imports {e.imported}" for e in bad)
+
+
+def test_no_import_cycle_anywhere_in_the_package() -> None:
+    cycles = import_cycles(all_imports())
+    assert not cycles, "\n".join(" <-> ".join(cycle) for cycle in cycles)
+
+
+def test_a_cycle_is_caught() -> None:
+    a, b, c, d = (f"{PACKAGE}.evaluation.{name}" for name in "abcd")
+    loop = [Import(a, b, 1), Import(b, c, 1), Import(c, a, 1), Import(c, d, 1)]
+    assert import_cycles(loop) == [[a, b, c]]
+    assert import_cycles([Import(a, b, 1), Import(b, a, 2)]) == [[a, b]]
+    assert import_cycles([Import(a, b, 1), Import(b, c, 1), Import(a, a, 1)]) == []
 
 
 def test_every_unit_of_the_package_has_a_floor() -> None:
