@@ -41,9 +41,6 @@ class PairedInterval(NamedTuple):
     low: float
     high: float
 
-    def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
-
 
 class ChangeCounts(NamedTuple):
     """How many questions the candidate scored higher, lower, or the same as the baseline."""

@@ -7,7 +7,6 @@ content hash of a corpus does not change between runs and gold evidence ids line
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -193,15 +192,4 @@ def load_corpus(paths: Sequence[str | Path]) -> list[Document]:
     return documents
 
 
-def looks_like_dataset(path: str | Path) -> bool:
-    """Whether ``path`` is a dataset file whose corpus is inside (SQuAD, Hotpot, RGB, BEIR)."""
-    path = Path(path)
-    if not (path.is_file() and path.suffix.lower() in DATASET_SUFFIXES):
-        return False
-    try:
-        return detect_format(path) in DATASET_CORPORA
-    except (QuestionFormatError, json.JSONDecodeError):
-        return False
-
-
-__all__ = ["DocumentError", "load_corpus", "looks_like_dataset"]
+__all__ = ["DocumentError", "load_corpus"]

@@ -74,9 +74,7 @@ from llama_index_ext_advrag.postprocessor.crag_io import (
     WebSearch,
     _Rewrite,
     _WebSearch,
-    accept_rewrite,
     check_rewrite_prompt,
-    fallback_rewrite,
 )
 from llama_index_ext_advrag.postprocessor.crag_refine import (
     DEFAULT_STRIP_TOKENS,
@@ -651,14 +649,6 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
 
     def _resolved_llm(self) -> LLM | None:
         return resolve_llm(self._llm)  # None for no LLM and for core's MockLLM
-
-    def _fallback_rewrite(
-        self, request: _Rewrite, note: str | None = None
-    ) -> tuple[str, str, str | None] | None:
-        return fallback_rewrite(request, note)
-
-    def _accept_rewrite(self, request: _Rewrite, reply: Any) -> tuple[str, str, str | None] | None:
-        return accept_rewrite(request, reply)
 
     def _executor(self) -> CRAGExecutor:
         return CRAGExecutor(

@@ -430,10 +430,10 @@ async def test_a_slow_llm_rewrite_times_out_to_keywords(use_async: bool) -> None
 
 
 def test_a_reply_without_text_counts_as_empty() -> None:
-    post = crag(by_text({}))
     from llama_index_ext_advrag.postprocessor.crag import _Rewrite
+    from llama_index_ext_advrag.postprocessor.crag_io import accept_rewrite
 
-    assert post._accept_rewrite(_Rewrite(QUERY, ()), object()) == (
+    assert accept_rewrite(_Rewrite(QUERY, ()), object()) == (
         "where eiffel tower",
         "keywords",
         "empty LLM reply",
