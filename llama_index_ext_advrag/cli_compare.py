@@ -308,6 +308,7 @@ def command_ask(args: argparse.Namespace) -> int:
         prepare_models,
     )
     from llama_index_ext_advrag.evaluation.sources import load_corpus
+    from llama_index_ext_advrag.layout import document_id_of
     from llama_index_ext_advrag.text import replace_lone_surrogates
     from llama_index_ext_advrag.trace import TRACE_KEY
 
@@ -362,7 +363,7 @@ def command_ask(args: argparse.Namespace) -> int:
             {
                 "rank": rank,
                 "score": n.score,
-                "document": n.node.ref_doc_id or n.node.metadata.get("document_id"),
+                "document": document_id_of(n.node),
                 "text": n.node.get_content(metadata_mode=MetadataMode.NONE),
                 "trace": n.node.metadata.get(TRACE_KEY, {}),
             }

@@ -3,8 +3,9 @@
 The pack's parsers give every node a ``document_id`` and a ``sentence_span`` (``[first, last)``
 sentence indices) in its metadata and an id derived from the document id and that span, so the
 ids of a node's neighbours can be computed instead of walked. ``UnitAnnotator`` adds a unit's
-token count and cues at ingest. Postprocessors and retrievers read all of it through this
-module; nodes without the metadata are ordered by their ``PREVIOUS``/``NEXT`` relationships.
+token count and cues at ingest. Every module that reads or writes these keys names them
+through this module; nodes without the metadata are ordered by their ``PREVIOUS``/``NEXT``
+relationships.
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ class DocumentNodeIds:
 
 
 # --- ingest-time annotations --------------------------------------------------------------------
+
+
+def document_id_of(node: BaseNode) -> str | None:
+    """The id of the document a node was cut from: its source relationship, else the
+    ``document_id`` metadata the pack's parsers write (``None`` when it has neither)."""
+    return node.ref_doc_id or node.metadata.get(DOCUMENT_ID_KEY)
 
 
 def stored_tokens(metadata: Mapping[str, Any]) -> int | None:
@@ -194,6 +201,7 @@ def locate_all(nodes: Iterable[BaseNode], layout: NodeLayout) -> dict[str, Locat
 
 
 __all__ = [
+    "document_id_of",
     "ANNOTATION_KEYS",
     "BOOKKEEPING_KEYS",
     "CHAIN_PREFIX",

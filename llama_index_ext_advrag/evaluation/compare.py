@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from llama_index_ext_advrag.evaluation.metrics import normalize_for_match
 from llama_index_ext_advrag.evaluation.questions import Question
+from llama_index_ext_advrag.layout import document_id_of
 from llama_index_ext_advrag.text import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -62,8 +63,7 @@ def answer_groups_covered(context: str, groups: Sequence[Sequence[str]]) -> bool
 
 
 def node_document_id(node: NodeWithScore) -> str | None:
-    inner = node.node
-    return inner.ref_doc_id or inner.metadata.get("document_id")
+    return document_id_of(node.node)
 
 
 def evidence_rank(nodes: Sequence[NodeWithScore], question: Question) -> int | None:

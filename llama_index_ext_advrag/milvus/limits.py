@@ -21,6 +21,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from llama_index_ext_advrag.layout import document_id_of
 from llama_index_ext_advrag.text import has_lone_surrogates
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ _HINTS = {
 
 
 def _describe(node: BaseNode) -> str:
-    document = node.ref_doc_id or node.metadata.get("document_id")
+    document = document_id_of(node)
     return f"node {node.node_id!r}" + (f" of document {document!r}" if document else "")
 
 

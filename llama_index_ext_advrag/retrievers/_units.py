@@ -17,6 +17,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from llama_index_ext_advrag.layout import DOCUMENT_ID_KEY
 from llama_index_ext_advrag.node_parser.hierarchical import pack_sentences
 from llama_index_ext_advrag.node_parser.inputs import clean_document, unique_document_ids
 from llama_index_ext_advrag.text import count_tokens, find_sections, split_sentences
@@ -210,7 +211,7 @@ def document_units(
             logger.warning("document %r has no text: it is not indexed", document_id)
             continue
         title = document_title(document, text)
-        base = {**document.metadata, "document_id": document_id, "title": title}
+        base = {**document.metadata, DOCUMENT_ID_KEY: document_id, "title": title}
         before = len(units)
         pieces: list[tuple[str, str, str, UnitKind, dict[str, Any]]]
         if granularity is UnitGranularity.DOCUMENT:
