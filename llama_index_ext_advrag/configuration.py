@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, TypeVar
 
 from llama_index.core.bridge.pydantic import (
@@ -136,13 +136,11 @@ def prompt_from_data(value: Any) -> Any:
     return PromptTemplate(value["template"], **common)
 
 
-# A prompt setting: any LlamaIndex prompt template, serialised with its subclass's fields and
-# read back from that data (or from a plain template string).
 def checked_prompt(
-    value: str | BasePromptTemplate, name: str, variables: Iterable[str]
+    value: str | BasePromptTemplate, name: str, variables: Iterable[str], hint: str = ""
 ) -> BasePromptTemplate:
     """``value`` as a prompt template (a string becomes a ``PromptTemplate``) that holds every
-    one of ``variables``.
+    one of ``variables``; ``hint`` (e.g. the optional variables) ends the error message.
 
     Raises:
         TypeError: ``value`` is neither a string nor a prompt template.
@@ -155,10 +153,51 @@ def checked_prompt(
     needed = set(variables)
     missing = needed - set(value.template_vars)
     if missing:
-        raise ValueError(f"{name} lacks the variables {sorted(missing)}; it needs {sorted(needed)}")
+        raise ValueError(
+            f"{name} lacks the variables {sorted(missing)}; it needs {sorted(needed)}"
+            + (f" {hint}" if hint else "")
+        )
     return value
 
 
+# The PromptMixin glue of a component whose prompts are settings: ``variables`` maps each
+# prompt field to the template variables it must hold (``hints`` adds to an error message).
+def check_prompts(
+    component: Any, variables: Mapping[str, Iterable[str]], hints: Mapping[str, str] | None = None
+) -> None:
+    """Raise (``checked_prompt``) unless every prompt field of ``component`` holds its variables."""
+    for name, needed in variables.items():
+        checked_prompt(getattr(component, name), name, needed, (hints or {}).get(name, ""))
+
+
+def prompt_fields(component: Any, variables: Mapping[str, Iterable[str]]) -> dict[str, Any]:
+    """``_get_prompts``: the prompt fields by name."""
+    return {name: getattr(component, name) for name in variables}
+
+
+def update_prompt_fields(
+    component: Any,
+    prompts: Mapping[str, Any],
+    variables: Mapping[str, Iterable[str]],
+    hints: Mapping[str, str] | None = None,
+) -> None:
+    """``_update_prompts``: every known prompt of ``prompts`` checked first, then all set (one
+    bad prompt changes nothing); names that are not prompt fields are ignored, as PromptMixin
+    does. Only prompt templates are taken here (PromptMixin's contract), not strings."""
+    for name, prompt in prompts.items():
+        if name in variables and not isinstance(prompt, BasePromptTemplate):
+            raise TypeError(f"{name} must be a prompt template, got {type(prompt).__name__}")
+    known = {
+        name: checked_prompt(prompt, name, variables[name], (hints or {}).get(name, ""))
+        for name, prompt in prompts.items()
+        if name in variables
+    }
+    for name, prompt in known.items():
+        setattr(component, name, prompt)
+
+
+# A prompt setting: any LlamaIndex prompt template, serialised with its subclass's fields and
+# read back from that data (or from a plain template string).
 PromptSetting = Annotated[SerializeAsAny[BasePromptTemplate], BeforeValidator(prompt_from_data)]
 # A string-template prompt setting (``PromptTemplate``), read back the same way.
 TemplateSetting = Annotated[PromptTemplate, BeforeValidator(prompt_from_data)]
@@ -220,6 +259,10 @@ class Configured(BaseComponent):
 
 __all__ = [
     "Configured",
+    "check_prompts",
+    "checked_prompt",
+    "prompt_fields",
+    "update_prompt_fields",
     "PromptSetting",
     "TemplateSetting",
     "aclose_all",

@@ -7,12 +7,14 @@ answers from BM25 alone. Each retriever of the pack passes its query through
 :func:`clean_query_bundle` first: the surrogates become U+FFFD, with a warning.
 
 :func:`query_text` is the query a postprocessor requires; :func:`distinctive_terms` is the
-keyword rewrite CRAG and Self-RAG use without an LLM.
+keyword rewrite CRAG and Self-RAG use without an LLM, and :func:`choose_rewrite` the one rule
+both follow to pick a rewritten query (the LLM's, else the keywords, else the original).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from llama_index.core.schema import QueryBundle
 
@@ -90,4 +92,52 @@ def distinctive_terms(query: str) -> str:
     return " ".join(terms) if terms else query
 
 
-__all__ = ["clean_query_bundle", "distinctive_terms", "embedding_strings", "query_text"]
+def rewrite_avoid(tried: Sequence[str]) -> str:
+    """The ``{avoid}`` value of a rewrite prompt: one ``Not: query`` line per query tried."""
+    return "".join(f"Not: {query}\n" for query in tried)
+
+
+def read_rewrite(reply: str) -> str:
+    """An LLM's rewritten query: the reply's first non-empty line, without surrounding quotes.
+
+    >>> read_rewrite('\n "incubation period of SARS-CoV-2"\nbecause ...')
+    'incubation period of SARS-CoV-2'
+    """
+    for line in reply.splitlines():
+        line = line.strip().strip("\"'`")
+        if line:
+            return line
+    return ""
+
+
+def choose_rewrite(
+    query: str, tried: Sequence[str], llm_rewrite: str | None = None
+) -> tuple[str, str] | None:
+    """The rewritten query and how it was made: the LLM's rewrite (``"llm"``), else the
+    query's distinctive terms (``"keywords"``), else the query itself (``"original"``): the
+    first of them that is not empty and not in ``tried``; ``None`` when all were tried.
+
+    >>> choose_rewrite("What is the incubation period?", ["What is the incubation period?"])
+    ('what incubation period', 'keywords')
+    >>> choose_rewrite("period", ["period"], llm_rewrite="period") is None
+    True
+    """
+    for candidate, method in (
+        (llm_rewrite, "llm"),
+        (distinctive_terms(query), "keywords"),
+        (query, "original"),
+    ):
+        if candidate and candidate not in tried:
+            return candidate, method
+    return None
+
+
+__all__ = [
+    "choose_rewrite",
+    "clean_query_bundle",
+    "distinctive_terms",
+    "embedding_strings",
+    "query_text",
+    "read_rewrite",
+    "rewrite_avoid",
+]

@@ -24,10 +24,15 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms import LLM
-from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 
-from llama_index_ext_advrag.configuration import TemplateSetting
+from llama_index_ext_advrag.configuration import (
+    TemplateSetting,
+    check_prompts,
+    prompt_fields,
+    update_prompt_fields,
+)
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.models import resolve_llm
 
@@ -42,6 +47,7 @@ DEFAULT_RELEVANCE_PROMPT = PromptTemplate(
     "Answer:"
 )
 DEFAULT_TIMEOUT = 60.0
+_PROMPTS = {"prompt": ("query", "text")}
 DEFAULT_MAX_CONCURRENCY = 4
 DEFAULT_MAX_PASSAGE_CHARS = 2000
 
@@ -142,7 +148,7 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
 
     def __init__(self, llm: LLM | None = None, **data: Any) -> None:
         super().__init__(**data)
-        _check_prompt(self.prompt)
+        check_prompts(self, _PROMPTS)
         self._llm = llm
 
     @classmethod
@@ -150,12 +156,10 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         return "LLMRelevanceJudge"
 
     def _get_prompts(self) -> PromptDictType:
-        return {"prompt": self.prompt}
+        return prompt_fields(self, _PROMPTS)
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
-        if "prompt" in prompts_dict:
-            _check_prompt(prompts_dict["prompt"])
-            self.prompt = prompts_dict["prompt"]  # type: ignore[assignment]
+        update_prompt_fields(self, prompts_dict, _PROMPTS)
 
     def _resolved_llm(self) -> LLM | None:
         return resolve_llm(self._llm)  # None for no LLM and for core's MockLLM
@@ -251,16 +255,6 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
             return self._grade_response(response)
 
         return list(await asyncio.gather(*(one(text) for text in texts)))
-
-
-def _check_prompt(prompt: Any) -> None:
-    if not isinstance(prompt, BasePromptTemplate):
-        raise TypeError(f"prompt must be a prompt template, got {type(prompt).__name__}")
-    missing = {"query", "text"} - set(prompt.template_vars)
-    if missing:
-        raise ValueError(
-            f"prompt lacks the variables {sorted(missing)}; it needs {{query}} and {{text}}"
-        )
 
 
 __all__ = [

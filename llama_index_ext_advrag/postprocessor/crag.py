@@ -59,7 +59,12 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.configuration import TemplateSetting
+from llama_index_ext_advrag.configuration import (
+    TemplateSetting,
+    check_prompts,
+    prompt_fields,
+    update_prompt_fields,
+)
 from llama_index_ext_advrag.events import CRAGActionEvent, CRAGResultEvent, CRAGRoundEvent
 from llama_index_ext_advrag.judges.base import (
     MAX_KEEP_WITHIN,
@@ -70,11 +75,11 @@ from llama_index_ext_advrag.judges.base import (
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.plan import Failed, Judge, Retrieve, adrive, drive
 from llama_index_ext_advrag.postprocessor.crag_io import (
+    REWRITE_PROMPT_VARIABLES,
     CRAGExecutor,
     WebSearch,
     _Rewrite,
     _WebSearch,
-    check_rewrite_prompt,
 )
 from llama_index_ext_advrag.postprocessor.crag_refine import (
     DEFAULT_STRIP_TOKENS,
@@ -90,6 +95,9 @@ dispatcher = get_dispatcher(__name__)
 
 TRACE_COMPONENT = "crag"
 # Never return fewer nodes than this (the best graded are kept back); see the module docstring.
+# The rewrite prompt's variables: {query} needed, {avoid} (the queries already tried) optional.
+_PROMPTS = {"rewrite_prompt": REWRITE_PROMPT_VARIABLES}
+_PROMPT_HINTS = {"rewrite_prompt": "(and may use {avoid}, the queries already tried)"}
 DEFAULT_MIN_KEPT = 1
 DEFAULT_MIN_KEPT_FLOOR = 0.0
 DEFAULT_MAX_ROUNDS = 1
@@ -358,7 +366,7 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         super().__init__(**data)
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) must not exceed upper ({self.upper})")
-        check_rewrite_prompt(self.rewrite_prompt)
+        check_prompts(self, _PROMPTS, _PROMPT_HINTS)
         self._judge = judge
         self._retriever = corrective_retriever
         self._web_search = web_search
@@ -376,13 +384,10 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
     # ----- prompts (PromptMixin) -----
 
     def _get_prompts(self) -> PromptDictType:
-        return {"rewrite_prompt": self.rewrite_prompt}
+        return prompt_fields(self, _PROMPTS)
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
-        if "rewrite_prompt" in prompts_dict:
-            prompt = prompts_dict["rewrite_prompt"]
-            check_rewrite_prompt(prompt)
-            self.rewrite_prompt = prompt  # type: ignore[assignment]
+        update_prompt_fields(self, prompts_dict, _PROMPTS, _PROMPT_HINTS)
 
     def _get_prompt_modules(self) -> PromptMixinType:
         """The judge's prompts (an LLM judge's) under ``judge:``."""

@@ -32,7 +32,7 @@ from llama_index_ext_advrag.plan import (
     attempt,
     in_daemon_thread,
 )
-from llama_index_ext_advrag.queries import distinctive_terms
+from llama_index_ext_advrag.queries import choose_rewrite, read_rewrite, rewrite_avoid
 
 # CRAG's log messages ("CRAG Judge failed: ...") come from the postprocessor's logger.
 logger = logging.getLogger("llama_index_ext_advrag.postprocessor.crag")
@@ -64,35 +64,18 @@ Rewritten = tuple[str, str, str | None]
 
 def fallback_rewrite(request: _Rewrite, note: str | None = None) -> Rewritten | None:
     """The keyword (or original) query not tried yet; ``note`` says why the LLM's was not used."""
-    for candidate, method in (
-        (distinctive_terms(request.query), "keywords"),
-        (request.query, "original"),
-    ):
-        if candidate not in request.tried:
-            return candidate, method, note
-    return None
+    chosen = choose_rewrite(request.query, request.tried)
+    return None if chosen is None else (*chosen, note)
 
 
 def accept_rewrite(request: _Rewrite, reply: Any) -> Rewritten | None:
     """The LLM's rewrite (its first line, unquoted), or the fallback with the reason."""
-    text = str(getattr(reply, "text", "") or "").strip().splitlines()
-    rewritten = text[0].strip().strip("\"'") if text else ""
-    if rewritten and rewritten not in request.tried:
-        return rewritten, "llm", None
+    rewritten = read_rewrite(str(getattr(reply, "text", "") or ""))
+    chosen = choose_rewrite(request.query, request.tried, rewritten)
+    if chosen is None or chosen[1] == "llm":
+        return None if chosen is None else (*chosen, None)
     why = "empty LLM reply" if not rewritten else f"LLM repeated a tried query {rewritten!r}"
-    return fallback_rewrite(request, why[:200])
-
-
-def check_rewrite_prompt(prompt: Any) -> None:
-    """Raise unless ``prompt`` is a template with ``{query}`` (``{avoid}`` is optional)."""
-    if not isinstance(prompt, BasePromptTemplate):
-        raise TypeError(f"rewrite_prompt must be a prompt template, got {type(prompt).__name__}")
-    missing = REWRITE_PROMPT_VARIABLES - set(prompt.template_vars)
-    if missing:
-        raise ValueError(
-            f"rewrite_prompt lacks the variables {sorted(missing)}; it needs {{query}} "
-            "(and may use {avoid}, the queries already tried)"
-        )
+    return (*chosen, why[:200])
 
 
 def web_results_as_nodes(results: Sequence[Any]) -> list[NodeWithScore]:
@@ -161,8 +144,7 @@ class CRAGExecutor:
     timeouts: dict[type, float | None]
 
     def _prompt(self, request: _Rewrite) -> str:
-        avoid = "".join(f"Not: {q}\n" for q in request.tried)
-        return self.rewrite_prompt.format(query=request.query, avoid=avoid)
+        return self.rewrite_prompt.format(query=request.query, avoid=rewrite_avoid(request.tried))
 
     @staticmethod
     def _rewrite_failed(request: _Rewrite, exc: Exception) -> Rewritten | None:
@@ -224,7 +206,6 @@ __all__ = [
     "accept_rewrite",
     "aretrieve_off_loop",
     "asearch_web",
-    "check_rewrite_prompt",
     "fallback_rewrite",
     "search_web",
     "web_results_as_nodes",

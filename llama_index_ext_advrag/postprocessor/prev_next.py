@@ -26,6 +26,11 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag.configuration import (
+    TemplateSetting,
+    check_prompts,
+    update_prompt_fields,
+)
 from llama_index_ext_advrag.layout import NodeLayout, locate_all
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.postprocessor._neighbours import (
@@ -66,6 +71,7 @@ DEFAULT_DIRECTION_TEMPLATE = (
     "Answer with one word: BEFORE, AFTER, BOTH or NEITHER.\n"
     "Answer: "
 )
+_PROMPTS = {"direction_template": ("context_str", "query_str")}
 
 
 class PrevNextMode(str, Enum):
@@ -195,8 +201,8 @@ class PrevNextPostprocessor(StoreBackedPostprocessor):
     )
     merge: bool = Field(default=True, description="Join consecutive nodes into one node.")
     separator: str = Field(default=" ", description="Joins the texts of adjacent nodes.")
-    direction_template: str = Field(
-        default=DEFAULT_DIRECTION_TEMPLATE,
+    direction_template: TemplateSetting = Field(
+        default_factory=lambda: PromptTemplate(DEFAULT_DIRECTION_TEMPLATE),
         description="Auto mode prompt with {context_str} and {query_str}.",
     )
 
@@ -214,9 +220,7 @@ class PrevNextPostprocessor(StoreBackedPostprocessor):
             if isinstance(data.get(name), str):
                 data[name] = parse_enum(enum, data[name], name)
         super().__init__(vector_store, docstore, **data)
-        missing = [v for v in ("{context_str}", "{query_str}") if v not in self.direction_template]
-        if missing:
-            raise ValueError(f"direction_template lacks {', '.join(missing)}")
+        check_prompts(self, _PROMPTS)
         self._llm = llm
         self._store = self._open_store(self.layout)
 
@@ -231,14 +235,16 @@ class PrevNextPostprocessor(StoreBackedPostprocessor):
 
     @property
     def direction_prompt(self) -> PromptTemplate:
-        return PromptTemplate(self.direction_template)
+        return self.direction_template
 
     def _get_prompts(self) -> PromptDictType:
-        return {"direction_prompt": self.direction_prompt}
+        return {"direction_prompt": self.direction_template}
 
     def _update_prompts(self, prompts: PromptDictType) -> None:
+        # the prompt's PromptMixin name is ``direction_prompt``; its setting ``direction_template``
         if "direction_prompt" in prompts:
-            self.direction_template = prompts["direction_prompt"].get_template()
+            renamed = {"direction_template": prompts["direction_prompt"]}
+            update_prompt_fields(self, renamed, _PROMPTS)
 
     # --- decision (pure apart from the LLM call) ---------------------------------------------
 

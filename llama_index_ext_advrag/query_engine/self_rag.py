@@ -36,16 +36,21 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_ext_advrag.configuration import Configured, TemplateSetting
+from llama_index_ext_advrag.configuration import (
+    Configured,
+    TemplateSetting,
+    check_prompts,
+    prompt_fields,
+    update_prompt_fields,
+)
 from llama_index_ext_advrag.events import SelfRAGReflectionEvent, SelfRAGRouteEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, GradeLabel, node_texts
 from llama_index_ext_advrag.plan import Completions, Failed, Judge, Retrieve
-from llama_index_ext_advrag.queries import distinctive_terms
+from llama_index_ext_advrag.queries import choose_rewrite, read_rewrite, rewrite_avoid
 from llama_index_ext_advrag.query_engine import self_rag_critique as critique
 from llama_index_ext_advrag.query_engine.self_rag_critique import Candidate, GenerationMode
 from llama_index_ext_advrag.query_engine.self_rag_io import (
@@ -196,28 +201,20 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             raise ValueError("w_rel, w_sup and w_use are all 0; at least one must be > 0")
         if judge is not None and not isinstance(judge, BaseRelevanceJudge):
             raise TypeError(f"judge must be a BaseRelevanceJudge, got {type(judge).__name__}")
-        self._check_prompts()
+        check_prompts(self, critique.PROMPT_VARIABLES)
         self._judge = judge
         self._retriever = retriever
         self._postprocessors = list(node_postprocessors)
         self._llm = llm
 
-    def _check_prompts(self) -> None:
-        for name in critique.PROMPT_VARIABLES:
-            _check_prompt(name, getattr(self, name))
-
     # ----- prompts (PromptMixin) -----
 
     def _get_prompts(self) -> PromptDictType:
         """The six prompts, under their field names (``retrieve_prompt``, ...)."""
-        return {name: getattr(self, name) for name in critique.PROMPT_VARIABLES}
+        return prompt_fields(self, critique.PROMPT_VARIABLES)
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
-        known = {k: v for k, v in prompts_dict.items() if k in critique.PROMPT_VARIABLES}
-        for name, prompt in known.items():
-            _check_prompt(name, prompt)
-        for name, prompt in known.items():
-            setattr(self, name, prompt)
+        update_prompt_fields(self, prompts_dict, critique.PROMPT_VARIABLES)
 
     def _get_prompt_modules(self) -> PromptMixinType:
         """The given judge's prompts under ``judge:`` (the default judge is built per LLM)."""
@@ -365,7 +362,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
                 unanswered.append(
                     {
                         "passages": [state.passages[i].node.node.node_id for i in group],
-                        "error": critique._why_unread(reply, answer),
+                        "error": critique.why_unread(reply, answer),
                     }
                 )
             else:
@@ -436,30 +433,25 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
     def _rewrite(
         self, state: _State, tried: list[str], has_llm: bool, record: dict[str, Any]
     ) -> Generator[Any, Any, str | None]:
-        rewritten, method, why_not = "", "keywords", None
+        rewritten, why_not = "", None
         if has_llm:
-            prompt = self.rewrite_prompt.format(
-                query=state.query, avoid=critique.rewrite_avoid(tried)
-            )
+            prompt = self.rewrite_prompt.format(query=state.query, avoid=rewrite_avoid(tried))
             replies = yield from state.trace.step("rewrite", Completions([prompt]))
-            rewritten, method = critique.first_line(critique.reply_text(replies[0])), "llm"
+            rewritten = read_rewrite(critique.reply_text(replies[0]))
             why_not = (
-                critique._why_unread(replies[0], rewritten)
+                critique.why_unread(replies[0], rewritten)
                 if not rewritten
                 else f"the LLM repeated a tried query {rewritten!r}"[:200]
             )
-        for candidate, how in (
-            (rewritten, method),
-            (distinctive_terms(state.query), "keywords"),
-            (state.query, "original"),
-        ):
-            if candidate and candidate not in tried:
-                record["rewrite"] = {"query": candidate, "method": how}
-                if has_llm and how != "llm":
-                    record["rewrite"]["llm_fallback"] = why_not
-                return candidate
-        record["rewrite"] = {"query": None, "method": "exhausted"}
-        return None
+        chosen = choose_rewrite(state.query, tried, rewritten)
+        if chosen is None:
+            record["rewrite"] = {"query": None, "method": "exhausted"}
+            return None
+        candidate, how = chosen
+        record["rewrite"] = {"query": candidate, "method": how}
+        if has_llm and how != "llm":
+            record["rewrite"]["llm_fallback"] = why_not
+        return candidate
 
     def _final(self, state: _State) -> Outcome:
         best = critique.best_candidate(state.candidates, self.min_support)
@@ -527,17 +519,6 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
                 judge = EmbeddingRelevanceJudge(decision_threshold=DEFAULT_OFFLINE_JUDGE_THRESHOLD)
             self._default_judge = (key, judge)
         return self._default_judge[1]
-
-
-def _check_prompt(name: str, prompt: Any) -> None:
-    if not isinstance(prompt, BasePromptTemplate):
-        raise TypeError(f"{name} must be a prompt template, got {type(prompt).__name__}")
-    variables = critique.PROMPT_VARIABLES[name]
-    missing = variables - set(prompt.template_vars)
-    if missing:
-        raise ValueError(
-            f"{name} lacks the variables {sorted(missing)}; it needs {sorted(variables)}"
-        )
 
 
 def _reflect(iteration: int, reflection: str, subject: str, value: Any, detail: dict) -> None:

@@ -250,7 +250,7 @@ def read_retrieve(response: Any, threshold: float) -> Critique:
             1.0 if UNPARSABLE_RETRIEVE else 0.0,
             "default",
             reply=_excerpt(reply),
-            reason=_why_unread(response, reply),
+            reason=why_unread(response, reply),
         )
     return Critique(1.0 if verdict else 0.0, "parsed", "yes" if verdict else "no", _excerpt(reply))
 
@@ -276,7 +276,7 @@ def _read_label(
     parsed = parse(reply)
     if parsed is None:
         return Critique(
-            default, "default", reply=_excerpt(reply), reason=_why_unread(response, reply)
+            default, "default", reply=_excerpt(reply), reason=why_unread(response, reply)
         )
     return Critique(values[parsed], "parsed", parsed, _excerpt(reply))
 
@@ -296,7 +296,8 @@ def read_usefulness(response: Any) -> Critique:
     return _read_label(response, _rating_token, parse, USEFULNESS_VALUES, UNPARSABLE_ISUSE)
 
 
-def _why_unread(response: Any, reply: str) -> str:
+def why_unread(response: Any, reply: str) -> str:
+    """Why a completion was not read: its error, "empty reply" or "unparsable reply"."""
     if not isinstance(response, CompletionResponse):
         return str(getattr(response, "error", None) or f"no completion ({type(response).__name__})")
     return "empty reply" if not reply else "unparsable reply"
@@ -335,19 +336,6 @@ def isrel_value(score: float | None) -> float:
 def format_passages(texts: Sequence[str], max_chars: int) -> str:
     """Passages numbered ``[1] ...`` for a prompt, each cut to ``max_chars`` characters."""
     return "\n".join(f"[{i}] {text[:max_chars]}" for i, text in enumerate(texts, start=1))
-
-
-def rewrite_avoid(tried: Sequence[str]) -> str:
-    return "".join(f"Not: {query}\n" for query in tried)
-
-
-def first_line(reply: str) -> str:
-    """The first non-empty line of a reply, without surrounding quotes."""
-    for line in reply.splitlines():
-        line = line.strip().strip("\"'`")
-        if line:
-            return line
-    return ""
 
 
 def sentence_pool(texts: Sequence[str]) -> list[tuple[int, int, str]]:

@@ -232,7 +232,7 @@ def test_to_dict_round_trip(docstore) -> None:
     assert restored.mode is PrevNextMode.AUTO and restored.num_nodes == 3
     assert restored.direction is Direction.NEXT
     assert restored.direction_template == expand.direction_template
-    with pytest.raises(ValueError, match="lacks {query_str}"):
+    with pytest.raises(ValueError, match=r"direction_template lacks the variables \['query_str'\]"):
         PrevNextPostprocessor(docstore=docstore, direction_template="Where? {context_str}")
 
 

@@ -12,6 +12,7 @@ import math
 import pytest
 from llama_index.core.base.llms.types import CompletionResponse, LogProb
 
+from llama_index_ext_advrag.queries import read_rewrite, rewrite_avoid
 from llama_index_ext_advrag.query_engine import self_rag_critique as critique
 
 
@@ -161,13 +162,13 @@ def test_reply_text_and_excerpt() -> None:
 
 def test_format_passages_numbers_from_one_and_cuts() -> None:
     assert critique.format_passages(["abcdef", "gh"], 3) == "[1] abc\n[2] gh"
-    assert critique.rewrite_avoid(["a", "b"]) == "Not: a\nNot: b\n"
-    assert critique.rewrite_avoid([]) == ""
+    assert rewrite_avoid(["a", "b"]) == "Not: a\nNot: b\n"
+    assert rewrite_avoid([]) == ""
 
 
 def test_first_line_skips_blank_and_quote_only_lines() -> None:
-    assert critique.first_line('\n  \n"`"\n "FX-40 sync" \nmore') == "FX-40 sync"
-    assert critique.first_line("") == ""
+    assert read_rewrite('\n  \n"`"\n "FX-40 sync" \nmore') == "FX-40 sync"
+    assert read_rewrite("") == ""
 
 
 def test_sentence_pool_skips_headings() -> None:
