@@ -147,7 +147,7 @@ def derived_facts(event: AdvragEvent) -> dict[str, Any]:
     if isinstance(event, CRAGResultEvent):
         return {"kept_count": len(event.kept), "dropped_count": len(event.dropped)}
     if isinstance(event, HybridFusionEvent):
-        return {"hits": {str(leg.get("name")): leg.get("hits") for leg in event.legs}}
+        return {"hits": {str(leg.get("leg")): leg.get("hits") for leg in event.legs}}
     return {}
 
 

@@ -36,7 +36,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASETS_DIR = Path(os.environ.get("ADVRAG_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
 REQUIRE_SERVICES = os.environ.get("ADVRAG_REQUIRE_SERVICES") == "1"
-SERVICE_TIERS = ("milvus_lite", "milvus_server", "local_llm")
+SERVICE_TIERS = ("milvus_lite", "milvus_server", "local_llm", "phoenix")
 ALL_TIERS = ("unit", *SERVICE_TIERS)
 MILVUS_SERVER_PORT = 19530
 

@@ -337,3 +337,18 @@ def test_drift_stop_reasons_are_counted() -> None:
         "max_expand_steps": 1,
     }
     assert "advrag.drift_window.round_trips" in attributes
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hybrid_hits_per_leg(mode: str, exporter: InMemorySpanExporter) -> None:
+    build, call = CALLS["HybridFusionRetriever"]
+    call(build(Path()), mode)
+    facts: dict[str, Any] = {}
+    for span in own_spans(list(exporter.get_finished_spans()), "HybridFusionRetriever"):
+        facts.update(advrag_facts(span))
+    legs = json.loads(str(facts["advrag.hybrid_fusion.legs"]))
+    assert [leg["leg"] for leg in legs] == ["bm25", "fixed"]
+    assert json.loads(str(facts["advrag.hybrid_fusion.hits"])) == {
+        leg["leg"]: leg["hits"] for leg in legs
+    }
+    assert json.loads(str(facts["advrag.hybrid_fusion.hits"]))["fixed"] == 1
