@@ -14,6 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.storage.docstore import SimpleDocumentStore
-from phoenix_service import PhoenixServer, PhoenixUnavailable, running_phoenix
+from phoenix_service import PhoenixServer, PhoenixUnavailable, running_phoenix, screenshot
 
 from llama_index_ext_advrag import (
     AdaptiveSlidingWindowNodeParser,
@@ -226,3 +227,19 @@ def ancestors_ids(span: dict[str, Any], spans: list[dict[str, Any]]) -> list[str
         ids.append(parent)
         parent = by_id[parent].get("parent_id")
     return ids
+
+
+def test_screenshot_of_the_crag_trace(
+    phoenix: PhoenixServer, traced: str, spans: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """With ADVRAG_PHOENIX_SCREENSHOT=FILE, a PNG of Phoenix's page of the CRAG trace, its CRAG
+    span selected (docs/tracing_phoenix_crag.png was taken this way); otherwise skipped."""
+    target = os.environ.get("ADVRAG_PHOENIX_SCREENSHOT")
+    if not target:
+        pytest.skip("set ADVRAG_PHOENIX_SCREENSHOT=FILE to take the screenshot")
+    (crag,) = named(spans, "CRAGPostprocessor._postprocess_nodes")
+    (project,) = [p for p in phoenix.get_json("/v1/projects")["data"] if p["name"] == traced]
+    trace = crag["context"]["trace_id"]
+    url = f"{phoenix.base_url}/projects/{project['id']}/traces/{trace}?selectedSpanNodeId={crag['id']}"
+    screenshot(url, Path(target))
+    assert Path(target).stat().st_size > 10_000
