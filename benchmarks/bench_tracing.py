@@ -4,8 +4,8 @@ OpenInference's LlamaIndex instrumentor and an in-memory exporter (with and with
 
 The query is the quickstart's: sentence windows of ``data/en_manual.md``, ``HybridFusionRetriever``
 over the dense (bge-small, one thread) and BM25 legs, ``CRAGPostprocessor`` with the offline
-cross-encoder (one thread). Conditions run interleaved, the order reversed every other round, so
-load changes hit them alike. Phase 1 runs before any OpenTelemetry module is imported; phase 2
+cross-encoder (one thread). Every question runs under every condition back to back (the
+order rotated), so load changes hit them alike and the times pair up (median paired ratio). Phase 1 runs before any OpenTelemetry module is imported; phase 2
 instruments. Each phase's ratios are to its own baseline. The writer's own time per event without
 a tracer is timed directly as well.
 
@@ -28,6 +28,8 @@ from typing import Any
 from common import REPO_ROOT, write_results
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
 
 from llama_index_ext_advrag import (
     AdaptiveSlidingWindowNodeParser,
@@ -37,7 +39,7 @@ from llama_index_ext_advrag import (
     JiebaBM25Retriever,
 )
 from llama_index_ext_advrag.evaluation import load_questions
-from llama_index_ext_advrag.events import CRAGActionEvent
+from llama_index_ext_advrag.events import AdvragEvent, CRAGActionEvent
 from llama_index_ext_advrag.models import load_default_embed_model
 from llama_index_ext_advrag.tracing import AdvragSpanWriter, install_span_writer
 
@@ -76,13 +78,15 @@ def run_phase(
     questions: list[str],
     rounds: int,
 ) -> dict[str, list[float]]:
-    """Seconds per query per condition, conditions interleaved round by round."""
+    """Seconds per query per condition: every question runs under every condition back to back
+    (the order rotated from query to query), so that the times pair up."""
     times: dict[str, list[float]] = {name: [] for name in conditions}
+    names = list(conditions)
     for round_index in range(rounds):
-        order = list(conditions) if round_index % 2 == 0 else list(reversed(conditions))
-        for name in order:
-            conditions[name]()
-            for question in questions:
+        for question_index, question in enumerate(questions):
+            shift = (round_index + question_index) % len(names)
+            for name in names[shift:] + names[:shift]:
+                conditions[name]()
                 started = time.perf_counter()
                 query(question)
                 times[name].append(time.perf_counter() - started)
@@ -90,15 +94,46 @@ def run_phase(
 
 
 def summary(times: dict[str, list[float]], baseline: str) -> dict[str, dict[str, float]]:
+    """p50 per condition, its ratio to the baseline's p50, and the median and quartiles of the
+    paired per-query ratios (same question, same round)."""
     base = statistics.median(times[baseline])
-    return {
-        name: {
+    rows = {}
+    for name, values in times.items():
+        paired = sorted(v / b for v, b in zip(values, times[baseline], strict=True))
+        quartiles = statistics.quantiles(paired, n=4)
+        rows[name] = {
             "queries": len(values),
             "p50_ms": statistics.median(values) * 1000,
-            "ratio_to_baseline": statistics.median(values) / base,
+            "ratio_of_p50": statistics.median(values) / base,
+            "paired_ratio_median": statistics.median(paired),
+            "paired_ratio_q1": quartiles[0],
+            "paired_ratio_q3": quartiles[2],
         }
-        for name, values in times.items()
-    }
+    return rows
+
+
+def events_per_query(query: Callable[[str], Any], question: str) -> int:
+    """How many of the pack's events one query emits (each one ``handle`` call)."""
+    counter = EventCollector()
+    root = get_dispatcher()
+    root.add_event_handler(counter)
+    try:
+        query(question)
+    finally:
+        root.event_handlers.remove(counter)
+    return len(counter.events)
+
+
+class EventCollector(BaseEventHandler):
+    events: list[Any] = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "EventCollector"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        if isinstance(event, AdvragEvent):
+            self.events.append(event)
 
 
 def writer_cost_ns(repeat: int) -> float:
@@ -133,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         args.rounds,
     )
     handle_ns = writer_cost_ns(20_000)
+    per_query = events_per_query(query, questions[0])
 
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
     from opentelemetry.sdk.trace import TracerProvider
@@ -174,17 +210,29 @@ def main(argv: list[str] | None = None) -> int:
         "phase1_no_opentelemetry_imported": summary(phase1, "baseline"),
         "phase2_instrumented": summary(phase2, "baseline (tracer modules imported)"),
         "writer_handle_ns_without_tracer": handle_ns,
+        "events_per_query": per_query,
+        "writer_share_of_p50_without_tracer": handle_ns
+        * 1e-9
+        * per_query
+        / (statistics.median(phase1["baseline"])),
     }
     lines = [
         f"hybrid (dense + BM25) + CRAG (cross-encoder) on {args.document.name}: "
         f"{len(questions)} questions x {args.rounds} rounds per condition, interleaved",
-        f"{'condition':40s} {'p50 ms':>8s} {'ratio':>7s}",
+        f"{'condition':36s} {'p50 ms':>8s} {'p50 ratio':>9s} {'paired ratio (q1-q3)':>22s}",
     ]
     for phase in ("phase1_no_opentelemetry_imported", "phase2_instrumented"):
         lines.append(f"-- {phase}")
         for name, row in data[phase].items():  # type: ignore[union-attr]
-            lines.append(f"{name:40s} {row['p50_ms']:8.1f} {row['ratio_to_baseline']:7.3f}")
-    lines.append(f"writer.handle() per event without a tracer: {handle_ns:.0f} ns")
+            lines.append(
+                f"{name:36s} {row['p50_ms']:8.1f} {row['ratio_of_p50']:9.3f} "
+                f"{row['paired_ratio_median']:8.3f} ({row['paired_ratio_q1']:.3f}-"
+                f"{row['paired_ratio_q3']:.3f})"
+            )
+    lines.append(
+        f"writer.handle() per event without a tracer: {handle_ns:.0f} ns; {per_query} events per "
+        f"query: {data['writer_share_of_p50_without_tracer']:.1e} of the baseline p50"
+    )
     text = "\n".join(lines)
     print(text)
     write_results(args.name, text, data)

@@ -260,15 +260,18 @@ class AdvragSpanWriter(BaseEventHandler):
             return
         if OPENINFERENCE_MODULE in sys.modules:
             silence_unhandled_pack_events()
-        span = current_otel_span()
-        if span is None:
-            return
-        attributes = event_attributes(event, self.limits)
-        name = span_event_name(event)
-        if name is None:
-            span.set_attributes(attributes)
-        else:
-            span.add_event(name, attributes=attributes)
+        try:
+            span = current_otel_span()
+            if span is None:
+                return
+            attributes = event_attributes(event, self.limits)
+            name = span_event_name(event)
+            if name is None:
+                span.set_attributes(attributes)
+            else:
+                span.add_event(name, attributes=attributes)
+        except Exception:  # a tracer's failure never fails the query (the dispatcher agrees)
+            logger.debug("%s not written onto the span", type(event).__name__, exc_info=True)
 
 
 def install_span_writer() -> AdvragSpanWriter:

@@ -18,7 +18,12 @@ import pytest
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
 
-from llama_index_ext_advrag.events import CRAGActionEvent, DriftWindowEvent, HybridFusionEvent
+from llama_index_ext_advrag.events import (
+    CRAGActionEvent,
+    CRAGResultEvent,
+    DriftWindowEvent,
+    HybridFusionEvent,
+)
 from llama_index_ext_advrag.tracing import (
     DEFAULT_MAX_ATTRIBUTE_CHARS,
     DEFAULT_MAX_STRING_CHARS,
@@ -352,3 +357,12 @@ def test_hybrid_hits_per_leg(mode: str, exporter: InMemorySpanExporter) -> None:
         leg["leg"]: leg["hits"] for leg in legs
     }
     assert json.loads(str(facts["advrag.hybrid_fusion.hits"]))["fixed"] == 1
+
+
+def test_crag_counts_kept_and_dropped() -> None:
+    event = CRAGResultEvent(
+        action="ambiguous", kept=[{"node_id": "a"}, {"node_id": "b"}], dropped=[{"node_id": "c"}]
+    )
+    attributes = event_attributes(event)
+    assert (attributes["advrag.crag.kept_count"], attributes["advrag.crag.dropped_count"]) == (2, 1)
+    assert "advrag.crag.error" not in attributes  # None: left out
