@@ -152,29 +152,17 @@ def chromium_executable() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def screenshot(url: str, out: Path, width: int = 1400, height: int = 860) -> None:
-    """A PNG of ``url`` from headless Chromium (bounded: the page's scripts get 20 s)."""
+def screenshot(url: str, out: Path, tab: str = "Attributes") -> None:
+    """A PNG of ``url`` with the selected span's ``tab`` open, from headless Chromium driven by
+    ``phoenix_screenshot.py`` under the Phoenix environment's Python (bounded: 120 s)."""
     chromium = chromium_executable()
     if chromium is None:
         raise PhoenixUnavailable("no chromium on PATH (apt-get install chromium)")
-    profile = tempfile.mkdtemp(prefix="advrag-chromium-")
-    try:
-        subprocess.run(
-            [
-                chromium,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--hide-scrollbars",
-                f"--user-data-dir={profile}",
-                f"--window-size={width},{height}",
-                "--virtual-time-budget=20000",
-                f"--screenshot={out}",
-                url,
-            ],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
+    script = Path(__file__).with_name("phoenix_screenshot.py")
+    python = PHOENIX_VENV / "bin" / "python"
+    subprocess.run(
+        [str(python), str(script), chromium, url, str(out), tab],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
