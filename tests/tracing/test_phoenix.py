@@ -229,6 +229,28 @@ def ancestors_ids(span: dict[str, Any], spans: list[dict[str, Any]]) -> list[str
     return ids
 
 
+def test_phoenix_filters_spans_on_a_decision(
+    phoenix: PhoenixServer, traced: str, spans: list[dict[str, Any]]
+) -> None:
+    """Phoenix's span filter (GraphQL ``filterCondition``) selects CRAG's span by its action."""
+    (crag,) = named(spans, "CRAGPostprocessor._postprocess_nodes")
+    action = crag["attributes"]["advrag.crag.action"]
+    (project,) = [p for p in phoenix.get_json("/v1/projects")["data"] if p["name"] == traced]
+    query = (
+        "query($id: ID!, $filter: String!) { node(id: $id) { ... on Project {"
+        " spans(first: 50, filterCondition: $filter) { edges { node { name } } } } } }"
+    )
+
+    def names(condition: str) -> list[str]:
+        body = {"query": query, "variables": {"id": project["id"], "filter": condition}}
+        answer = phoenix.post_json("/graphql", body)
+        assert not answer.get("errors"), answer
+        return [e["node"]["name"] for e in answer["data"]["node"]["spans"]["edges"]]
+
+    assert names(f"advrag.crag.action == '{action}'") == ["CRAGPostprocessor._postprocess_nodes"]
+    assert names("advrag.crag.action == 'no such action'") == []
+
+
 def test_screenshot_of_the_crag_trace(
     phoenix: PhoenixServer, traced: str, spans: list[dict[str, Any]], tmp_path: Path
 ) -> None:
