@@ -70,7 +70,7 @@ def phoenix_executable() -> Path:
     executable = PHOENIX_VENV / "bin" / "phoenix"
     if not executable.is_file():
         raise PhoenixUnavailable(
-            f"arize-phoenix not installed in {PHOENIX_VENV} (make .venv-phoenix, or set "
+            f"arize-phoenix not installed in {PHOENIX_VENV} (the Makefile's test-deps step makes it; or set "
             "ADVRAG_PHOENIX_VENV to an environment holding arize-phoenix)"
         )
     return executable
