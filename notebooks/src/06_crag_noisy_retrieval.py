@@ -151,6 +151,37 @@ finally:
     root.event_handlers.remove(handler)
 
 # %% [markdown]
+# The same decisions reach OpenTelemetry tracers (Arize Phoenix, Langfuse, any OTLP backend;
+# `docs/tracing.md`): with OpenInference's LlamaIndex instrumentor running, CRAG's span carries
+# `advrag.crag.action`, `advrag.crag.grades`, ... and its judge's span the grades. Here an
+# in-memory exporter stands in for Phoenix (`pip install 'llama-index-ext-advrag[tracing]'`).
+
+# %%
+try:
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+except ImportError:
+    print("pip install 'llama-index-ext-advrag[tracing]' to run this cell")
+else:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        variants["CRAG"].postprocess_nodes(retrieved[questions[0].id], query_str=questions[0].question)
+    finally:
+        instrumentor.uninstrument()
+    for span in exporter.get_finished_spans():
+        decisions = {k: v for k, v in span.attributes.items() if k.startswith("advrag.")}
+        if decisions:
+            print(span.name)
+            for key, value in decisions.items():
+                print(f"  {key} = {str(value)[:90]}")
+
+# %% [markdown]
 # CRAG hands the LLM fewer, more relevant passages; what it costs is the judge's time (about
 # 70 pairs per second on one CPU thread for this cross-encoder) and, sometimes, an answer whose
 # passage the judge doubted. Refinement trims further and can cut the sentence that tied the
