@@ -61,7 +61,7 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.configuration import TemplateSetting
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings, TemplateSetting
 from llama_index_ext_advrag.events import CRAGActionEvent, CRAGResultEvent, CRAGRoundEvent
 from llama_index_ext_advrag.judges.base import (
     MAX_KEEP_WITHIN,
@@ -234,7 +234,7 @@ def _timeout_field(default: float, what: str) -> Any:
     )
 
 
-class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
+class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin, RefusesUnknownSettings):
     """Corrective RAG between retrieval and generation (see the module docstring).
 
     Args:

@@ -423,3 +423,14 @@ async def test_cancelling_the_async_retrieval_cancels_its_legs() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, timeout=5)
     assert sleeping.cancelled
+
+
+async def test_a_bytes_query_is_refused_naming_its_type() -> None:
+    bm25 = JiebaBM25Retriever([TextNode(text="kettle boils water", id_="k")])
+    hybrid = HybridFusionRetriever([ListRetriever(DENSE), bm25])
+    for retriever in (bm25, hybrid):
+        name = retriever.class_name()
+        with pytest.raises(TypeError, match=rf"^{name} takes a query .* got bytes \(b'kettle'\)"):
+            retriever.retrieve(b"kettle")
+        with pytest.raises(TypeError, match=r"decode it first$"):
+            await retriever.aretrieve(b"kettle")

@@ -15,7 +15,7 @@ from llama_index.core.bridge.pydantic import Field
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import QueryBundle, TextNode
 
 from llama_index_ext_advrag.events import HybridFusionEvent
 from llama_index_ext_advrag.milvus import flush, open_client, open_vector_store
@@ -215,3 +215,20 @@ def test_settings_round_trip(indexes) -> None:
     assert len(leg.with_settings(similarity_top_k=1).retrieve("virus days")) == 1
     with pytest.raises(ValueError, match="similarity_top_k"):
         MilvusBM25Retriever(indexes["pack"].vector_store, similarity_top_k=0)
+
+
+@pytest.mark.parametrize("query", [b"kettle", bytearray(b"kettle"), 42, None])
+async def test_a_query_that_is_not_text_is_refused_naming_its_type(indexes, query) -> None:
+    index = indexes["pack"]
+    leg = MilvusBM25Retriever(index.vector_store)
+    hybrid = HybridFusionRetriever.from_defaults(index, similarity_top_k=2)
+    kind = type(query).__name__
+    for retriever, name in ((leg, "MilvusBM25Retriever"), (hybrid, "HybridFusionRetriever")):
+        expected = f"{name} takes a query as str or QueryBundle, got {kind} "
+        with pytest.raises(TypeError) as raised:
+            retriever.retrieve(query)
+        assert str(raised.value).startswith(expected)
+        with pytest.raises(TypeError) as raised:
+            await retriever.aretrieve(QueryBundle(query))
+        assert str(raised.value).startswith(f"{name} takes a query as str or QueryBundle, got "
+                                            f"QueryBundle with a query_str of type {kind} ")  # fmt: skip
