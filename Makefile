@@ -17,7 +17,7 @@ $(BIN)/python:
 
 # One pip command per environment so the resolver sees every pin at once.
 $(VENV)/.run-deps: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[offline,report]'
+	$(BIN)/pip install -e '.[offline,report,llm-server]'
 	touch $@
 
 # llama-cpp-python compiles llama.cpp. A native build (pip's default) dies at the first decode on

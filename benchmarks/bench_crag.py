@@ -791,7 +791,7 @@ def main() -> None:
     if "zh" in args.languages:
         items = load_rgb(args.datasets / "rgb" / "zh_refine.json")
         corpus = list(dict.fromkeys(t for it in items for t in it.positives + it.negatives))
-        e5 = CachedEmbedding(multilingual_embedding(), tag="multilingual-e5-small-q4")
+        e5 = CachedEmbedding(multilingual_embedding())  # "tag" was never a setting: ignored
         zh_judges: dict[str, Callable[[ScoreCalibration | None], BaseRelevanceJudge]] = {
             "e5-cosine": lambda c: EmbeddingRelevanceJudge(
                 embed_model=e5, calibration=c, name="e5"

@@ -12,6 +12,8 @@ from typing import Any
 URI_ENV = "ADVRAG_MILVUS_URI"
 TOKEN_ENV = "ADVRAG_MILVUS_TOKEN"
 LLM_KEY_ENV = "ADVRAG_LLM_API_KEY"
+DEFAULT_DOCS = "data"
+LLM_SERVER_EXTRA = "pip install 'llama-index-ext-advrag[llm-server]'"
 
 
 def _ks(value: str) -> list[int]:
@@ -45,9 +47,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--docs",
         nargs="+",
-        default=["data"],
+        default=None,
         help="folders or files (.md/.txt/.xlsx, or a SQuAD/HotpotQA/RGB/BEIR "
-        "dataset file whose corpus is used); default: data",
+        f"dataset file whose corpus is used); default: the folder {DEFAULT_DOCS}/ when it "
+        "exists here",
     )
     parser.add_argument(
         "--uri",
@@ -155,7 +158,8 @@ def add_compare_command(sub: Any) -> None:
         "--llm-url",
         default=None,
         help="an OpenAI-compatible server (llama.cpp's: http://127.0.0.1:8080/v1) used as the "
-        f"LLM through OpenAILike; its key from ${LLM_KEY_ENV} (default none)",
+        f"LLM through OpenAILike (the llm-server extra); its key from ${LLM_KEY_ENV} (default "
+        "none)",
     )
     answers.add_argument(
         "--llm-model", default=None, help="the model name to ask --llm-url for (default: local)"
@@ -187,17 +191,53 @@ def add_compare_command(sub: Any) -> None:
     parser.set_defaults(handler=command_compare)
 
 
+def document_paths(docs: list[str] | None) -> list[str]:
+    """``--docs`` as given, else ``data`` when that folder exists in the current folder.
+
+    Raises:
+        ValueError: no ``--docs`` and no ``data`` folder here (says what to pass).
+    """
+    if docs is not None:
+        return docs
+    if os.path.isdir(DEFAULT_DOCS):
+        return [DEFAULT_DOCS]
+    raise ValueError(
+        f"no documents to read: pass them with --docs FOLDER_OR_FILE [...] (.md, .txt, .xlsx, "
+        f"or a SQuAD/HotpotQA/RGB/BEIR dataset file); without --docs a {DEFAULT_DOCS}/ folder "
+        f"in the current folder ({os.getcwd()}) is read, and there is none"
+    )
+
+
+def check_llm_settings(url: str | None, max_tokens: int) -> None:
+    """``--llm-url`` and ``--llm-max-tokens`` (nothing is imported or contacted).
+
+    Raises:
+        ValueError: ``url`` is not an http(s) URL, or ``max_tokens`` < 1 (both named).
+    """
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ValueError(f"--llm-url must start with http:// or https://, got {url!r}")
+    if max_tokens < 1:
+        raise ValueError(f"--llm-max-tokens must be >= 1, got {max_tokens}")
+
+
 def openai_like_llm(url: str, model: str | None, timeout: float, max_tokens: int = 256) -> Any:
     """An ``OpenAILike`` chat LLM for an OpenAI-compatible server at ``url`` (temperature 0).
 
     Raises:
         ValueError: ``url`` is not an http(s) URL, or ``max_tokens`` < 1.
+        ModelResolutionError: ``llama-index-llms-openai-like`` is not installed (names the
+            ``llm-server`` extra).
     """
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"--llm-url must start with http:// or https://, got {url!r}")
-    if max_tokens < 1:
-        raise ValueError(f"--llm-max-tokens must be >= 1, got {max_tokens}")
-    from llama_index.llms.openai_like import OpenAILike
+    check_llm_settings(url, max_tokens)
+    try:
+        from llama_index.llms.openai_like import OpenAILike
+    except ImportError as exc:
+        from llama_index_ext_advrag.models import ModelResolutionError
+
+        raise ModelResolutionError(
+            f"--llm-url needs llama-index-llms-openai-like, which is not installed ({exc}): "
+            f"{LLM_SERVER_EXTRA}"
+        ) from None
 
     return OpenAILike(
         model=model or "local",
@@ -232,6 +272,7 @@ def command_compare(args: argparse.Namespace) -> int:
         print(list_pipelines())
         return 0
     from llama_index_ext_advrag.evaluation.answers import DEFAULT_LLM_TIMEOUT
+    from llama_index_ext_advrag.evaluation.arguments import check_compare_options
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
@@ -239,15 +280,11 @@ def command_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"--llm-model {args.llm_model!r} needs --llm-url (the server to ask)")
     if args.no_llm and (args.answers or args.llm_url):
         raise ValueError("--no-llm contradicts --answers / --llm-url: drop one")
+    check_llm_settings(args.llm_url, args.llm_max_tokens)
     timeout = DEFAULT_LLM_TIMEOUT if args.llm_timeout is None else args.llm_timeout
-    llm = (
-        openai_like_llm(args.llm_url, args.llm_model, timeout, args.llm_max_tokens)
-        if args.llm_url
-        else None
-    )
     started = time.perf_counter()
     options = CompareOptions(
-        docs=args.docs,
+        docs=document_paths(args.docs),
         questions=args.questions,
         questions_format=args.questions_format,
         qrels=args.qrels,
@@ -268,12 +305,14 @@ def command_compare(args: argparse.Namespace) -> int:
         rebuild=args.rebuild,
         show_progress=not args.quiet,
         seed=args.seed,
-        llm=llm,
         answers=args.answers,
         answer_budget=args.answer_budget,
         llm_timeout=timeout,
         answer_cache=args.answer_cache,
     )
+    check_compare_options(options)  # every flag named with its value, before the LLM is built
+    if args.llm_url:
+        options.llm = openai_like_llm(args.llm_url, args.llm_model, timeout, args.llm_max_tokens)
     run, files = run_compare(options)
     print(terminal_report(run))
     print()
@@ -321,7 +360,7 @@ def command_ask(args: argparse.Namespace) -> int:
         print(f"advrag: {surrogates} lone surrogate(s) in the question replaced with U+FFFD",
               file=sys.stderr)  # fmt: skip
     options = CompareOptions(
-        docs=args.docs,
+        docs=document_paths(args.docs),
         uri=args.uri,
         token=args.token,
         state_dir=args.state_dir,
@@ -336,7 +375,9 @@ def command_ask(args: argparse.Namespace) -> int:
     entry = load_spec(args.spec)[0] if args.spec else get_pipeline(args.pipeline)
     documents = load_corpus(options.docs)
     embed_model, llm, decision = prepare_models(options, documents)
-    print(f"embedding model: {embed_model_label(embed_model)} ({decision.reason})")
+    embedding = {"model": embed_model_label(embed_model), "reason": decision.reason}
+    if not args.json:  # with --json it is in the object: stdout holds the JSON alone
+        print(f"embedding model: {embedding['model']} ({embedding['reason']})")
     if entry.needs_llm and llm is None:
         raise ValueError(f"pipeline {entry.name!r} needs an LLM and none is set")
     context = build_context(options, documents, embed_model, llm)
@@ -358,6 +399,7 @@ def command_ask(args: argparse.Namespace) -> int:
         "question": question,
         "k": args.k,
         "latency_ms": round(latency, 1),
+        "embedding_model": embedding,
         "answer": answer,
         "context": [
             {
@@ -386,4 +428,12 @@ def command_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_ask_command", "add_compare_command", "command_ask", "command_compare"]
+__all__ = [
+    "add_ask_command",
+    "add_compare_command",
+    "check_llm_settings",
+    "command_ask",
+    "command_compare",
+    "document_paths",
+    "openai_like_llm",
+]

@@ -203,6 +203,16 @@ PromptSetting = Annotated[SerializeAsAny[BasePromptTemplate], BeforeValidator(pr
 TemplateSetting = Annotated[PromptTemplate, BeforeValidator(prompt_from_data)]
 
 
+class RefusesUnknownSettings(BaseModel):
+    """Mixed into the pack's components that stand on LlamaIndex's pydantic bases (embedding
+    models, judges, node parsers, postprocessors): a keyword that is not a setting raises a
+    ``ValidationError`` (a ``ValueError``) naming it ("bogus_option: Extra inputs are not
+    permitted"), where those bases drop it without a word, so a misspelt setting never
+    silently does nothing. :class:`Configured` (retrievers, query engines) does the same."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class Configured(BaseComponent):
     """A pydantic component with JSON ``to_dict``/``from_dict`` and :meth:`with_settings`."""
 
@@ -258,6 +268,7 @@ class Configured(BaseComponent):
 
 
 __all__ = [
+    "RefusesUnknownSettings",
     "Configured",
     "check_prompts",
     "checked_prompt",

@@ -217,6 +217,48 @@ EMBED_MODEL_ALIASES = {
 EMBED_MODEL_NAMES = ("bge-small", "all-MiniLM", "multilingual-e5")
 
 
+def embed_model_string_problem(name: str) -> str | None:
+    """Why ``name`` is no embedding model the pack can resolve (nothing is loaded), or ``None``.
+
+    Allowed: an offline model's name (:data:`EMBED_MODEL_NAMES` or a full name), ``"local"``
+    or ``"local:<Hugging Face model name or folder>"`` (LlamaIndex's ``HuggingFaceEmbedding``,
+    the ``minilm`` extra), ``"default"`` (LlamaIndex's OpenAI model) and ``"clip..."``.
+
+    >>> embed_model_string_problem("bge-small") is None
+    True
+    >>> embed_model_string_problem("bogus")[:44]
+    "'bogus' is not a model the pack knows: give "
+    """
+    key = name.strip().lower()
+    if EMBED_MODEL_ALIASES.get(key, key) in _named_loaders() or name in ("default", "local"):
+        return None
+    if name.startswith("clip"):
+        return None
+    allowed = (
+        f"give {', '.join(EMBED_MODEL_NAMES)} (offline models), 'local:<Hugging Face model "
+        "name or folder>' (the minilm extra) or an embedding model object"
+    )
+    if not name.startswith("local:"):
+        return f"{name!r} is not a model the pack knows: {allowed}"
+    target = name[len("local:") :].strip()
+    if not target:
+        return f"{name!r} names no model: {allowed}"
+    folder = Path(target).expanduser()
+    if target.startswith(("/", ".", "~")) and not folder.exists():
+        return (
+            f"{name!r}: the folder {target!r} does not exist ('local:' takes a Hugging Face "
+            "model name or an existing folder)"
+        )
+    return None
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
 def load_named_embed_model(name: str) -> BaseEmbedding | None:
     """The offline model called ``name`` (case-insensitive): ``"bge-small"`` (the English
     default, ``offline`` extra), ``"all-MiniLM"`` (all-MiniLM-L6-v2 through torch, ``minilm``
@@ -335,6 +377,14 @@ def _given_model(explicit: BaseEmbedding | str | None) -> tuple[BaseEmbedding | 
         named = load_named_embed_model(explicit)
         if named is not None:
             return named, "explicit"
+        problem = embed_model_string_problem(explicit)
+        if problem is not None:
+            raise ValueError(f"embed_model {problem}")
+        if explicit.startswith("local") and not _installed("llama_index.embeddings.huggingface"):
+            raise ModelResolutionError(
+                f"embed_model {explicit!r} needs llama-index-embeddings-huggingface: "
+                "pip install 'llama-index-ext-advrag[minilm]'"
+            )
         from llama_index.core.embeddings.utils import resolve_embed_model as core_resolve
 
         return core_resolve(explicit), "explicit"
@@ -489,6 +539,7 @@ __all__ = [
     "ModelResolutionError",
     "aembed_in_length_order",
     "embed_in_length_order",
+    "embed_model_string_problem",
     "is_mock_llm",
     "corpus_cjk_share",
     "decide_embed_model",

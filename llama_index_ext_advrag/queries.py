@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from llama_index.core.schema import QueryBundle
 
@@ -24,6 +25,26 @@ from llama_index_ext_advrag.text.words import ChineseMode, WordTokenizer
 logger = logging.getLogger(__name__)
 
 _KEYWORDS = WordTokenizer(stem=False, chinese_mode=ChineseMode.ACCURATE, chinese_characters=False)
+
+
+def check_query_type(query: Any, component: str) -> None:
+    """Refuse a query that is neither a ``str`` nor a ``QueryBundle`` holding one (core would
+    fail later with an ``AttributeError`` naming neither).
+
+    >>> check_query_type(b"kettle", "demo")
+    Traceback (most recent call last):
+    ...
+    TypeError: demo takes a query as str or QueryBundle, got bytes (b'kettle'): decode it first
+    """
+    text = query.query_str if isinstance(query, QueryBundle) else query
+    if isinstance(text, str):
+        return
+    what = "QueryBundle with a query_str of type " if isinstance(query, QueryBundle) else ""
+    hint = ": decode it first" if isinstance(text, (bytes, bytearray)) else ""
+    raise TypeError(
+        f"{component} takes a query as str or QueryBundle, got {what}{type(text).__name__} "
+        f"({str(text)[:60]}){hint}"
+    )
 
 
 def clean_query_bundle(query_bundle: QueryBundle, component: str) -> QueryBundle:
@@ -133,6 +154,7 @@ def choose_rewrite(
 
 
 __all__ = [
+    "check_query_type",
     "choose_rewrite",
     "clean_query_bundle",
     "distinctive_terms",

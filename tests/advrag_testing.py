@@ -141,3 +141,19 @@ def instrumented() -> Iterator[tuple[list[Any], SimpleSpanHandler]]:
 def span_names(spans: SimpleSpanHandler) -> list[str]:
     """``Class.method`` of every completed span (span ids are ``Class.method-<uuid4>``)."""
     return [span.id_.rsplit("-", 5)[0] for span in spans.completed_spans]
+
+
+def require_full_text(uri: str) -> None:
+    """Skip, naming the detected version, on a Milvus backend without full-text search."""
+    import pytest
+
+    from llama_index_ext_advrag.milvus import open_client
+    from llama_index_ext_advrag.milvus.full_text import backend_support
+
+    client = open_client(uri)
+    try:
+        support = backend_support(str(client.get_server_version()))
+    finally:
+        client.close()
+    if not support.supported:
+        pytest.skip(support.reason)

@@ -13,6 +13,7 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.text import check_text, check_texts
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ def _core(name: str) -> Any:
     return getattr(method, "__wrapped__", method)
 
 
-class CleanInputEmbedding(BaseEmbedding):
+class CleanInputEmbedding(BaseEmbedding, RefusesUnknownSettings):
     """A ``BaseEmbedding`` whose public methods accept strings only and replace lone surrogates.
 
     A query or text that is not a ``str`` raises a ``TypeError`` naming its type (and its

@@ -2,12 +2,16 @@
 
 A bad output folder, Milvus uri, pipeline name or number is reported in a second, naming the
 value and what is allowed, instead of after the embedding model loaded and the documents were
-read. Nothing here writes to disk.
+read. Nothing here writes to disk, except that the Milvus Lite file's folder (or the nearest
+one above it that exists) is tried with an empty file, removed at once: some folders refuse new
+files whatever their permission bits say (``/proc``, a read-only mount), and Milvus Lite would
+fail there only after its server started, with a traceback of its own.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,9 +71,25 @@ def check_milvus_uri(uri: str, option: str = "--uri") -> None:
     except ValueError as exc:
         raise ValueError(f"{option}: {exc}") from None
     if not is_server_uri(checked):
-        problem = folder_problem(Path(checked).parent)
+        folder = Path(checked).expanduser().parent
+        problem = folder_problem(folder) or new_file_problem(folder)
         if problem is not None:
             raise ValueError(f"{option} {uri!r}: the Milvus Lite file's folder: {problem}")
+
+
+def new_file_problem(folder: str | os.PathLike[str]) -> str | None:
+    """Why no file can be created in ``folder`` (or the nearest existing folder above it), or
+    ``None``; tried with an empty file that is removed at once."""
+    existing = Path(folder)
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    try:
+        handle, name = tempfile.mkstemp(prefix=".advrag-check-", dir=existing)
+    except OSError as exc:
+        return f"{str(existing)!r} does not accept new files ({exc.strerror or exc})"
+    os.close(handle)
+    os.unlink(name)
+    return None
 
 
 def check_document_paths(paths: Sequence[str | os.PathLike[str]]) -> None:
@@ -117,6 +137,12 @@ def check_common(options: Any) -> None:
         )
     if str(getattr(options.language, "value", options.language)) not in LANGUAGES:
         raise ValueError(f"language {options.language!r} is not one of {list(LANGUAGES)}")
+    if isinstance(options.embed_model, str):
+        from llama_index_ext_advrag.models import embed_model_string_problem
+
+        problem = embed_model_string_problem(options.embed_model)
+        if problem is not None:
+            raise ValueError(f"--embed-model {problem}")
 
 
 def check_compare_options(options: Any) -> None:
@@ -174,4 +200,5 @@ __all__ = [
     "check_milvus_uri",
     "check_pipeline_names",
     "folder_problem",
+    "new_file_problem",
 ]

@@ -36,6 +36,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import BaseComponent, MetadataMode, NodeWithScore
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.events import JudgeGradesEvent
 from llama_index_ext_advrag.plan import in_daemon_thread
 from llama_index_ext_advrag.text import check_text, check_texts
@@ -181,7 +182,7 @@ def add_calibration_fields(data: dict[str, Any], calibration: ScoreCalibration |
         data.setdefault("calibration_offset", calibration.offset)
 
 
-class BaseRelevanceJudge(PromptMixin, BaseComponent):
+class BaseRelevanceJudge(PromptMixin, BaseComponent, RefusesUnknownSettings):
     """Score ``(query, text)`` pairs in [0, 1]; one :class:`Grade` per text, in input order.
 
     Subclasses implement ``_judge`` and, when they do native async I/O, ``_ajudge`` (by default

@@ -9,7 +9,9 @@ tuple, ``inf``, a datetime) or not at all (a key holding a lone surrogate).
 :func:`check_storable_nodes` finds such a node first, with a ``ValueError`` that names it. Metadata
 is checked deny by default: only values that come back from Milvus exactly as they went in are
 accepted (:data:`STORABLE_METADATA`); anything else is refused with the node, the key and the
-value's type.
+value's type. A metadata key Milvus refuses a row for is refused by name too: ``$meta`` (its
+dynamic field) and a field a collection function fills (``sparse_embedding`` of a full-text
+collection).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ _HINTS = {
     "time": "store value.isoformat() (a str)",
     "Decimal": "store str(value) or float(value)",
 }
+# Milvus' own name for the dynamic field that holds the metadata of every row.
+DYNAMIC_FIELD = "$meta"
 
 
 def _describe(node: BaseNode) -> str:
@@ -108,15 +112,28 @@ def unstorable_metadata(value: Any, keys: tuple[Any, ...] = ()) -> str | None:
     return f"{where} is of type {kind.__module__}.{kind.__qualname__}: {hint}"
 
 
-def check_storable_nodes(nodes: Iterable[BaseNode], max_text_bytes: int = MAX_TEXT_BYTES) -> None:
+def check_storable_nodes(
+    nodes: Iterable[BaseNode],
+    max_text_bytes: int = MAX_TEXT_BYTES,
+    reserved_keys: Iterable[str] = (DYNAMIC_FIELD,),
+) -> None:
     """Raise before embedding when a node cannot be stored in a Milvus collection.
+
+    Args:
+        nodes: the nodes to store.
+        max_text_bytes: the text field's length in UTF-8 bytes.
+        reserved_keys: names no metadata key may take (``$meta``;
+            :class:`~.vector_store.CheckedMilvusVectorStore` adds its collection's
+            function output fields).
 
     Raises:
         ValueError: A node's text is longer than ``max_text_bytes`` UTF-8 bytes, or cannot be
             encoded (a lone surrogate), or its metadata holds something Milvus would refuse,
-            change or lose (see :func:`unstorable_metadata`); the message names the node, its
-            document, the key, the value's type and what is allowed.
+            change or lose (see :func:`unstorable_metadata`), or a key in ``reserved_keys``;
+            the message names the node, its document, the key, the value's type and what is
+            allowed.
     """
+    reserved = set(reserved_keys)
     for node in nodes:
         text = node.get_content(metadata_mode=MetadataMode.NONE)
         try:
@@ -133,6 +150,12 @@ def check_storable_nodes(nodes: Iterable[BaseNode], max_text_bytes: int = MAX_TE
                 f"most {max_text_bytes:,}: cut it first (the pack's parsers cut sentences longer "
                 "than max_sentence_chars)"
             )
+        clashes = sorted(key for key in node.metadata if key in reserved)
+        if clashes:
+            raise ValueError(
+                f"{_describe(node)} has the metadata key {clashes[0]!r}, which Milvus keeps "
+                f"for itself (reserved: {', '.join(sorted(reserved))}): rename the key"
+            )
         problem = unstorable_metadata(node.metadata)
         if problem is not None:
             raise ValueError(
@@ -142,6 +165,7 @@ def check_storable_nodes(nodes: Iterable[BaseNode], max_text_bytes: int = MAX_TE
 
 
 __all__ = [
+    "DYNAMIC_FIELD",
     "MAX_METADATA_INT",
     "MAX_TEXT_BYTES",
     "MIN_METADATA_INT",

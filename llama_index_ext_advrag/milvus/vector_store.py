@@ -66,7 +66,11 @@ from llama_index_ext_advrag.milvus.indexes import (
     plan_from_description,
     resolve_index,
 )
-from llama_index_ext_advrag.milvus.limits import MAX_TEXT_BYTES, check_storable_nodes
+from llama_index_ext_advrag.milvus.limits import (
+    DYNAMIC_FIELD,
+    MAX_TEXT_BYTES,
+    check_storable_nodes,
+)
 from llama_index_ext_advrag.milvus.reconnect import (
     AsyncReconnectingClient,
     ReconnectingClient,
@@ -99,22 +103,41 @@ class CheckedMilvusVectorStore(MilvusVectorStore):
     What :func:`open_vector_store` returns. A node whose text or metadata Milvus would refuse,
     change or lose raises ``ValueError`` naming it (see
     :func:`~llama_index_ext_advrag.milvus.limits.check_storable_nodes`) and no row of that
-    call is written. In a collection with the ``pack`` full-text analyzer each row also gets
-    the node's terms (:func:`terms_of`) in ``advrag_terms``, which Milvus' BM25 function reads.
+    call is written; so does a node with a metadata key Milvus would refuse the row for
+    (:meth:`reserved_metadata_keys`). In a collection with the ``pack`` full-text
+    analyzer each row also gets the node's terms (:func:`terms_of`) in ``advrag_terms``, which
+    Milvus' BM25 function reads.
     """
 
-    _writes_terms: bool | None = PrivateAttr(default=None)
+    _fields: tuple[frozenset[str], frozenset[str]] | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
         return "MilvusVectorStore"
 
+    def _described(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The collection's field names and its functions' output fields (read once, kept)."""
+        if self._fields is None:
+            description = self.client.describe_collection(self.collection_name)
+            names = frozenset(str(field.get("name")) for field in description.get("fields", []))
+            outputs = frozenset(
+                str(name)
+                for function in description.get("functions") or []
+                for name in function.get("output_field_names") or []
+            )
+            self._fields = (names, outputs)
+        return self._fields
+
     def writes_terms(self) -> bool:
         """Whether the collection has the ``advrag_terms`` field (read once, then kept)."""
-        if self._writes_terms is None:
-            fields = self.client.describe_collection(self.collection_name).get("fields", [])
-            self._writes_terms = any(field.get("name") == TERMS_FIELD for field in fields)
-        return self._writes_terms
+        return TERMS_FIELD in self._described()[0]
+
+    def reserved_metadata_keys(self) -> frozenset[str]:
+        """Metadata keys Milvus refuses a row for: its dynamic field ``$meta`` and the output
+        fields of the collection's functions (``sparse_embedding`` of a full-text collection,
+        which the BM25 function fills). A key named like another field (``id``, ``text``...)
+        is stored and comes back: the row's field is written after it."""
+        return self._described()[1] | {DYNAMIC_FIELD}
 
     def terms_rows(self, nodes: Sequence[BaseNode]) -> list[dict[str, Any]]:
         """The rows ``MilvusVectorStore.add`` writes, each with the node's terms too.
@@ -134,7 +157,7 @@ class CheckedMilvusVectorStore(MilvusVectorStore):
         return rows
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
-        check_storable_nodes(nodes)
+        check_storable_nodes(nodes, reserved_keys=self.reserved_metadata_keys())
         if not self.writes_terms():
             return super().add(list(nodes), **add_kwargs)
         write = self.client.upsert if self.upsert_mode else self.client.insert
@@ -147,7 +170,7 @@ class CheckedMilvusVectorStore(MilvusVectorStore):
         return [node.node_id for node in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        check_storable_nodes(nodes)
+        check_storable_nodes(nodes, reserved_keys=self.reserved_metadata_keys())
         if not self.writes_terms():
             return await super().async_add(list(nodes), **kwargs)
         aclient = self.aclient

@@ -23,6 +23,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import BaseNode, TransformComponent
 from llama_index.core.utils import get_tqdm_iterable
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.layout import ANNOTATION_KEYS, UNIT_CUES_KEY, UNIT_TOKENS_KEY
 from llama_index_ext_advrag.text import count_tokens, extract_cues
 
@@ -46,7 +47,7 @@ def annotate_unit(node: BaseNode) -> BaseNode:
     return annotated
 
 
-class UnitAnnotator(TransformComponent):
+class UnitAnnotator(TransformComponent, RefusesUnknownSettings):
     """Store each node's token count and entity cues in its metadata, for the drift window.
 
     Use it after the parser, before the nodes are embedded and stored (or in an

@@ -26,6 +26,7 @@ from llama_index.core.schema import (
 )
 from llama_index.core.utils import get_tqdm_iterable
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.layout import (
     BOOKKEEPING_KEYS,
     CHAR_SPAN_KEY,
@@ -108,7 +109,7 @@ def chunk_char_span(sentences: Sequence[Sentence], first: int, last: int) -> tup
     return sentences[first].start, end
 
 
-class HierarchicalSentenceNodeParser(NodeParser):
+class HierarchicalSentenceNodeParser(NodeParser, RefusesUnknownSettings):
     """Split documents into levels of sentence-aligned chunks for auto-merging retrieval.
 
     Output follows LlamaIndex's ``HierarchicalNodeParser``: one flat list with, per document,

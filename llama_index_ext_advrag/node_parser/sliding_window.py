@@ -30,6 +30,7 @@ from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode, Document
 from llama_index.core.utils import get_tqdm_iterable
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.layout import (
     BOOKKEEPING_KEYS,
     CHAR_SPAN_KEY,
@@ -125,7 +126,7 @@ DEFAULT_BREAKPOINT_BUFFER: dict[BreakpointSignal, int] = {
 }
 
 
-class AdaptiveSlidingWindowNodeParser(NodeParser):
+class AdaptiveSlidingWindowNodeParser(NodeParser, RefusesUnknownSettings):
     """Split documents into overlapping windows of whole sentences.
 
     Args:

@@ -24,6 +24,7 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.layout import (
     ANNOTATION_KEYS,
     Location,
@@ -394,7 +395,7 @@ def build_neighbour_store(
     return MilvusNeighbourStore(vector_store, layout)
 
 
-class StoreBackedPostprocessor(BaseNodePostprocessor):
+class StoreBackedPostprocessor(BaseNodePostprocessor, RefusesUnknownSettings):
     """A postprocessor that reads neighbours from a Milvus vector store or a docstore.
 
     Both are live objects (private attributes set from the ``vector_store=`` / ``docstore=``

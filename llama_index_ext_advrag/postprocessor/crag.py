@@ -35,7 +35,9 @@ only execute them. A judge that fails anywhere degrades to the nodes as retrieve
 failure in the trace; a failing retriever, rewrite or web search is recorded and skipped. The
 judge, the corrective retriever and the web search are bounded in time (``judge_timeout``,
 ``retrieve_timeout``, ``web_search_timeout``): a step that times out returns the nodes as
-retrieved, with the step in the trace; a rewrite that times out falls back to keywords. Every returned node carries ``metadata[TRACE_KEY]["crag"]``: its
+retrieved, with the step in the trace; a rewrite that times out falls back to keywords.
+``judge_timeout`` bounds the judge's calls of one CRAG call together (the retrieved nodes, each
+corrective round's nodes and the refinement's strips are graded in separate calls). Every returned node carries ``metadata[TRACE_KEY]["crag"]``: its
 grade, source, the action, the rewritten queries, what refinement dropped, and the grades of
 the dropped nodes. The same decisions are emitted as instrumentation events
 (:mod:`llama_index_ext_advrag.events`) inside a span per call.
@@ -60,6 +62,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.configuration import (
+    RefusesUnknownSettings,
     TemplateSetting,
     check_prompts,
     prompt_fields,
@@ -238,7 +241,7 @@ def _timeout_field(default: float, what: str) -> Any:
     )
 
 
-class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
+class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin, RefusesUnknownSettings):
     """Corrective RAG between retrieval and generation (see the module docstring).
 
     Args:
@@ -267,9 +270,10 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         llm: rewrites the query; ``None`` resolves it late, none / ``MockLLM`` = keyword rewrite.
         rewrite_timeout: seconds the LLM rewrite may take (``None``: wait); a slower, failing
             or unusable rewrite falls back to keywords, recorded as ``rewrite_fallback``.
-        judge_timeout, retrieve_timeout, web_search_timeout: seconds one judge call, one
-            corrective retrieval, the web search may take (``None``: wait); a slower step
-            returns the nodes as retrieved with ``timed_out`` (the step) in the trace.
+        judge_timeout, retrieve_timeout, web_search_timeout: seconds all judge calls of one
+            CRAG call together, one corrective retrieval, the web search may take (``None``:
+            wait); a slower step returns the nodes as retrieved with ``timed_out`` (the step)
+            in the trace.
         rewrite_prompt: the LLM rewrite's template (``{query}``, optional ``{avoid}``); also
             settable with ``update_prompts({"rewrite_prompt": ...})``.
 
@@ -330,7 +334,9 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin):
         gt=0,
         description="Seconds the LLM rewrite may take; a slower one falls back to keywords.",
     )
-    judge_timeout: float | None = _timeout_field(DEFAULT_JUDGE_TIMEOUT, "one judge call")
+    judge_timeout: float | None = _timeout_field(
+        DEFAULT_JUDGE_TIMEOUT, "the judge calls of one CRAG call (together)"
+    )
     retrieve_timeout: float | None = _timeout_field(
         DEFAULT_RETRIEVE_TIMEOUT, "one corrective retrieval"
     )

@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -28,7 +29,9 @@ from llama_index_ext_advrag.plan import (
     Failed,
     Judge,
     Retrieve,
+    StepTimeoutError,
     aattempt,
+    as_failed,
     attempt,
     in_daemon_thread,
 )
@@ -133,6 +136,11 @@ class CRAGExecutor:
     A judge call, a retrieval or a web search that raises or outlives its timeout becomes a
     :class:`~llama_index_ext_advrag.plan.Failed` (logged); a rewrite that fails falls back to
     keywords. ``llm`` resolves the rewriting LLM when first needed (``None``: keywords).
+
+    The judge's timeout bounds all its calls together (one CRAG call grades the retrieved
+    nodes, each corrective round's nodes and the refinement's strips): each call gets what
+    the earlier ones left of it, so a slow judge costs at most ``timeouts[Judge]`` per CRAG
+    call, however many times it is called.
     """
 
     judge: BaseRelevanceJudge
@@ -142,6 +150,20 @@ class CRAGExecutor:
     rewrite_prompt: BasePromptTemplate
     rewrite_timeout: float | None
     timeouts: dict[type, float | None]
+    judge_seconds: float = field(default=0.0, init=False)  # spent judging in this CRAG call
+
+    def _judge_left(self) -> float | None:
+        """Seconds left of the judge's timeout (``None``: unbounded)."""
+        bound = self.timeouts[Judge]
+        return None if bound is None else bound - self.judge_seconds
+
+    def _judged(self, result: Any, started: float) -> Any:
+        """Count the call's time against the judge's timeout; a timeout names the whole bound."""
+        self.judge_seconds += time.monotonic() - started
+        bound = self.timeouts[Judge]
+        if isinstance(result, Failed) and result.timed_out and bound is not None:
+            return as_failed("judge", StepTimeoutError("the judge", bound))
+        return result
 
     def _prompt(self, request: _Rewrite) -> str:
         return self.rewrite_prompt.format(query=request.query, avoid=rewrite_avoid(request.tried))
@@ -168,8 +190,12 @@ class CRAGExecutor:
                 return self._rewrite_failed(request, exc)
         call: Callable[[], Any]
         if isinstance(request, Judge):
-            call = lambda: self.judge.judge(request.query, request.texts)  # noqa: E731
-        elif isinstance(request, Retrieve):
+            left, started = self._judge_left(), time.monotonic()
+            if left is not None and left <= 0:
+                return self._settled(request, self._judged(_out_of_time(), started))
+            judged = attempt("judge", lambda: self.judge.judge(request.query, request.texts), left)
+            return self._settled(request, self._judged(judged, started))
+        if isinstance(request, Retrieve):
             retriever = self.retriever
             assert retriever is not None
             call = lambda: retriever.retrieve(request.query)  # noqa: E731
@@ -190,13 +216,24 @@ class CRAGExecutor:
                 return self._rewrite_failed(request, exc)
         call: Callable[[], Awaitable[Any]]
         if isinstance(request, Judge):
-            call = lambda: self.judge.ajudge(request.query, request.texts)  # noqa: E731
-        elif isinstance(request, Retrieve):
+            left, started = self._judge_left(), time.monotonic()
+            if left is not None and left <= 0:
+                return self._settled(request, self._judged(_out_of_time(), started))
+            judged = await aattempt(
+                "judge", lambda: self.judge.ajudge(request.query, request.texts), left
+            )
+            return self._settled(request, self._judged(judged, started))
+        if isinstance(request, Retrieve):
             call = lambda: aretrieve_off_loop(self.retriever, request.query)  # noqa: E731
         else:
             call = lambda: asearch_web(self.web_search, request.query)  # noqa: E731
         step = STEP_NAMES[type(request)][1]
         return self._settled(request, await aattempt(step, call, self.timeouts[type(request)]))
+
+
+def _out_of_time() -> Failed:
+    """The judge's timeout was used up by its earlier calls in this CRAG call."""
+    return Failed("judge timed out", timed_out=True, step="judge")
 
 
 __all__ = [

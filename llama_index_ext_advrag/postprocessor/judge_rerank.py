@@ -19,6 +19,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts.mixin import PromptMixin, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.events import JudgeRerankEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
 from llama_index_ext_advrag.plan import Failed, aattempt, attempt
@@ -44,7 +45,7 @@ def rerank_order(grades: list[Grade]) -> list[int]:
     )
 
 
-class JudgeRerankPostprocessor(BaseNodePostprocessor, PromptMixin):
+class JudgeRerankPostprocessor(BaseNodePostprocessor, PromptMixin, RefusesUnknownSettings):
     """Sort nodes by a judge's score and keep ``top_n``; the node score becomes the grade.
 
     Args:

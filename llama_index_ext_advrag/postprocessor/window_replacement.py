@@ -20,6 +20,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag.configuration import RefusesUnknownSettings
 from llama_index_ext_advrag.events import WindowReplacementEvent
 from llama_index_ext_advrag.layout import DOCUMENT_ID_KEY, ORIGINAL_TEXT_KEY, WINDOW_KEY
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
@@ -58,7 +59,7 @@ def select_windows(
     return kept, skipped
 
 
-class WindowReplacementPostprocessor(BaseNodePostprocessor):
+class WindowReplacementPostprocessor(BaseNodePostprocessor, RefusesUnknownSettings):
     """Replace each hit's text by its window, skipping hits whose window would repeat one.
 
     Args:

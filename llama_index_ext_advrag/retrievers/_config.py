@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryType
 
 from llama_index_ext_advrag.configuration import (
     Configured,
@@ -76,6 +77,21 @@ class ConfiguredRetriever(Configured, BaseRetriever):
         )
         values = {name: getattr(self, name) for name in setting_names(type(self))}
         return settings_model(type(self)).model_validate(values)
+
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """Core's ``retrieve``, after refusing a query that is not text (a ``TypeError``
+        naming its type: ``b"kettle"`` would fail inside core with an ``AttributeError``)."""
+        from llama_index_ext_advrag.queries import check_query_type
+
+        check_query_type(str_or_query_bundle, self.class_name())
+        return super().retrieve(str_or_query_bundle)
+
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """Async :meth:`retrieve`."""
+        from llama_index_ext_advrag.queries import check_query_type
+
+        check_query_type(str_or_query_bundle, self.class_name())
+        return await super().aretrieve(str_or_query_bundle)
 
     def close(self) -> None:
         """Release what this retriever opened itself (nothing here; Milvus retrievers close

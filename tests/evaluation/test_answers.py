@@ -58,6 +58,12 @@ def test_token_f1_hand_cases() -> None:
     assert token_f1("red lamp", [["blue", "red lamp"], ["green"]]) == pytest.approx(0.5)
     # characters for CJK: 3 of 4 in common both ways
     assert token_f1("七月初七", [["七月初八"]]) == pytest.approx(0.75)
+    # bags, not sets: a repeated token counts as often as it occurs in both
+    assert token_f1("七月初七", [["七月初七"]]) == 1.0
+    # prediction [七, 七], gold [七, 月, 初, 七]: 2 in common, P 2/2, R 2/4
+    assert token_f1("七七", [["七月初七"]]) == pytest.approx(2 / 3)
+    # prediction [bar, bar, bar], gold [bar]: 1 in common, P 1/3, R 1
+    assert token_f1("bar bar bar", [["bar"]]) == pytest.approx(0.5)
     assert token_f1("", [["x"]]) == 0.0
     assert token_f1("x", []) is None
     assert answer_tokens("An apple, the pie.") == ["apple", "pie"]
@@ -128,16 +134,56 @@ def support_or_answer(prompt: str) -> str:
     return next((a for word, a in ANSWERS.items() if word in query), "No idea.")
 
 
+class Clock:
+    """``time.perf_counter`` of the answer evaluator, moved on by hand: latencies are exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    import importlib
+
+    answers = importlib.import_module("llama_index_ext_advrag.evaluation.answers")
+    fake = Clock()
+    monkeypatch.setattr(answers, "time", fake)
+    return fake
+
+
+RETRIEVAL_S, GENERATION_S = 0.25, 0.5  # what retrieval and one answer take on the clock
+
+
+def timed_answers(clock: Clock):
+    """:func:`support_or_answer`, an answer taking ``GENERATION_S`` on ``clock``."""
+
+    def reply(prompt: str) -> str:
+        if not prompt.startswith("Please tell if"):
+            clock.advance(GENERATION_S)
+        return support_or_answer(prompt)
+
+    return reply
+
+
 class FixedPipeline:
     name = "fixed"
     spec = "fixed-context"
 
-    def __init__(self, fail_on: int | None = None) -> None:
+    def __init__(self, fail_on: int | None = None, clock: Clock | None = None) -> None:
         self.calls = 0
         self.fail_on = fail_on
+        self.clock = clock
 
     def retrieve(self, query: QueryBundle, k: int) -> list[NodeWithScore]:
         self.calls += 1
+        if self.clock is not None:
+            self.clock.advance(RETRIEVAL_S)
         if self.fail_on is not None and self.calls == self.fail_on:
             raise KeyboardInterrupt  # the user pressed Ctrl-C halfway
         return [NodeWithScore(node=TextNode(text=CONTEXT), score=1.0)]
@@ -149,9 +195,9 @@ def answer_all(tmp_path: Path, llm: ScriptedLLM, pipeline=None) -> list[AnswerRe
     return answer_questions(pipeline or FixedPipeline(), QUESTIONS, bundles, 3, evaluator, False)
 
 
-def test_the_evaluator_scores_each_answer(tmp_path: Path) -> None:
-    llm = ScriptedLLM(support_or_answer)
-    results = {r.question_id: r for r in answer_all(tmp_path, llm)}
+def test_the_evaluator_scores_each_answer(tmp_path: Path, clock: Clock) -> None:
+    llm = ScriptedLLM(timed_answers(clock))
+    results = {r.question_id: r for r in answer_all(tmp_path, llm, FixedPipeline(clock=clock))}
     assert results["q1"].answer == "The Ferro pump runs at 3.5 bar."
     assert (results["q1"].fact_recall, results["q1"].hallucinated) == (True, False)
     assert (results["q2"].fact_recall, results["q2"].hallucinated) == (True, True)
@@ -161,7 +207,8 @@ def test_the_evaluator_scores_each_answer(tmp_path: Path) -> None:
     assert results["q1"].token_f1 == pytest.approx(0.5)  # P 2/6 ([ferro pump runs at 35 bar]), R 1
     # 4 generations + 5 sentences judged (one call each), every call counted
     assert len(llm.prompts) == 9 and sum(r.llm_calls for r in results.values()) == 9
-    assert all(r.latency_ms is not None and r.latency_ms >= 0 for r in results.values())
+    # latency is retrieval plus generation
+    assert [r.latency_ms for r in results.values()] == [(RETRIEVAL_S + GENERATION_S) * 1000] * 4
     assert not any(r.cached for r in results.values())
 
 
@@ -229,23 +276,25 @@ def test_no_llm_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
         AnswerEvaluator(ScriptedLLM(["x"]), tmp_path, timeout=0)
 
 
-def test_sync_and_async_give_the_same_results(tmp_path: Path) -> None:
+def test_sync_and_async_give_the_same_results(tmp_path: Path, clock: Clock) -> None:
     import asyncio
 
     from llama_index_ext_advrag.evaluation.answers import aanswer_questions
 
-    sync_llm, async_llm = ScriptedLLM(support_or_answer), ScriptedLLM(support_or_answer)
+    sync_llm, async_llm = ScriptedLLM(timed_answers(clock)), ScriptedLLM(timed_answers(clock))
     bundles = [QueryBundle(q.question) for q in QUESTIONS]
-    sync = answer_questions(FixedPipeline(), QUESTIONS, bundles, 3,
+    sync = answer_questions(FixedPipeline(clock=clock), QUESTIONS, bundles, 3,
                             AnswerEvaluator(sync_llm, tmp_path / "s"), False)  # fmt: skip
     evaluator = AnswerEvaluator(async_llm, tmp_path / "a")
-    run = aanswer_questions(FixedPipeline(), QUESTIONS, bundles, 3, evaluator, False)
+    run = aanswer_questions(FixedPipeline(clock=clock), QUESTIONS, bundles, 3, evaluator, False)
     asynchronous = asyncio.run(run)
 
     def comparable(r: AnswerResult) -> tuple:
-        return (r.answer, r.fact_recall, r.token_f1, r.hallucinated, r.unsupported, r.llm_calls)
+        return (r.answer, r.fact_recall, r.token_f1, r.hallucinated, r.unsupported, r.llm_calls,
+                r.latency_ms, r.context_tokens, r.answer_tokens, r.sentences, r.unjudged)  # fmt: skip
 
     assert [comparable(r) for r in asynchronous] == [comparable(r) for r in sync]
+    assert {r.latency_ms for r in sync} == {(RETRIEVAL_S + GENERATION_S) * 1000}
     assert async_llm.prompts == sync_llm.prompts
     cached = asyncio.run(aanswer_questions(FixedPipeline(), QUESTIONS, bundles, 3,
                                            AnswerEvaluator(ScriptedLLM([]), tmp_path / "a"),
@@ -268,3 +317,22 @@ def test_async_waits_are_bounded_too(tmp_path: Path) -> None:
     )
     assert time.perf_counter() - started < 2.5
     assert result.error is not None and result.error.startswith("TimeoutError")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_sentence_is_judged_against_each_context_on_its_own(tmp_path: Path, mode: str) -> None:
+    """The support cache is keyed by the context too: a verdict is never reused for another."""
+    import asyncio
+
+    llm = ScriptedLLM(support_or_answer)
+    evaluator = AnswerEvaluator(llm, tmp_path / mode)
+    sentence, question = "The filter is cleaned weekly.", QUESTIONS[1].question
+    contexts = [CONTEXT, "The pump is red.", CONTEXT]
+
+    def judge(context: str) -> bool | None:
+        if mode == "async":
+            return asyncio.run(evaluator.asupported(question, sentence, context))
+        return evaluator.supported(question, sentence, context)
+
+    assert [judge(c) for c in contexts] == [True, False, True]
+    assert len(llm.prompts) == 2  # the third is the first's cached verdict

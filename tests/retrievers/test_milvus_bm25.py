@@ -9,17 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from advrag_testing import HashEmbedding
+from advrag_testing import HashEmbedding, require_full_text
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import QueryBundle, TextNode
 
 from llama_index_ext_advrag.events import HybridFusionEvent
 from llama_index_ext_advrag.milvus import flush, open_client, open_vector_store
-from llama_index_ext_advrag.milvus.full_text import backend_support
 from llama_index_ext_advrag.retrievers import (
     HybridFusionRetriever,
     JiebaBM25Retriever,
@@ -47,17 +46,6 @@ QUERIES = {
 
 def ids(results) -> list[str]:
     return [r.node.node_id for r in results]
-
-
-def require_full_text(uri: str) -> None:
-    """Skip, naming the detected version, on a backend without full-text search."""
-    client = open_client(uri)
-    try:
-        support = backend_support(str(client.get_server_version()))
-    finally:
-        client.close()
-    if not support.supported:
-        pytest.skip(support.reason)
 
 
 def build(uri: str, name: str, full_text: str | None) -> VectorStoreIndex:
@@ -185,6 +173,28 @@ async def test_from_defaults_falls_back_to_bm25s_without_a_bm25_function(indexes
         HybridFusionRetriever.from_defaults(indexes["plain"])
 
 
+async def test_a_bm25_leg_given_by_hand_is_recorded_as_given(indexes, events) -> None:
+    index = indexes["pack"]
+    by_hand = HybridFusionRetriever.from_defaults(
+        index, bm25_retriever=MilvusBM25Retriever(index.vector_store), similarity_top_k=2
+    )
+    local = HybridFusionRetriever([index.as_retriever(), JiebaBM25Retriever(NODES)])
+    assert by_hand.lexical_choice.backend == "milvus"
+    assert by_hand.lexical_choice.reason.startswith("given: ")
+    assert "has a BM25 function" in by_hand.lexical_choice.reason
+    assert local.lexical_choice.as_dict() == {
+        "backend": "bm25s",
+        "reason": "given: JiebaBM25Retriever",
+    }
+    for hybrid in (by_hand, local):
+        for result in (hybrid.retrieve("带薪年假有几天"), await hybrid.aretrieve("带薪年假有几天")):
+            lexical = result[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["lexical"]
+            assert lexical == hybrid.lexical_choice.as_dict()
+    assert [event.lexical for event in events] == [by_hand.lexical_choice.as_dict()] * 2 + [
+        local.lexical_choice.as_dict()
+    ] * 2
+
+
 def test_milvus_leg_refuses_a_collection_without_full_text(indexes) -> None:
     with pytest.raises(ValueError, match="'fts_plain' cannot serve full-text search"):
         MilvusBM25Retriever(indexes["plain"].vector_store)
@@ -205,3 +215,20 @@ def test_settings_round_trip(indexes) -> None:
     assert len(leg.with_settings(similarity_top_k=1).retrieve("virus days")) == 1
     with pytest.raises(ValueError, match="similarity_top_k"):
         MilvusBM25Retriever(indexes["pack"].vector_store, similarity_top_k=0)
+
+
+@pytest.mark.parametrize("query", [b"kettle", bytearray(b"kettle"), 42, None])
+async def test_a_query_that_is_not_text_is_refused_naming_its_type(indexes, query) -> None:
+    index = indexes["pack"]
+    leg = MilvusBM25Retriever(index.vector_store)
+    hybrid = HybridFusionRetriever.from_defaults(index, similarity_top_k=2)
+    kind = type(query).__name__
+    for retriever, name in ((leg, "MilvusBM25Retriever"), (hybrid, "HybridFusionRetriever")):
+        expected = f"{name} takes a query as str or QueryBundle, got {kind} "
+        with pytest.raises(TypeError) as raised:
+            retriever.retrieve(query)
+        assert str(raised.value).startswith(expected)
+        with pytest.raises(TypeError) as raised:
+            await retriever.aretrieve(QueryBundle(query))
+        assert str(raised.value).startswith(f"{name} takes a query as str or QueryBundle, got "
+                                            f"QueryBundle with a query_str of type {kind} ")  # fmt: skip

@@ -155,6 +155,87 @@ def test_hybrid_fusion_event_matches_its_trace(events: list[Any], mode: str) -> 
     assert [f["ranks"] for f in event.fused] == [[leg["rank"] for leg in t["legs"]] for t in traces]
     method = "_aretrieve" if mode == "async" else "_retrieve"
     assert in_span(event, f"HybridFusionRetriever.{method}")
+    # a BM25 leg given by hand is the lexical backend, recorded with why
+    given = {"backend": "bm25s", "reason": "given: JiebaBM25Retriever"}
+    assert hybrid.lexical_choice.as_dict() == event.lexical == given
+    assert all(t["lexical"] == given for t in traces)
+
+
+class FailingRetriever(BaseRetriever):
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        raise RuntimeError("leg down")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hybrid_fusion_event_names_the_degraded_legs(events: list[Any], mode: str) -> None:
+    hybrid = HybridFusionRetriever(
+        [FailingRetriever(), BM25Retriever(CORPUS), ListRetriever([], "e")],
+        leg_names=["broken", "bm25", "empty"],
+        similarity_top_k=2,
+    )
+    query = "FX-40 sync"
+    result = asyncio.run(hybrid.aretrieve(query)) if mode == "async" else hybrid.retrieve(query)
+    assert [n.node.node_id for n in result] == ["port", "fx"]
+    (event,) = of_type(events, HybridFusionEvent)
+    assert [(leg["leg"], leg["hits"], leg["degraded"]) for leg in event.legs] == [
+        ("broken", 0, "error: RuntimeError('leg down')"),
+        ("bm25", 2, None),
+        ("empty", 0, "empty"),
+    ]
+    degraded = result[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["degraded"]
+    assert degraded == [
+        {"leg": "broken", "reason": "error: RuntimeError('leg down')"},
+        {"leg": "empty", "reason": "empty"},
+    ]
+    assert event.lexical == {"backend": "bm25s", "reason": "given: JiebaBM25Retriever"}
+
+
+class FailingJudge(BaseRelevanceJudge):
+    """Grades the first call, fails every later one (``fail_from=0``: every call)."""
+
+    fail_from: int = 0
+    calls: int = 0
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        self.calls += 1
+        if self.calls > self.fail_from:
+            raise RuntimeError("judge down")
+        return [self.grade(0.9) for _ in texts]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_crag_events_when_the_judge_fails_at_once(events: list[Any], mode: str) -> None:
+    crag = CRAGPostprocessor(judge=FailingJudge(), refine=False)
+    hits = ListRetriever(["Cats sleep.", "Dogs bark."], "n").retrieve("x")
+    result = postprocess(crag, mode, hits, "cats")
+    assert [n.node.node_id for n in result] == ["n0", "n1"]
+    error = "judge failed: RuntimeError('judge down')"
+    (action,) = of_type(events, CRAGActionEvent)
+    assert (action.action, action.error, action.grades) == ("keep_as_retrieved", error, [])
+    (outcome,) = of_type(events, CRAGResultEvent)
+    assert (outcome.action, outcome.error) == ("keep_as_retrieved", error)
+    assert [k["node_id"] for k in outcome.kept] == ["n0", "n1"]
+    assert result[0].node.metadata[TRACE_KEY]["crag"] == {
+        "action": "keep_as_retrieved",
+        "error": error,
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_crag_events_when_the_judge_fails_at_refinement(events: list[Any], mode: str) -> None:
+    """The action was decided (one action event); the refinement's failure keeps the nodes
+    as retrieved, said by the result event, with no second action event."""
+    crag = CRAGPostprocessor(judge=FailingJudge(fail_from=1), upper=0.6, lower=0.3, refine=True)
+    hits = ListRetriever(["Cats sleep. They purr.", "Dogs bark."], "n").retrieve("x")
+    result = postprocess(crag, mode, hits, "cats")
+    assert [n.node.node_id for n in result] == ["n0", "n1"]
+    (action,) = of_type(events, CRAGActionEvent)
+    assert action.action == "correct" and action.error is None
+    (outcome,) = of_type(events, CRAGResultEvent)
+    assert (outcome.action, outcome.error) == (
+        "keep_as_retrieved",
+        "judge failed: RuntimeError('judge down')",
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
