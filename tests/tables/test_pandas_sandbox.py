@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import contextlib
+import json
 import os
 import signal
 import sys

@@ -189,4 +189,4 @@ def test_every_right_of_each_abi_is_handled() -> None:
 
 @needs_landlock
 def test_the_kernel_reports_an_abi() -> None:
-    assert _landlock.abi_version() >= 1 and BARRIER == f"landlock ABI {_landlock.abi_version()}"
+    assert _landlock.abi_version() >= 1 and f"landlock ABI {_landlock.abi_version()}" == BARRIER
