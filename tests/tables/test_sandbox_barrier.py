@@ -190,3 +190,72 @@ def test_every_right_of_each_abi_is_handled() -> None:
 @needs_landlock
 def test_the_kernel_reports_an_abi() -> None:
     assert _landlock.abi_version() >= 1 and f"landlock ABI {_landlock.abi_version()}" == BARRIER
+
+
+RULES_PROBE = """
+import json, os, socket, sys
+sys.path.insert(0, sys.argv[1])
+from llama_index_ext_advrag.tables import _landlock
+work, readable, other = sys.argv[2:5]
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+abi = _landlock.restrict_self(work, (readable,) + tuple(sys.argv[5:]))
+def attempt(action):
+    try:
+        action()
+        return "ok"
+    except PermissionError:
+        return "denied"
+print(json.dumps({
+    "abi": abi,
+    "write in work": attempt(lambda: open(os.path.join(work, "w"), "w").write("x")),
+    "fifo in work": attempt(lambda: os.mkfifo(os.path.join(work, "f"))),
+    "read readable": attempt(lambda: open(os.path.join(readable, "r.txt")).read()),
+    "write readable": attempt(lambda: open(os.path.join(readable, "new"), "w")),
+    "append readable": attempt(lambda: open(os.path.join(readable, "r.txt"), "a")),
+    "fifo readable": attempt(lambda: os.mkfifo(os.path.join(readable, "f"))),
+    "remove readable": attempt(lambda: os.remove(os.path.join(readable, "r.txt"))),
+    "read other": attempt(lambda: open(os.path.join(other, "s.txt")).read()),
+    "list root": attempt(lambda: os.listdir("/")),
+    "tcp connect": attempt(lambda: socket.create_connection(listener.getsockname(), timeout=5)),
+    "tcp bind": attempt(lambda: socket.socket().bind(("127.0.0.1", 0))),
+}))
+"""
+
+
+@needs_landlock
+def test_the_rules_allow_writes_only_in_the_work_folder_and_reads_only_in_the_roots(
+    tmp_path: Path,
+) -> None:
+    """``restrict_self`` on its own, in a throwaway interpreter (a restriction is for life)."""
+    import json
+    import subprocess
+    import sys
+    import sysconfig
+
+    work, readable, other = (tmp_path / name for name in ("work", "readable", "other"))
+    for folder in (work, readable, other):
+        folder.mkdir()
+    (readable / "r.txt").write_text("r")
+    (other / "s.txt").write_text("s")
+    package_root = str(Path(pandas_sandbox.__file__).parents[2])
+    python_roots = {sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"]}
+    command = [sys.executable, "-I", "-c", RULES_PROBE, package_root, str(work), str(readable)]
+    command += [str(other), package_root, *sorted(python_roots), "/usr/lib", "/lib", "/lib64"]
+    outcome = json.loads(subprocess.run(command, capture_output=True, check=True).stdout)
+    assert outcome.pop("abi") >= 1
+    assert outcome == {
+        "write in work": "ok",
+        "fifo in work": "ok",
+        "read readable": "ok",
+        "write readable": "denied",
+        "append readable": "denied",
+        "fifo readable": "denied",
+        "remove readable": "denied",
+        "read other": "denied",
+        "list root": "denied",
+        "tcp connect": "denied" if _landlock.abi_version() >= 4 else "ok",
+        "tcp bind": "denied" if _landlock.abi_version() >= 4 else "ok",
+    }
+    assert sorted(os.listdir(readable)) == ["r.txt"] and (readable / "r.txt").read_text() == "r"
