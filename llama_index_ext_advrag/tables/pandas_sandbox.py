@@ -333,7 +333,9 @@ def _run_unchecked(code: str, df: Any, limits: SandboxLimits) -> SandboxResult:
     return _interpret(output, files_left, limits, path)
 
 
-def _interpret(output: ChildOutput, files_left: int, limits: SandboxLimits, path: str):  # noqa: ANN202
+def _interpret(
+    output: ChildOutput, files_left: int, limits: SandboxLimits, path: str
+) -> SandboxResult:
     return interpret_child(
         output.stdout,
         output.stderr,
