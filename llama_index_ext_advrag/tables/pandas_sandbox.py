@@ -12,8 +12,14 @@ that has numpy and pandas loaded, see below) that
   ``memory_mb``) and file size (RLIMIT_FSIZE 0), and installs an audit hook refusing process
   creation, sockets, file writes and reads outside the Python installation (see
   ``_pandas_child.py``);
+* then applies the kernel's barrier (Landlock, Linux >= 5.13, ``_landlock.py``): files created
+  or changed only beneath its working directory, reads only beneath the Python installation and
+  the system's libraries, no TCP; this holds for C code (pyarrow, numpy) the audit hook cannot
+  see; without Landlock one warning is logged and the layers above remain;
 * is killed (its whole process group) when ``timeout_seconds`` of wall-clock time have passed;
-* answers with one JSON object on stdout; nothing is ever unpickled from the child.
+* answers with one JSON object on one line of stdout; nothing is ever unpickled from the child.
+  On every path stdout is read up to MAX_CHILD_OUTPUT_BYTES and the rest dropped, so a child's
+  output costs this process at most that, one read and MAX_CHILD_STDERR_BYTES.
 
 So a missed case still cannot keep state between questions, write into the host's working
 directory, exhaust the host's memory or hang it.
