@@ -25,16 +25,25 @@ layer on its own.
     python benchmarks/bench_pandas_route.py                    # scripted questions + corpus
     python benchmarks/bench_pandas_route.py --llm local        # the local model instead
     python benchmarks/bench_pandas_route.py --sandbox-only     # also the sandbox on its own
+    python benchmarks/bench_pandas_route.py --barrier          # only the sandbox alone, below
+
+``--barrier`` runs only the sandbox on its own (``_run_unchecked``: no allowlist, no LLM) over
+the corpus and the writers and readers below the audit hook (``hostile_corpus.C_LEVEL``: pyarrow,
+numpy, ``os.mkfifo``, ctypes, mmap), hashing every file of a scratch folder (sentinel, secret,
+victim) before and after each program; results in ``bench_pandas_barrier``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import logging
+import os
 import re
 import socket
+import stat
 import statistics
 import subprocess
 import sys
@@ -54,7 +63,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import pandas as pd  # noqa: E402
 from advrag_testing import HashEmbedding, ScriptedLLM  # noqa: E402
 from common import DEFAULT_DATASETS, cached_minilm_embedding, write_results  # noqa: E402
-from tables.hostile_corpus import fill, programs  # noqa: E402
+from tables.hostile_corpus import c_level_programs, fill, fill_paths, programs  # noqa: E402
 
 from llama_index_ext_advrag.retrievers.recursive import (  # noqa: E402
     RecursiveIndexNodeRetriever,
@@ -322,6 +331,97 @@ def one_hostile_run(
     }
 
 
+def tree_hashes(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: a file's sha256, or its kind (folder, fifo, link)."""
+    seen = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            mode = path.lstat().st_mode
+            regular = stat.S_ISREG(mode)
+            seen[str(path.relative_to(root))] = (
+                hashlib.sha256(path.read_bytes()).hexdigest() if regular else stat.filemode(mode)
+            )
+    return seen
+
+
+def barrier_run(kind: str, template: str, limits: SandboxLimits) -> dict[str, Any]:
+    """One program through the sandbox alone in a scratch folder: what changed, what leaked."""
+    df = pd.DataFrame({"Name": ["Ann", "Bo", "Cy"], "Age": [70, 50, 65]})
+    with tempfile.TemporaryDirectory(prefix="advrag-barrier-") as scratch:
+        tmp = Path(scratch)
+        for folder in ("sentinel", "vault", "victims", "cwd"):
+            (tmp / folder).mkdir()
+        token = f"SECRET-{uuid.uuid4().hex}"
+        paths = {
+            "S": str(tmp / "sentinel"),
+            "F": str(tmp / "vault" / "secret.csv"),
+            "V": str(tmp / "victims" / "victim.bin"),
+            "P": str(tmp / "vault" / "secret.parquet"),
+            "Q": str(tmp / "vault" / "secret.feather"),
+        }
+        Path(paths["F"]).write_text(f"{token},x\n")
+        Path(paths["V"]).write_bytes(os.urandom(1500))
+        with contextlib.suppress(ImportError):  # without pyarrow its programs just fail
+            pd.DataFrame({"secret": [token]}).to_parquet(paths["P"])
+            pd.DataFrame({"secret": [token]}).to_feather(paths["Q"])
+        code = fill_paths(template, **paths)
+        before = tree_hashes(tmp)
+        start = time.perf_counter()
+        with contextlib.chdir(tmp / "cwd"):
+            result = pandas_sandbox._run_unchecked(code, df, limits)
+        seconds = time.perf_counter() - start
+        after = tree_hashes(tmp)
+    changed = sorted({k for k in before.keys() | after.keys() if before.get(k) != after.get(k)})
+    return {
+        "kind": kind,
+        "code": template[:200],
+        "changed": changed,
+        "victim_changed": "victims/victim.bin" in changed,
+        "secret_read": token in repr(result),
+        "barrier": result.barrier,
+        "path": result.path,
+        "error": (result.error or "")[:200].replace(scratch, "<tmp>"),
+        "seconds": round(seconds, 2),
+    }
+
+
+def barrier_table(limits: SandboxLimits) -> tuple[str, dict[str, Any]]:
+    """The sandbox alone over the corpus (forked children) and C_LEVEL (forked and fresh)."""
+    fresh = limits.model_copy(update={"prefork": False})
+    sets = {
+        "hostile corpus, forked": ([(c, t) for c, t in programs()], limits),
+        "below the audit hook, forked": (c_level_programs(), limits),
+        "below the audit hook, fresh": (c_level_programs(), fresh),
+    }
+    lines = [f"# the sandbox alone (allowlist off), barrier: {pandas_sandbox.sandbox_barrier()}"]
+    data: dict[str, Any] = {"barrier": pandas_sandbox.sandbox_barrier()}
+    for name, (items, run_limits) in sets.items():
+        rows = []
+        for kind, template in items:
+            # the corpus writes into {S} and reads {F}; fill_paths also fills those
+            rows.append(barrier_run(kind, template, run_limits))
+        summary = {
+            "programs": len(rows),
+            "changing_files_outside": sum(bool(r["changed"]) for r in rows),
+            "victim_changed": sum(r["victim_changed"] for r in rows),
+            "secrets_read": sum(r["secret_read"] for r in rows),
+            "barrier_reported": sum(r["barrier"] == data["barrier"] for r in rows),
+            "max_seconds": max(r["seconds"] for r in rows),
+        }
+        data[name] = {**summary, "rows": rows}
+        lines.append(
+            f"{name}: {summary['programs']} programs, {summary['changing_files_outside']} "
+            f"changing files outside, victim changed {summary['victim_changed']}, secrets read "
+            f"{summary['secrets_read']}, barrier reported by {summary['barrier_reported']} "
+            f"(slowest {summary['max_seconds']:.1f} s)"
+        )
+        for row in rows:
+            if row["changed"] or row["secret_read"]:
+                lines.append(f"  HELD NOT: {row['code']!r} {row['changed']}")
+    return "\n".join(lines), data
+
+
 @contextlib.contextmanager
 def local_llm_server() -> Iterator[Any]:
     """llama.cpp's OpenAI-compatible server with the packaged Gemma 3 270M on a free port."""
@@ -411,11 +511,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--llm", choices=["scripted", "local", "both"], default="scripted")
     parser.add_argument("--sandbox-only", action="store_true")
+    parser.add_argument(
+        "--barrier", action="store_true", help="only the sandbox alone (bench_pandas_barrier)"
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="sandbox wall clock, s")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("httpx", "sentence_transformers", "bm25s", "jieba", "llama_index_ext_advrag"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    if args.barrier:
+        limits = SandboxLimits(timeout_seconds=args.timeout, cpu_seconds=2, memory_mb=256)
+        text, data = barrier_table(limits)
+        print(text)
+        write_results("bench_pandas_barrier", text, data)
+        return
     path = args.datasets / WORKBOOK
     frames = pd.read_excel(path, sheet_name=None)
     expected = truths(frames)

@@ -9,10 +9,15 @@ program, the DataFrame, the limits), then, before running the program, closes it
 * an audit hook (which cannot be removed) refusing process creation, sockets, ctypes, file
   writes, file reads and directory listings outside the Python installation, rlimit changes,
   new audit hooks, tracing and unpickling;
+* the kernel's barrier (Landlock, Linux >= 5.13, see ``_landlock.py``): writes, file creation
+  and removal only beneath its working directory, reads only beneath that directory, the Python
+  installation and the system's libraries, no TCP bind or connect; where the kernel has it and
+  the barrier cannot be applied, the program is not run;
 * restricted builtins: only the ones the allowlist lets the program call.
 
-The answer goes to stdout as one JSON object (``ok``, ``text``, ``value``, ``kind`` or
-``error``): data, never a pickle. This file imports only the standard library, numpy and pandas.
+The answer goes to stdout as one JSON object on one line (``ok``, ``text``, ``value``, ``kind``,
+``barrier`` or ``error``): data, never a pickle. This file imports only the standard library,
+numpy and pandas.
 
 Started as ``python -I -B <this file> --zygote FD`` it is instead the waiting interpreter that
 children are forked from (Linux): it loads numpy and pandas once, then waits on the control
@@ -28,6 +33,7 @@ loaded), and nothing of any other run.
 import ast
 import builtins
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -76,6 +82,19 @@ DENIED_EVENT_PREFIXES = (
 )
 LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+# read (and load libraries) from these too under Landlock: what the dynamic loader and C
+# libraries of numpy, pandas and pyarrow open
+SYSTEM_READ_ROOTS = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/local/lib",
+    "/lib",
+    "/lib64",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/dev/null",
+    "/dev/urandom",
+)
 
 
 def read_roots() -> tuple[str, ...]:
@@ -113,6 +132,39 @@ def install_audit_hook(roots: tuple[str, ...]) -> None:
             raise PermissionError(f"sandbox: {event} is not allowed")
 
     sys.addaudithook(hook)
+
+
+def _load_landlock():  # noqa: ANN202 - the module, loaded by path (no package under -I)
+    spec = importlib.util.spec_from_file_location(
+        "_advrag_landlock", os.path.join(os.path.dirname(os.path.abspath(__file__)), "_landlock.py")
+    )
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+LANDLOCK = _load_landlock()  # loaded once (in the zygote: inherited by every child)
+
+
+def apply_barrier(roots: tuple[str, ...]) -> str:
+    """Close this process in with Landlock (see ``_landlock.py``): ``"landlock ABI n"`` once
+    the kernel is seen refusing a read outside (``/``), ``"none"`` without Landlock.
+
+    Raises:
+        PermissionError: the kernel has Landlock but the barrier could not be applied.
+    """
+    try:
+        abi = LANDLOCK.restrict_self(os.getcwd(), roots + SYSTEM_READ_ROOTS)
+    except OSError as exc:
+        raise PermissionError(f"sandbox: the Landlock barrier could not be applied: {exc}") from exc
+    if abi <= 0:
+        return "none"
+    try:  # the barrier holds: listing / is not allowed any more
+        probe = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    except PermissionError:
+        return f"landlock ABI {abi}"
+    os.close(probe)
+    raise PermissionError("sandbox: the Landlock barrier was applied but does not hold")
 
 
 def set_limits(cpu_seconds: int, memory_bytes: int) -> None:
@@ -173,7 +225,7 @@ def jsonable(value: object, pd: object, np: object) -> object:
     return None
 
 
-def run(request: dict) -> dict:
+def run(request: dict, state: dict) -> dict:
     import numpy as np
     import pandas as pd
 
@@ -182,7 +234,9 @@ def run(request: dict) -> dict:
     namespace = {"df": frame, "pd": pd, "np": np}
     scope = {"__builtins__": {name: getattr(builtins, name) for name in allowed}}
     set_limits(request["cpu_seconds"], request["memory_bytes"])
-    install_audit_hook(read_roots())
+    roots = read_roots()
+    state["barrier"] = apply_barrier(roots)  # before the audit hook, which refuses ctypes
+    install_audit_hook(roots)
     body = ast.parse(request["code"]).body
     value = None
     for index, statement in enumerate(body):
@@ -209,14 +263,18 @@ def main() -> None:
     out = sys.stdout
     sys.stdout = sys.stderr  # only the answer goes to the real stdout
     request = pickle.loads(sys.stdin.buffer.read())  # written by our parent, never by the program
+    state: dict = {}
     try:
-        answer = run(request)
+        answer = run(request, state)
     except BaseException as exc:  # the program's failure is the answer, as data
         answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    if "barrier" in state:
+        answer["barrier"] = state["barrier"]
     try:
         payload = json.dumps(answer, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        payload = json.dumps({"ok": False, "error": f"unencodable result: {exc}"[:500]})
+        failure = {"ok": False, "error": f"unencodable result: {exc}"[:500], **state}
+        payload = json.dumps(failure)
     out.write(payload + "\n")
     out.flush()
 

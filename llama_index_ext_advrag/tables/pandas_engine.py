@@ -12,6 +12,7 @@ give an answer.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, replace
@@ -45,6 +46,7 @@ dispatcher = get_dispatcher(__name__)
 TRACE_COMPONENT = "pandas"
 DEFAULT_MAX_RETRIES = 1
 MAX_TRACED_CODE_CHARS = 2_000
+MAX_TRACED_VALUE_CHARS = 20_000  # the answer's value is kept in the trace up to this much JSON
 DEFAULT_INSTRUCTION_STR = (
     "1. Write Python code with pandas that computes the answer to the query from `df`.\n"
     "2. Use `df`, its columns and pandas methods (filtering, sorting, groupby, aggregations, "
@@ -138,6 +140,20 @@ class Attempt:
         if self.result is not None:
             record["run"] = self.result.as_record()
         return record
+
+
+def traced_value(value: Any) -> dict[str, Any]:
+    """The trace's ``value`` entry: the value when its JSON is at most MAX_TRACED_VALUE_CHARS
+    characters, else ``None`` and ``value_omitted`` saying how large it was (the response text
+    still holds it, cut to ``max_chars``)."""
+    size = len(json.dumps(value, ensure_ascii=False, default=str))
+    if size <= MAX_TRACED_VALUE_CHARS:
+        return {"value": value}
+    omitted = (
+        f"the value's JSON is {size:,} characters, over the trace's bound of "
+        f"{MAX_TRACED_VALUE_CHARS:,} (MAX_TRACED_VALUE_CHARS)"
+    )
+    return {"value": None, "value_omitted": omitted}
 
 
 def write_attempt(llm_output: str) -> Attempt:
@@ -340,7 +356,7 @@ class SafePandasQueryEngine(Configured, BaseQueryEngine):
             "attempts": [attempt.as_record() for attempt in attempts],
         }
         if last.answered and last.result is not None:
-            record.update(outcome="answered", value=last.result.value)
+            record.update(outcome="answered", **traced_value(last.result.value))
             dispatcher.event(PandasQueryEvent(record=record))
             metadata = {
                 "pandas_instruction_str": last.llm_output,
@@ -422,5 +438,6 @@ __all__ = [
     "render_frame",
     "resolve_code_llm",
     "should_retry",
+    "traced_value",
     "write_attempt",
 ]

@@ -12,8 +12,14 @@ that has numpy and pandas loaded, see below) that
   ``memory_mb``) and file size (RLIMIT_FSIZE 0), and installs an audit hook refusing process
   creation, sockets, file writes and reads outside the Python installation (see
   ``_pandas_child.py``);
+* then applies the kernel's barrier (Landlock, Linux >= 5.13, ``_landlock.py``): files created
+  or changed only beneath its working directory, reads only beneath the Python installation and
+  the system's libraries, no TCP; this holds for C code (pyarrow, numpy) the audit hook cannot
+  see; without Landlock one warning is logged and the layers above remain;
 * is killed (its whole process group) when ``timeout_seconds`` of wall-clock time have passed;
-* answers with one JSON object on stdout; nothing is ever unpickled from the child.
+* answers with one JSON object on one line of stdout; nothing is ever unpickled from the child.
+  On every path stdout is read up to MAX_CHILD_OUTPUT_BYTES and the rest dropped, so a child's
+  output costs this process at most that, one read and MAX_CHILD_STDERR_BYTES.
 
 So a missed case still cannot keep state between questions, write into the host's working
 directory, exhaust the host's memory or hang it.
@@ -48,12 +54,13 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 
+from llama_index_ext_advrag.tables import _landlock
 from llama_index_ext_advrag.tables.pandas_allowlist import BUILTIN_FUNCTIONS, BUILTIN_TYPES
 from llama_index_ext_advrag.tables.pandas_check import check_pandas_code
 
@@ -66,7 +73,9 @@ DEFAULT_DISPLAY_OPTIONS: dict[str, int | None] = {
     "display.max_colwidth": 200,
     "display.width": 200,
 }
-MAX_CHILD_OUTPUT_BYTES = 4_000_000
+MAX_CHILD_OUTPUT_BYTES = 4_000_000  # the child's answer (stdout) is read up to this
+MAX_CHILD_STDERR_BYTES = 4000  # only the last bytes of its stderr are kept (for the debug log)
+READ_CHUNK_BYTES = 65536
 _CHILD_ENV = {
     "PATH": os.defpath,
     "LANG": "C.UTF-8",
@@ -123,8 +132,11 @@ class SandboxResult:
     """What a run gave: the answer as text and as JSON data, or why there is none.
 
     ``limit`` names a limit that stopped the program (``"timeout"``, ``"cpu"``, ``"memory"``,
-    ``"signal"``); ``files_left`` counts entries found in the working directory afterwards
-    (always 0 unless a sandbox layer failed).
+    ``"signal"``, ``"output"``); ``files_left`` counts entries found in the working directory
+    afterwards (always 0 unless a sandbox layer failed); ``barrier`` is the kernel barrier the
+    child applied (``"landlock ABI 7"``, ``"none"`` without Landlock, ``""`` when the child gave
+    no answer); ``path`` how the child started (``"forked"`` from the waiting interpreter or
+    ``"fresh"``).
     """
 
     ok: bool
@@ -134,15 +146,39 @@ class SandboxResult:
     error: str | None = None
     limit: str | None = None
     files_left: int = 0
+    barrier: str = ""
+    path: str = ""
 
     def as_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {"ok": self.ok, "kind": self.kind}
-        for key in ("error", "limit"):
+        for key in ("error", "limit", "barrier", "path"):
             if getattr(self, key):
                 record[key] = getattr(self, key)
         if self.files_left:
             record["files_left"] = self.files_left
         return record
+
+
+@dataclass
+class ChildOutput:
+    """What was read from a child: stdout up to MAX_CHILD_OUTPUT_BYTES (``truncated`` when it
+    wrote more), the last MAX_CHILD_STDERR_BYTES of stderr; shared by every path."""
+
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    truncated: bool = False
+    returncode: int | None = None
+    timed_out: bool = False
+
+    def add_stdout(self, chunk: bytes) -> None:
+        room = MAX_CHILD_OUTPUT_BYTES - len(self.stdout)
+        if len(chunk) > room:
+            self.truncated = True
+        self.stdout += chunk[: max(room, 0)]
+
+    def add_stderr(self, chunk: bytes) -> None:
+        self.stderr += chunk
+        del self.stderr[:-MAX_CHILD_STDERR_BYTES]
 
 
 def _request(code: str, df: Any, limits: SandboxLimits) -> bytes:
@@ -189,41 +225,91 @@ def _signal_limit(returncode: int) -> tuple[str, str]:
     return "signal", f"the child died of signal {number} ({name})"
 
 
+def answer_line(stdout: bytes | bytearray) -> bytes | bytearray:
+    """The child's answer: the last line of its stdout, split on ``\\n`` bytes only (a cell's
+    U+2028, U+2029 or U+0085 inside the JSON is text, not a line break)."""
+    return stdout.rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
+
+
 def interpret_child(
-    stdout: bytes,
-    stderr: bytes,
+    stdout: bytes | bytearray,
+    stderr: bytes | bytearray,
     returncode: int | None,
     timed_out: bool,
     files_left: int,
     limits: SandboxLimits,
+    *,
+    truncated: bool = False,
+    path: str = "",
 ) -> SandboxResult:
-    """The :class:`SandboxResult` of a finished (or killed) child: pure, shared by sync/async."""
+    """The :class:`SandboxResult` of a finished (or killed) child: pure, shared by sync/async.
+    ``truncated``: the child wrote more than MAX_CHILD_OUTPUT_BYTES (the rest was not read)."""
     if stderr:
-        logger.debug("pandas sandbox stderr: %s", stderr[-2000:].decode(errors="replace"))
+        logger.debug("pandas sandbox stderr: %s", bytes(stderr[-2000:]).decode(errors="replace"))
     if files_left:
         logger.warning("pandas sandbox: %d entries left in the working directory", files_left)
+
+    def failed(error: str, limit: str | None = None, barrier: str = "") -> SandboxResult:
+        return SandboxResult(
+            False, error=error, limit=limit, files_left=files_left, barrier=barrier, path=path
+        )
+
     if timed_out:
-        error = f"the program exceeded the {limits.timeout_seconds:g}s wall-clock limit"
-        return SandboxResult(False, error=error, limit="timeout", files_left=files_left)
+        return failed(
+            f"the program exceeded the {limits.timeout_seconds:g}s wall-clock limit", "timeout"
+        )
     if returncode is not None and returncode < 0:
         limit, error = _signal_limit(returncode)
-        return SandboxResult(False, error=error, limit=limit, files_left=files_left)
+        return failed(error, limit)
+    if truncated:
+        return failed(
+            f"the child's output passed the sandbox's cap of {MAX_CHILD_OUTPUT_BYTES:,} bytes "
+            "(MAX_CHILD_OUTPUT_BYTES) and was cut there, so its answer was lost: ask for a "
+            "smaller result (e.g. .head(), one column, an aggregate)",
+            "output",
+        )
     try:
-        answer = json.loads(stdout.decode("utf-8").strip().splitlines()[-1])
-    except (UnicodeDecodeError, IndexError, ValueError):
-        error = f"the child gave no answer (exit status {returncode})"
-        return SandboxResult(False, error=error, files_left=files_left)
-    if not isinstance(answer, dict) or not answer.get("ok"):
-        message = str(answer.get("error") if isinstance(answer, dict) else answer)[:500]
-        memory = "memory" if message.startswith("MemoryError") else None
-        return SandboxResult(False, error=message, limit=memory, files_left=files_left)
+        answer = json.loads(answer_line(stdout))
+    except (UnicodeDecodeError, ValueError):
+        return failed(f"the child gave no answer (exit status {returncode})")
+    if not isinstance(answer, dict):
+        return failed(str(answer)[:500])
+    barrier = str(answer.get("barrier") or "")
+    if not answer.get("ok"):
+        message = str(answer.get("error"))[:500]
+        return failed(message, "memory" if message.startswith("MemoryError") else None, barrier)
     return SandboxResult(
         True,
         text=str(answer.get("text", "")),
         value=answer.get("value"),
         kind=str(answer.get("kind", "")),
         files_left=files_left,
+        barrier=barrier,
+        path=path,
     )
+
+
+def sandbox_barrier() -> str:
+    """The kernel barrier each sandbox child applies on this machine: ``"landlock ABI n"``,
+    or ``"none"`` (no Landlock: the child's rlimits, audit hook and builtins only)."""
+    abi = _landlock.abi_version()
+    return f"landlock ABI {abi}" if abi > 0 else "none"
+
+
+_BARRIER_CHECKED = False
+
+
+def _warn_once_without_barrier() -> None:
+    global _BARRIER_CHECKED
+    if _BARRIER_CHECKED:
+        return
+    _BARRIER_CHECKED = True
+    if sandbox_barrier() == "none":
+        logger.warning(
+            "pandas sandbox: this kernel has no Landlock (Linux >= 5.13 with it enabled): the "
+            "child runs without the kernel's write barrier, behind its rlimits (RLIMIT_FSIZE 0), "
+            "audit hook and restricted builtins only"
+        )
 
 
 def run_pandas_code(code: str, df: Any, limits: SandboxLimits | None = None) -> SandboxResult:
@@ -241,37 +327,85 @@ def run_pandas_code(code: str, df: Any, limits: SandboxLimits | None = None) -> 
 
 def _run_unchecked(code: str, df: Any, limits: SandboxLimits) -> SandboxResult:
     """The sandbox alone, without the allowlist (tests prove each layer on its own)."""
+    _warn_once_without_barrier()
     payload = _request(code, df, limits)
     with tempfile.TemporaryDirectory(prefix="advrag-pandas-") as workdir:
         zygote = _zygote() if limits.prefork else None
-        outcome = _run_forked(zygote, payload, workdir, limits) if zygote else None
-        if outcome is None:
-            outcome = _run_fresh(payload, workdir, limits)
+        output = _run_forked(zygote, payload, workdir, limits) if zygote else None
+        path = "forked"
+        if output is None:
+            output, path = _run_fresh(payload, workdir, limits), "fresh"
         files_left = _entries(workdir)
-    stdout, stderr, returncode, timed_out = outcome
-    return interpret_child(stdout, stderr, returncode, timed_out, files_left, limits)
+    return _interpret(output, files_left, limits, path)
 
 
-def _run_fresh(
-    payload: bytes, workdir: str, limits: SandboxLimits
-) -> tuple[bytes, bytes, int | None, bool]:
-    process = subprocess.Popen(
-        _command(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=workdir,
-        env=_CHILD_ENV,
-        start_new_session=True,
+def _interpret(
+    output: ChildOutput, files_left: int, limits: SandboxLimits, path: str
+) -> SandboxResult:
+    return interpret_child(
+        output.stdout,
+        output.stderr,
+        output.returncode,
+        output.timed_out,
+        files_left,
+        limits,
+        truncated=output.truncated,
+        path=path,
     )
-    timed_out = False
+
+
+def _run_fresh(payload: bytes, workdir: str, limits: SandboxLimits) -> ChildOutput:
+    """A fresh interpreter, driven like a forked child (bounded reads, one deadline)."""
+    deadline = time.monotonic() + limits.timeout_seconds
+    child_in, to_child = os.pipe()
+    from_child, child_out = os.pipe()
+    errors_from_child, child_err = os.pipe()
+    ours = [to_child, from_child, errors_from_child]
     try:
-        stdout, stderr = process.communicate(payload, timeout=limits.timeout_seconds)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(process.pid)
-        stdout, stderr = process.communicate()
-    return stdout[:MAX_CHILD_OUTPUT_BYTES], stderr, process.returncode, timed_out
+        try:
+            process = subprocess.Popen(
+                _command(),
+                stdin=child_in,
+                stdout=child_out,
+                stderr=child_err,
+                cwd=workdir,
+                env=_CHILD_ENV,
+                start_new_session=True,
+            )
+        finally:
+            for fd in (child_in, child_out, child_err):
+                os.close(fd)
+
+        def wait(timeout: float) -> int:
+            try:
+                return process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired as exc:
+                raise TimeoutError from exc
+
+        return _drive(process.pid, wait, ours, payload, deadline)
+    finally:
+        for fd in ours:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _drive(pid: int, wait: Any, fds: list[int], payload: bytes, deadline: float) -> ChildOutput:
+    """Exchange with a started child until it ends or ``deadline`` passes, then kill its
+    process group if it is still there; ``wait(timeout)`` gives its exit status or raises
+    TimeoutError (ZygoteError: the status was lost)."""
+    output = _exchange(fds, payload, deadline)
+    if not output.timed_out:  # the outputs are closed; the child ends within what time is left
+        try:
+            output.returncode = wait(max(deadline - time.monotonic(), 0.1))
+        except TimeoutError:
+            output.timed_out = True
+        except ZygoteError:
+            logger.warning("pandas sandbox: the exit status of child %d was lost", pid)
+    if output.timed_out:
+        _kill_group(pid)
+        with contextlib.suppress(TimeoutError, ZygoteError):
+            output.returncode = wait(5)
+    return output
 
 
 async def arun_pandas_code(
@@ -286,39 +420,69 @@ async def _arun_unchecked(code: str, df: Any, limits: SandboxLimits) -> SandboxR
     if limits.prefork and _PREFORK_PLATFORM:
         # the forked child is driven by blocking pipe I/O with a deadline: in a worker thread
         return await asyncio.to_thread(_run_unchecked, code, df, limits)
+    _warn_once_without_barrier()
     payload = _request(code, df, limits)
     with tempfile.TemporaryDirectory(prefix="advrag-pandas-") as workdir:
-        process = await asyncio.create_subprocess_exec(
-            *_command(),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=workdir,
-            env=_CHILD_ENV,
-            start_new_session=True,
-        )
-        timed_out = False
+        output = await _arun_fresh(payload, workdir, limits)
+        files_left = _entries(workdir)
+    return _interpret(output, files_left, limits, "fresh")
+
+
+async def _arun_fresh(payload: bytes, workdir: str, limits: SandboxLimits) -> ChildOutput:
+    """A fresh interpreter awaited: stdout read in chunks up to the cap (the rest is read and
+    dropped), stderr's tail kept; the process group is killed at the deadline or when the
+    awaiting task is cancelled."""
+    process = await asyncio.create_subprocess_exec(
+        *_command(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=workdir,
+        env=_CHILD_ENV,
+        start_new_session=True,
+    )
+    output = ChildOutput()
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+    assert stdin is not None and stdout is not None and stderr is not None  # noqa: S101 - PIPEs
+
+    async def feed() -> None:
         try:
-            stdout, stderr = await asyncio.wait_for(
-                process.communicate(payload), timeout=limits.timeout_seconds
-            )
-        except asyncio.TimeoutError:
-            timed_out = True
+            stdin.write(payload)
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):  # the child is gone; its outputs say why
+            pass
+        finally:
+            stdin.close()
+
+    async def read(stream: asyncio.StreamReader, keep: Any) -> None:
+        while chunk := await stream.read(READ_CHUNK_BYTES):
+            keep(chunk)
+
+    try:
+        await asyncio.wait_for(
+            asyncio.gather(
+                feed(),
+                read(stdout, output.add_stdout),
+                read(stderr, output.add_stderr),
+                process.wait(),
+            ),
+            timeout=limits.timeout_seconds,
+        )
+    except asyncio.TimeoutError:
+        output.timed_out = True
+    finally:
+        if process.returncode is None:
             _kill_group(process.pid)
             await process.wait()
-            stdout, stderr = b"", b""
-        files_left = _entries(workdir)
-    return interpret_child(
-        stdout[:MAX_CHILD_OUTPUT_BYTES], stderr, process.returncode, timed_out, files_left, limits
-    )
+    output.returncode = process.returncode
+    return output
 
 
 # --- the zygote: children forked from a waiting interpreter with pandas loaded --------------
 
 _PREFORK_PLATFORM = sys.platform.startswith("linux") and hasattr(socket, "send_fds")
 ZYGOTE_START_SECONDS = 120.0  # a fresh interpreter importing pandas, on a loaded machine
-ZYGOTE_SPAWN_SECONDS = 30.0  # one fork
-MAX_CHILD_STDERR_BYTES = 4000
+ZYGOTE_SPAWN_SECONDS = 10.0  # one fork (milliseconds when healthy); longer: it is replaced
 
 
 class ZygoteError(RuntimeError):
@@ -425,10 +589,24 @@ class _Zygote:
         except (OSError, TimeoutError) as exc:
             with self._lock:
                 self._spawns.pop(ident, None)
-            raise ZygoteError(f"no child was forked: {exc!r}") from exc
+                self.alive = False  # unresponsive: the next run replaces it (see _zygote)
+            raise ZygoteError(f"no child was forked within {timeout:g}s: {exc!r}") from exc
 
-    def close(self) -> None:
+    def stopped(self) -> bool:
+        """Stopped (SIGSTOP, a debugger) or gone: it would never answer a fork request."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+                state = stat.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return self.process.poll() is not None
+        return state in (b"T", b"t", b"Z", b"X")
+
+    def close(self, kill: bool = False) -> None:
+        """Stop it: close its channel and wait for it to exit (``kill``: kill it at once)."""
         self.alive = False
+        if kill:
+            with contextlib.suppress(OSError):
+                self.process.kill()
         with contextlib.suppress(OSError):
             self.control.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
@@ -454,10 +632,15 @@ def _zygote() -> _Zygote | None:
     with _ZYGOTE_LOCK:
         current = _ZYGOTE
         if current is not None and current.owner == os.getpid():
-            if current.alive:
+            stopped = current.stopped()
+            if current.alive and not stopped:
                 return current
-            logger.warning("pandas sandbox: the waiting interpreter stopped; starting another")
-            current.close()
+            logger.warning(
+                "pandas sandbox: the waiting interpreter (pid %d) %s; starting another",
+                current.process.pid,
+                "is stopped" if stopped else "stopped answering",
+            )
+            current.close(kill=True)
         try:
             _ZYGOTE = _Zygote()
         except (OSError, ZygoteError) as exc:
@@ -482,7 +665,7 @@ atexit.register(stop_pandas_zygote)
 
 def _run_forked(
     zygote: _Zygote, payload: bytes, workdir: str, limits: SandboxLimits
-) -> tuple[bytes, bytes, int | None, bool] | None:
+) -> ChildOutput | None:
     """Run one child forked by ``zygote``; ``None`` when no child could be forked."""
     deadline = time.monotonic() + limits.timeout_seconds
     child_in, to_child = os.pipe()
@@ -502,31 +685,18 @@ def _run_forked(
         finally:
             for fd in (child_in, child_out, child_err):
                 os.close(fd)
-        stdout, stderr, timed_out = _exchange(ours, payload, deadline)
-        returncode: int | None = None
-        if not timed_out:  # the outputs are closed; the child ends within what time is left
-            try:
-                returncode = exited.result(timeout=max(deadline - time.monotonic(), 0.1))
-            except TimeoutError:
-                timed_out = True
-            except ZygoteError:
-                logger.warning("pandas sandbox: the exit status of child %d was lost", pid)
-        if timed_out:
-            _kill_group(pid)
-            with contextlib.suppress(TimeoutError, ZygoteError):
-                returncode = exited.result(timeout=5)
-        return stdout, stderr, returncode, timed_out
+        return _drive(pid, lambda timeout: exited.result(timeout=timeout), ours, payload, deadline)
     finally:
         for fd in ours:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
 
-def _exchange(fds: list[int], payload: bytes, deadline: float) -> tuple[bytes, bytes, bool]:
+def _exchange(fds: list[int], payload: bytes, deadline: float) -> ChildOutput:
     """Write ``payload`` to the child and read its stdout and stderr until both close or the
-    deadline passes; stdout is kept up to MAX_CHILD_OUTPUT_BYTES, stderr's last bytes only."""
+    deadline passes (``timed_out``), keeping what :class:`ChildOutput` keeps."""
     to_child, from_child, errors_from_child = fds
-    out, err = bytearray(), bytearray()
+    output = ChildOutput()
     view, sent = memoryview(payload), 0
     with selectors.DefaultSelector() as selector:
         os.set_blocking(to_child, False)
@@ -536,12 +706,13 @@ def _exchange(fds: list[int], payload: bytes, deadline: float) -> tuple[bytes, b
         while selector.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return bytes(out), bytes(err), True
+                output.timed_out = True
+                return output
             for key, _ in selector.select(remaining):
                 fd = key.fd
                 if fd == to_child:
                     try:
-                        sent += os.write(fd, view[sent : sent + 65536])
+                        sent += os.write(fd, view[sent : sent + READ_CHUNK_BYTES])
                     except BlockingIOError:  # the pipe filled up since select: wait again
                         continue
                     except BrokenPipeError:  # the child is gone; its outputs say why
@@ -551,15 +722,14 @@ def _exchange(fds: list[int], payload: bytes, deadline: float) -> tuple[bytes, b
                         os.close(fd)
                         fds[0] = -1
                     continue
-                chunk = os.read(fd, 65536)
+                chunk = os.read(fd, READ_CHUNK_BYTES)
                 if not chunk:
                     selector.unregister(fd)
                 elif fd == from_child:
-                    out += chunk[: max(MAX_CHILD_OUTPUT_BYTES - len(out), 0)]
+                    output.add_stdout(chunk)
                 else:
-                    err += chunk
-                    del err[:-MAX_CHILD_STDERR_BYTES]
-    return bytes(out), bytes(err), False
+                    output.add_stderr(chunk)
+    return output
 
 
 __all__ = [
@@ -567,8 +737,11 @@ __all__ = [
     "SandboxLimits",
     "SandboxResult",
     "ZygoteError",
+    "ChildOutput",
     "arun_pandas_code",
+    "answer_line",
     "interpret_child",
     "run_pandas_code",
+    "sandbox_barrier",
     "stop_pandas_zygote",
 ]

@@ -357,3 +357,71 @@ def programs() -> list[tuple[str, str]]:
 def fill(template: str, sentinel: str, secret: str) -> str:
     """The program with the sentinel folder and the secret file filled in."""
     return template.replace("{S}", sentinel).replace("{F}", secret).format()
+
+
+# Writers and readers below the audit hook: C code (pyarrow, numpy) opens files without a Python
+# ``open`` event, and a few ``os`` functions (mkfifo, mknod) raise no audit event at all. Used
+# with the allowlist off (``tests/tables/test_sandbox_barrier.py``): only the kernel's barrier
+# stops them. ``{V}`` is a victim file whose bytes must not change, ``{P}`` a parquet file and
+# ``{Q}`` a feather file holding the secret.
+_OS = "pd.io.common.os"
+_PA = "pd.io.parquet.import_optional_dependency"
+_CTYPES = "pd.io.common.os.sys.modules['ctypes']"
+C_LEVEL: dict[str, list[str]] = {
+    "pyarrow": [
+        "df.to_parquet('{S}/new.parquet')",
+        "df.to_parquet('{V}')",
+        "df.to_parquet('{S}/p', partition_cols=['Name'])",
+        "df.to_feather('{S}/new.feather')",
+        "df.to_feather('{V}')",
+        f"{_PA}('pyarrow.feather').write_feather(df, '{{S}}/f.feather')",
+        f"{_PA}('pyarrow.feather').write_feather(df, '{{V}}')",
+        f"{_PA}('pyarrow.parquet').write_table({_PA}('pyarrow').table({{{{'a': [1]}}}}), '{{V}}')",
+        f"{_PA}('pyarrow.csv').write_csv({_PA}('pyarrow').table({{{{'a': [1]}}}}), '{{S}}/w.csv')",
+        f"{_PA}('pyarrow.fs').LocalFileSystem().create_dir('{{S}}/d')",
+        f"{_PA}('pyarrow.fs').LocalFileSystem().delete_file('{{V}}')",
+        f"{_PA}('pyarrow.fs').LocalFileSystem().move('{{V}}', '{{S}}/moved')",
+        f"{_PA}('pyarrow.csv').read_csv('{{F}}').to_pandas()",
+        f"{_PA}('pyarrow.parquet').read_table('{{P}}').to_pandas()",
+        f"{_PA}('pyarrow.feather').read_table('{{Q}}').to_pandas()",
+        "pd.read_parquet('{P}')",
+        "pd.read_feather('{Q}')",
+    ],
+    "numpy": [
+        "df['Age'].values.tofile('{S}/a.bin')",
+        "df['Age'].values.tofile('{V}')",
+        "np.save('{S}/a.npy', df['Age'].values)",
+        "np.save('{V}', df['Age'].values)",
+        "np.savetxt('{V}', df['Age'].values)",
+        "np.fromfile('{F}', dtype='uint8').tobytes()",
+        "np.memmap('{V}', mode='r+')",
+    ],
+    "os and ctypes": [
+        f"{_OS}.mkfifo('{{S}}/fifo')",
+        f"{_OS}.mknod('{{S}}/node')",
+        f"{_OS}.open('{{S}}/o.txt', {_OS}.O_CREAT | {_OS}.O_WRONLY)",
+        f"{_OS}.open('{{V}}', {_OS}.O_TRUNC | {_OS}.O_WRONLY)",
+        f"{_OS}.truncate('{{V}}', 0)",
+        f"{_OS}.rename('{{V}}', '{{S}}/moved')",
+        f"{_OS}.remove('{{V}}')",
+        f"{_OS}.mkdir('{{S}}/dir')",
+        f"{_OS}.symlink('{{V}}', '{{S}}/link')",
+        f"{_OS}.link('{{V}}', '{{S}}/hard')",
+        f"{_CTYPES}.CDLL(None).open(b'{{S}}/c.txt', 0o101, 0o644)",
+        f"{_CTYPES}.CDLL(None).fopen(b'{{V}}', b'w')",
+        "pd.io.common.mmap.mmap(-1, 4096)",
+        f"pd.io.common.mmap.mmap({_OS}.open('{{V}}', {_OS}.O_RDWR), 0)",
+    ],
+}
+
+
+def c_level_programs() -> list[tuple[str, str]]:
+    """Every (kind, template) pair of C_LEVEL, in a stable order."""
+    return [(kind, template) for kind, items in C_LEVEL.items() for template in items]
+
+
+def fill_paths(template: str, **paths: str) -> str:
+    """The program with ``{S}``, ``{F}``, ``{V}``, ``{P}``, ``{Q}`` (keyword names) filled in."""
+    for key, value in paths.items():
+        template = template.replace("{" + key + "}", value)
+    return template.format()

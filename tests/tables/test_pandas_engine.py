@@ -3,6 +3,7 @@ drop-in arguments, and no logging or import side effects."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -18,15 +19,24 @@ from llama_index.core.schema import QueryBundle
 
 from llama_index_ext_advrag import SafePandasQueryEngine
 from llama_index_ext_advrag.tables.pandas_engine import (
+    MAX_TRACED_VALUE_CHARS,
     Attempt,
     extract_code,
     should_retry,
     write_attempt,
 )
-from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits, SandboxResult
+from llama_index_ext_advrag.tables.pandas_sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    sandbox_barrier,
+)
 from llama_index_ext_advrag.trace import TRACE_KEY
 
 LIMITS = SandboxLimits(timeout_seconds=60, cpu_seconds=3, memory_mb=256)
+# what every run's trace says of the sandbox: the kernel barrier applied, how the child started
+SANDBOX = {"path": "forked"} | (
+    {"barrier": sandbox_barrier()} if sandbox_barrier() != "none" else {"barrier": "none"}
+)
 GOOD = "```python\nlen(df[df['Age'] > 60])\n```"
 BAD = "```python\ndf.to_csv('out.csv')\n```"
 FAILING = "```python\ndf['Missing'].sum()\n```"
@@ -52,7 +62,7 @@ def test_answers_with_the_computed_value(df: pd.DataFrame) -> None:
     trace = pandas_trace(response)
     assert trace["outcome"] == "answered" and trace["value"] == 2 and trace["table"] == "people"
     assert trace["attempts"] == [
-        {"code": "len(df[df['Age'] > 60])", "run": {"ok": True, "kind": "int"}}
+        {"code": "len(df[df['Age'] > 60])", "run": {"ok": True, "kind": "int", **SANDBOX}}
     ]
     assert response.metadata["pandas_instruction_str"] == GOOD
     assert response.metadata["raw_pandas_output"] == "2"
@@ -280,3 +290,79 @@ def test_using_the_route_adds_no_root_handler_and_imports_no_experimental(tmp_pa
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "clean"
     assert "deprecat" not in done.stderr.lower()
+
+
+# --- cells and answers the child's reply must carry whole --------------------------------
+
+LINE_BREAKS = ["\u0085", "\u2028", "\u2029"]
+
+
+@pytest.fixture
+def products() -> pd.DataFrame:
+    names = [f"kettle{b}steel" for b in LINE_BREAKS] + ["toaster"]
+    return pd.DataFrame({"product": names, "units": [3, 7, 9, 12]})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    "code", ['df["product"].tolist()', 'df[df["units"] > 6]', 'df["product"].str.cat(sep="|")']
+)
+def test_cells_holding_unicode_line_breaks_are_answered(
+    mode: str, code: str, products: pd.DataFrame
+) -> None:
+    """U+0085, U+2028, U+2029 in cells: the child's one-line JSON answer is not split on them."""
+    table = SafePandasQueryEngine(
+        products, llm=ScriptedLLM([f"```python\n{code}\n```"]), name="shop", limits=LIMITS
+    )
+    if mode == "sync":
+        response = table.query("Which products?")
+    else:
+        response = asyncio.run(table.aquery("Which products?"))
+    trace = pandas_trace(response)
+    assert trace["outcome"] == "answered", trace
+    expected = eval(code, {"df": products})  # the trusted code above, run by plain pandas
+    if isinstance(expected, pd.DataFrame):
+        assert trace["value"]["data"] == expected.values.tolist()
+        assert "toaster" in str(response) and "kettle" in str(response)
+    else:
+        assert trace["value"] == expected and str(response) == str(expected)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_answer_over_the_output_cap_is_a_clear_error(mode: str) -> None:
+    """A 5 MB cell as the answer: the error names the cap (not "no answer"), no retry."""
+    big = pd.DataFrame({"note": ["x" * 5_000_000], "n": [1]})
+    llm = ScriptedLLM(["```python\ndf['note'].iloc[0]\n```"])
+    table = SafePandasQueryEngine(big, llm=llm, name="notes", limits=LIMITS)
+    response = table.query("q") if mode == "sync" else asyncio.run(table.aquery("q"))
+    trace = pandas_trace(response)
+    assert trace["outcome"] == "failed" and len(trace["attempts"]) == 1  # a limit: no retry
+    run = trace["attempts"][0]["run"]
+    assert run["limit"] == "output" and "cap of 4,000,000 bytes" in run["error"], run
+    assert "no answer" not in run["error"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_large_value_is_not_kept_whole_in_the_trace(mode: str) -> None:
+    """A 2.6 MB answer: the text is cut to max_chars, the trace keeps no value over its bound."""
+    big = pd.DataFrame({"note": ["y" * 2_600_000], "n": [1]})
+    llm = ScriptedLLM(["```python\ndf['note'].iloc[0]\n```"])
+    table = SafePandasQueryEngine(big, llm=llm, name="notes", limits=LIMITS)
+    response = table.query("q") if mode == "sync" else asyncio.run(table.aquery("q"))
+    trace = pandas_trace(response)
+    assert trace["outcome"] == "answered" and trace["value"] is None
+    assert "2,600,002 characters" in trace["value_omitted"]
+    assert str(response) == "y" * LIMITS.max_chars + " ..."
+    assert len(json.dumps(trace)) < 2 * MAX_TRACED_VALUE_CHARS
+
+
+def test_a_value_at_the_trace_bound_is_kept() -> None:
+    from llama_index_ext_advrag.tables.pandas_engine import traced_value
+
+    at_bound = "z" * (MAX_TRACED_VALUE_CHARS - 2)  # its JSON adds the two quotes
+    assert traced_value(at_bound) == {"value": at_bound}
+    over = traced_value(at_bound + "z")
+    assert (
+        over["value"] is None
+        and f"{MAX_TRACED_VALUE_CHARS + 1:,} characters" in over["value_omitted"]
+    )

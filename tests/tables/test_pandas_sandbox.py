@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import signal
 import sys
+import time
+import tracemalloc
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +25,7 @@ from llama_index_ext_advrag.tables import (
 )
 from llama_index_ext_advrag.tables.pandas_check import refusal_reason
 from llama_index_ext_advrag.tables.pandas_sandbox import (
+    MAX_CHILD_OUTPUT_BYTES,
     ZygoteError,
     _arun_unchecked,
     _run_unchecked,
@@ -170,13 +176,59 @@ def test_cpu_bomb_is_killed(df: pd.DataFrame, limits: SandboxLimits) -> None:
     assert not result.ok and result.limit == "cpu"
 
 
+def path_of(limits: SandboxLimits) -> str:
+    return "forked" if limits.prefork else "fresh"
+
+
+@pytest.fixture
+def killed(monkeypatch: pytest.MonkeyPatch):
+    """The pids whose process group the sandbox killed; each is checked gone afterwards (and
+    killed by the test itself if not, so a failing run leaves no orphan)."""
+    pids: list[int] = []
+    kill = pandas_sandbox._kill_group
+
+    def spy(pid: int) -> None:
+        pids.append(pid)
+        kill(pid)
+
+    monkeypatch.setattr(pandas_sandbox, "_kill_group", spy)
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def assert_gone(pids: list[int]) -> None:
+    """The killed child and its whole process group are gone (reaped, not orphaned)."""
+    assert len(pids) == 1, pids
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pids[0], 0)
+
+
+SLEEPER = "pd._libs.parsers.time.sleep(600)"
+DEADLINE = 4.0
+
+
+def within_the_deadline(elapsed: float) -> bool:
+    """Killed at the deadline, not before, and well before twice it (a doubled deadline fails)."""
+    return DEADLINE <= elapsed < 1.6 * DEADLINE
+
+
 @BOTH
 def test_sleeping_program_is_killed_at_the_wall_clock_limit(
-    df: pd.DataFrame, limits: SandboxLimits
+    df: pd.DataFrame, limits: SandboxLimits, killed: list[int]
 ) -> None:
-    limits = limits.model_copy(update={"timeout_seconds": 8, "cpu_seconds": 5})
-    result = _run_unchecked("pd._libs.parsers.time.sleep(600)", df, limits)
-    assert not result.ok and result.limit == "timeout"
+    assert _run_unchecked("len(df)", df, limits).ok  # the waiting interpreter is up
+    limits = limits.model_copy(update={"timeout_seconds": DEADLINE, "cpu_seconds": 2})
+    start = time.monotonic()
+    result = _run_unchecked(SLEEPER, df, limits)
+    elapsed = time.monotonic() - start
+    assert not result.ok and result.limit == "timeout" and result.path == path_of(limits)
+    assert result.error == "the program exceeded the 4s wall-clock limit"
+    assert within_the_deadline(elapsed), elapsed
+    assert_gone(killed)
 
 
 @BOTH
@@ -185,13 +237,30 @@ async def test_async_gives_the_same_result(df: pd.DataFrame, limits: SandboxLimi
     sync = _run_unchecked(code, df, limits)
     asynchronous = await _arun_unchecked(code, df, limits)
     assert sync == asynchronous and sync.value == ["Ann", "Cy"]
+    assert asynchronous.path == path_of(limits)  # the async path uses the waiting interpreter
 
 
 @BOTH
-async def test_async_wall_clock_limit(df: pd.DataFrame, limits: SandboxLimits) -> None:
-    limits = limits.model_copy(update={"timeout_seconds": 8, "cpu_seconds": 5})
-    result = await _arun_unchecked("pd._libs.parsers.time.sleep(600)", df, limits)
-    assert result.limit == "timeout"
+async def test_async_wall_clock_limit(
+    df: pd.DataFrame, limits: SandboxLimits, killed: list[int]
+) -> None:
+    assert (await _arun_unchecked("len(df)", df, limits)).ok
+    limits = limits.model_copy(update={"timeout_seconds": DEADLINE, "cpu_seconds": 2})
+    start = time.monotonic()
+    result = await _arun_unchecked(SLEEPER, df, limits)
+    elapsed = time.monotonic() - start
+    assert result.limit == "timeout" and result.path == path_of(limits)
+    assert within_the_deadline(elapsed), elapsed
+    assert_gone(killed)
+
+
+async def test_a_cancelled_async_run_kills_its_child(df: pd.DataFrame, killed: list[int]) -> None:
+    task = asyncio.ensure_future(_arun_unchecked(SLEEPER, df, FRESH))
+    await asyncio.sleep(2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_gone(killed)
 
 
 @BOTH
@@ -240,12 +309,14 @@ def test_limits_at_the_bounds_are_accepted() -> None:
     SandboxLimits(timeout_seconds=600, cpu_seconds=600, memory_mb=65_536)
 
 
-def test_long_answers_are_cut(df: pd.DataFrame) -> None:
-    limits = SandboxLimits(timeout_seconds=60, max_chars=100)
-    result = run_pandas_code(
-        "df['Name'].str.cat(sep='-----------------------------------')", df, limits
-    )
-    assert result.ok and len(result.text) <= 104
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_long_answers_are_cut(mode: str, df: pd.DataFrame) -> None:
+    limits = FAST.model_copy(update={"max_chars": 100})
+    separator = "-" * 60
+    full = separator.join(["Ann", "Bo", "Cy"])  # 128 characters
+    result = _run(mode, f"df['Name'].str.cat(sep='{separator}')", df, limits)
+    assert result.ok and len(full) > 100
+    assert result.text == full[:100] + " ..." and result.value == full  # the value is whole
 
 
 def test_sandbox_temp_dirs_are_removed(df: pd.DataFrame, tmp_path, monkeypatch) -> None:
@@ -319,17 +390,61 @@ def test_a_zygote_that_cannot_start_is_named_and_runs_start_afresh(
     assert any("refused for the test" in r.getMessage() for r in caplog.records)
 
 
-def test_a_child_that_closes_its_stdout_is_still_bounded(df: pd.DataFrame) -> None:
-    limits = FAST.model_copy(update={"timeout_seconds": 3})
-    code = "pd.io.common.os.close(1)\npd._libs.parsers.time.sleep(600)"
+@BOTH
+def test_a_child_that_closes_its_stdout_is_still_bounded(
+    df: pd.DataFrame, limits: SandboxLimits, killed: list[int]
+) -> None:
+    assert _run_unchecked("len(df)", df, limits).ok
+    limits = limits.model_copy(update={"timeout_seconds": DEADLINE})
+    code = "pd.io.common.os.close(1)\n" + SLEEPER
+    start = time.monotonic()
     result = _run_unchecked(code, df, limits)
+    elapsed = time.monotonic() - start
     assert not result.ok and result.limit == "timeout", result
+    assert within_the_deadline(elapsed), elapsed
+    assert_gone(killed)
 
 
-def test_a_flood_of_output_is_cut(df: pd.DataFrame) -> None:
-    code = "pd.io.common.os.write(1, b'x' * 50_000_000)"
+FLOOD_MB = 200
+FLOOD = f"for i in np.arange({FLOOD_MB}):\n    pd.io.common.os.write(1, b'x' * 1_000_000)\n1"
+# what the parent may hold for a child's output: the cap, one read, stderr's tail, and the
+# request and bookkeeping of one run (well under the flood's 200 MB)
+OUTPUT_BOUND = MAX_CHILD_OUTPUT_BYTES + 2_000_000
+
+
+def _peak_while(run) -> tuple[object, int]:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = run()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@BOTH
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_flood_of_output_costs_the_parent_at_most_the_cap(
+    mode: str, df: pd.DataFrame, limits: SandboxLimits
+) -> None:
+    """200 MB on stdout: the parent reads it all but keeps at most the cap (every path: forked
+    and fresh, sync and async); the error names the cap, not a missing answer."""
+    assert _run_unchecked("len(df)", df, limits).ok  # the waiting interpreter is up
+    if mode == "sync":
+        result, peak = _peak_while(lambda: _run_unchecked(FLOOD, df, limits))
+    else:
+        result, peak = _peak_while(lambda: asyncio.run(_arun_unchecked(FLOOD, df, limits)))
+    assert isinstance(result, pandas_sandbox.SandboxResult)
+    assert not result.ok and result.limit == "output", result
+    assert "4,000,000 bytes" in (result.error or "") and result.path == path_of(limits)
+    assert peak < OUTPUT_BOUND, f"the parent held {peak:,} bytes"
+
+
+def test_an_answer_under_the_cap_after_other_output_is_read(df: pd.DataFrame) -> None:
+    """Output before the answer line (C-level writes to fd 1) does not hide the answer."""
+    code = "pd.io.common.os.write(1, b'noise\\n' * 1000)\nlen(df)"
     result = _run_unchecked(code, df, FAST)
-    assert not result.ok and "no answer" in (result.error or ""), result
+    assert result.ok and result.value == 3, result
 
 
 def test_a_frame_larger_than_a_pipe_buffer_reaches_the_child() -> None:
@@ -361,3 +476,74 @@ def test_a_forked_child_cannot_touch_the_zygote(code: str, df: pd.DataFrame) -> 
     assert not result.ok and "sandbox" in (result.error or ""), result
     assert zygote.process.poll() is None and pandas_sandbox._ZYGOTE is zygote
     assert _run_unchecked("len(df)", df, FAST).value == 3
+
+
+@pytest.mark.parametrize("separator", ["\u0085", "\u2028", "\u2029", "\r", "\x0b", "\x1c"])
+def test_an_answer_holding_a_unicode_line_break_is_one_line(separator: str) -> None:
+    """Only a ``\\n`` byte ends the child's answer; str.splitlines' other breaks are text."""
+    text = f"Kettle{separator}steel"
+    line = json.dumps(
+        {"ok": True, "text": text, "value": [text], "kind": "list"}, ensure_ascii=False
+    )
+    stdout = f"noise\n{line}\n".encode()
+    result = interpret_child(stdout, b"", 0, False, 0, SandboxLimits(), path="fresh")
+    assert result.ok and result.value == [text] and result.text == text and result.path == "fresh"
+
+
+def test_an_output_over_the_cap_names_the_cap() -> None:
+    stdout = b'{"ok": true, "text": "x", "value": 1}\n'
+    result = interpret_child(stdout, b"", 0, False, 0, SandboxLimits(), truncated=True)
+    assert not result.ok and result.limit == "output"
+    assert "cap of 4,000,000 bytes (MAX_CHILD_OUTPUT_BYTES)" in (result.error or "")
+
+
+def test_a_stopped_zygote_is_replaced_without_waiting(df: pd.DataFrame, caplog) -> None:
+    """SIGSTOP: the next run sees it stopped, kills it and forks from a new one at once (not
+    after the fork timeout, then a fresh interpreter, question after question)."""
+    assert _run_unchecked("len(df)", df, FAST).path == "forked"
+    first = pandas_sandbox._ZYGOTE
+    assert first is not None
+    os.kill(first.process.pid, signal.SIGSTOP)
+    try:
+        for _ in range(100):  # the kernel stops it as the signal is delivered
+            if first.stopped():
+                break
+            time.sleep(0.02)
+        start = time.monotonic()
+        with caplog.at_level("WARNING", logger=pandas_sandbox.__name__):
+            result = _run_unchecked("len(df)", df, FAST)
+        elapsed = time.monotonic() - start
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(first.process.pid, signal.SIGCONT)
+    assert result.value == 3 and result.path == "forked", result
+    second = pandas_sandbox._ZYGOTE
+    assert second is not None and second is not first
+    assert first.process.poll() is not None  # killed, not left stopped
+    assert elapsed < pandas_sandbox.ZYGOTE_SPAWN_SECONDS, elapsed
+    assert any("is stopped" in r.getMessage() for r in caplog.records)
+
+
+def test_an_unresponsive_zygote_costs_one_short_wait_then_is_replaced(
+    df: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zygote that stops answering without looking stopped: that run waits the fork timeout
+    and starts a fresh interpreter; the next run forks from a new zygote."""
+    assert _run_unchecked("len(df)", df, FAST).path == "forked"
+    first = pandas_sandbox._ZYGOTE
+    assert first is not None
+    monkeypatch.setattr(pandas_sandbox, "ZYGOTE_SPAWN_SECONDS", 1.0)
+    monkeypatch.setattr(type(first), "stopped", lambda self: False)
+    os.kill(first.process.pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        waited = _run_unchecked("len(df)", df, FAST)
+        elapsed = time.monotonic() - start
+        assert waited.value == 3 and waited.path == "fresh" and elapsed < 15, (waited, elapsed)
+        assert not first.alive
+        again = _run_unchecked("len(df)", df, FAST)
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(first.process.pid, signal.SIGCONT)
+    assert again.value == 3 and again.path == "forked"
+    assert pandas_sandbox._ZYGOTE is not first and first.process.poll() is not None
