@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.retrievers import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
+    from llama_index_ext_advrag.retrievers import SecondHopRetriever as SecondHopRetriever
     from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever as TwoLayerMilvusRetriever
     from llama_index_ext_advrag.tables import SafePandasQueryEngine as SafePandasQueryEngine
     from llama_index_ext_advrag.tables import UnsafeCodeError as UnsafeCodeError
@@ -116,6 +117,7 @@ _EXPORTS = {
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",
+    "SecondHopRetriever": "llama_index_ext_advrag.retrievers",
 }
 
 # Former names, still importable (building one warns) but not listed in __all__.

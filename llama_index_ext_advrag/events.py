@@ -312,6 +312,28 @@ class WindowReplacementEvent(AdvragEvent):
         return "WindowReplacementEvent"
 
 
+class SecondHopEvent(AdvragEvent):
+    """The second hop: each leg (hop 1, each hop-2 query, each sub-question) and what it
+    returned or why it failed, and the merged ranking."""
+
+    component: str = "second_hop"
+    query: str
+    legs: list[dict[str, Any]] = Field(
+        description="leg, query, seed (hop 2), hits and error of every search made."
+    )
+    skipped: list[dict[str, Any]] = Field(
+        default_factory=list, description="Seeds or sub-questions not searched, and why."
+    )
+    returned: list[dict[str, Any]] = Field(
+        description="node_id, hop, hop1_rank, pinned and fused score of every returned node."
+    )
+    searches: int = Field(description="Searches made through the wrapped retriever.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SecondHopEvent"
+
+
 __all__ = [
     "AdvragEvent",
     "AutoMergingEvent",
@@ -327,6 +349,7 @@ __all__ = [
     "PandasQueryEvent",
     "RecursiveHopEvent",
     "RecursiveResultEvent",
+    "SecondHopEvent",
     "SelfRAGAnswerEvent",
     "SelfRAGReflectionEvent",
     "SelfRAGRouteEvent",
