@@ -48,6 +48,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.postprocessor import (
         ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
     )
+    from llama_index_ext_advrag.postprocessor import (
+        ContextCompressionPostprocessor as ContextCompressionPostprocessor,
+    )
     from llama_index_ext_advrag.postprocessor import CRAGPostprocessor as CRAGPostprocessor
     from llama_index_ext_advrag.postprocessor import (
         DriftAwareWindowPostprocessor as DriftAwareWindowPostprocessor,
@@ -117,7 +120,11 @@ _EXPORTS = {
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",
+<<<<<<< HEAD
     "SecondHopRetriever": "llama_index_ext_advrag.retrievers",
+=======
+    "ContextCompressionPostprocessor": "llama_index_ext_advrag.postprocessor",
+>>>>>>> compress
 }
 
 # Former names, still importable (building one warns) but not listed in __all__.

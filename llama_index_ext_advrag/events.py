@@ -334,12 +334,35 @@ class SecondHopEvent(AdvragEvent):
         return "SecondHopEvent"
 
 
+class ContextCompressionEvent(AdvragEvent):
+    """Context compression: the spans kept of each passage, the budget and the tokens, or why
+    the passages were handed on as retrieved (``error``)."""
+
+    component: str = "compression"
+    query: str
+    max_context_tokens: int
+    tokens_before: int
+    tokens_after: int
+    scorer: str = Field(description="The signals combined, e.g. judge+cosine+rank.")
+    nodes: list[dict[str, Any]] = Field(
+        description="node_id, retrieval_rank, spans [[start, end], ...] of its text, "
+        "kept_sentences and sentences, per returned passage in order."
+    )
+    dropped: list[str] = Field(default_factory=list, description="Passages with nothing kept.")
+    error: str | None = Field(default=None, description="Why the passages are as retrieved.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextCompressionEvent"
+
+
 __all__ = [
     "AdvragEvent",
     "AutoMergingEvent",
     "CRAGActionEvent",
     "CRAGResultEvent",
     "CRAGRoundEvent",
+    "ContextCompressionEvent",
     "DriftWindowEvent",
     "HybridFusionEvent",
     "JudgeGradesEvent",

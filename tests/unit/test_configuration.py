@@ -125,6 +125,19 @@ CASES: dict[str, Case] = {
         pack.JudgeRerankPostprocessor(judge=KeywordJudge(), top_n=2),
         {"judge": KeywordJudge()},
     ),
+    "ContextCompressionPostprocessor": lambda: (
+        pack.ContextCompressionPostprocessor(
+            judge=KeywordJudge(),
+            embed_model=HashEmbedding(),
+            docstore=docstore(),
+            max_context_tokens=300,
+            neighbours=2,
+            rank_weight=0.25,
+            rank_passages=True,
+            judge_timeout=5.0,
+        ),
+        {"judge": KeywordJudge(), "embed_model": HashEmbedding(), "docstore": docstore()},
+    ),
     "BaseRelevanceJudge": lambda: (
         pack.BaseRelevanceJudge(name="base", decision_threshold=0.4),
         {},
