@@ -120,11 +120,8 @@ _EXPORTS = {
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",
-<<<<<<< HEAD
     "SecondHopRetriever": "llama_index_ext_advrag.retrievers",
-=======
     "ContextCompressionPostprocessor": "llama_index_ext_advrag.postprocessor",
->>>>>>> compress
 }
 
 # Former names, still importable (building one warns) but not listed in __all__.
