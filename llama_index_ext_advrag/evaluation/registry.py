@@ -17,6 +17,7 @@ docs/ recommends:
 | hybrid | as article | dense + jieba BM25, z-score fusion, dense muted on CJK text | WindowReplacementPostprocessor |
 | prev-next | sentences (window 1) + UnitAnnotator | dense | PrevNextPostprocessor(±2) |
 | drift-window | sentences (window 1) + UnitAnnotator | dense | DriftAwareWindowPostprocessor |
+| baseline-second-hop | as baseline | dense + SecondHopRetriever (k results) | |
 
 Run only when named (they grade passages with a relevance judge, see
 :mod:`~llama_index_ext_advrag.evaluation.judged`):
@@ -25,6 +26,7 @@ Run only when named (they grade passages with a relevance judge, see
 |---|---|
 | hybrid-rerank | hybrid, 4k candidates reordered by JudgeRerankPostprocessor, then window replacement |
 | crag | hybrid windows + CRAGPostprocessor (offline: keyword rewrites, BM25 corrective retrieval) |
+| hybrid-second-hop | hybrid with a SecondHopRetriever in front of window replacement |
 | self-rag | SelfRAGQueryEngine over hybrid's retrieval at k (generates: answers only) |
 """
 
@@ -164,6 +166,24 @@ JUDGED_SPECS = (
 )  # fmt: skip
 for _spec in JUDGED_SPECS:
     register_pipeline(_spec.name, _spec, by_name_only=True)
+
+# A second hop (docs/retrievers_second_hop.md): the retriever's ``second_hop`` param wraps it in a
+# SecondHopRetriever with those settings ({}: the class defaults) returning k results.
+SECOND_HOP = {"second_hop": {}}
+SECOND_HOP_SPECS = (
+    PipelineSpec("baseline-second-hop", _c("dense", **SECOND_HOP),
+                 _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
+                 description="baseline + an LLM-free second hop (hop-1 passages expand the question)"),
+)  # fmt: skip
+for _spec in SECOND_HOP_SPECS:
+    register_pipeline(_spec.name, _spec)
+register_pipeline(
+    "hybrid-second-hop",
+    PipelineSpec("hybrid-second-hop", _c("hybrid", **SECOND_HOP), ARTICLE,
+                 (_c("WindowReplacementPostprocessor"),), fetch_multiplier=4,
+                 description="hybrid with a second hop in front of window replacement"),
+    by_name_only=True,
+)  # fmt: skip
 
 
 def _build_self_rag(context: BuildContext) -> RetrievalPipeline:

@@ -81,6 +81,10 @@ CASES: dict[str, Case] = {
         pack.RecursiveIndexNodeRetriever("root", {"root": ListRetriever()}, max_depth=2),
         {"retriever_dict": {"root": ListRetriever()}},
     ),
+    "SecondHopRetriever": lambda: (
+        pack.SecondHopRetriever(ListRetriever(), cue="title", keep_hop1_top=2, hop2_weight=0.5),
+        {"retriever": ListRetriever()},
+    ),
     "SafePandasQueryEngine": lambda: (
         pack.SafePandasQueryEngine(frame(), llm=MockLLM(), name="sites", max_retries=2),
         {"df": frame()},

@@ -73,6 +73,7 @@ from llama_index_ext_advrag.retrievers import (
     HybridFusionRetriever,
     JiebaBM25Retriever,
     RecursiveIndexNodeRetriever,
+    SecondHopRetriever,
     TwoLayerMilvusRetriever,
 )
 from llama_index_ext_advrag.tables import SafePandasQueryEngine
@@ -367,6 +368,10 @@ CALLS: dict[str, tuple[Callable[[Path], Any], Callable[[Any, str], Any]]] = {
             judge=WordJudge(), embed_model=HashEmbedding(dim=8), max_context_tokens=3
         ),
         postprocess,
+    ),
+    "SecondHopRetriever": (
+        lambda _: SecondHopRetriever(JiebaBM25Retriever(sentences()[0], similarity_top_k=2)),
+        retrieve,
     ),
     "BgeSmallOnnxEmbedding": (bge, embed),
     "MultilingualE5Embedding": (e5, embed),
