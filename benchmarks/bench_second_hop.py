@@ -205,9 +205,11 @@ def summary(rows: list[dict[str, float | None]], base: list[dict[str, float | No
 def grid_settings() -> list[dict[str, Any]]:
     grid = []
     for cue in ("leading_sentence", "title", "entities", "title_and_entities"):
-        for keep in (1, 2, 3):
-            for weight in (0.5, 1.0):
-                grid.append({"cue": cue, "keep_hop1_top": keep, "hop2_weight": weight})
+        for new_only in (False, True):
+            for keep in (1, 3):
+                for weight in (1.0, 2.0):
+                    grid.append({"cue": cue, "hop2_new_only": new_only, "keep_hop1_top": keep,
+                                 "hop2_weight": weight})  # fmt: skip
     return grid
 
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_ext_advrag.layout import SECTION_TITLE_KEY, UNIT_CUES_KEY
-from llama_index_ext_advrag.retrievers.fusion import FusedHit, tie_break_key
+from llama_index_ext_advrag.retrievers.fusion import FusedHit, LegHit, tie_break_key
 from llama_index_ext_advrag.text import (
     count_tokens,
     extract_cues,
@@ -151,6 +151,13 @@ def merge_hops(
     return ordered[:limit]
 
 
+def without(leg: Sequence[LegHit], node_ids: Sequence[str]) -> list[LegHit]:
+    """``leg`` without the hits whose node is in ``node_ids`` (the rest keep their order, so
+    their ranks close up)."""
+    dropped = set(node_ids)
+    return [hit for hit in leg if hit.node_id not in dropped]
+
+
 def non_increasing(scores: Sequence[float]) -> list[float]:
     """Scores raised where needed so that they never increase down the list (a pinned hop-1
     node keeps its place under a postprocessor that sorts by score).
@@ -174,4 +181,5 @@ __all__ = [
     "new_entity_cues",
     "non_increasing",
     "passage_title",
+    "without",
 ]

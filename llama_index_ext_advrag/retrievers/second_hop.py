@@ -49,6 +49,7 @@ from llama_index_ext_advrag.retrievers._hops import (
     hop_queries,
     merge_hops,
     non_increasing,
+    without,
 )
 from llama_index_ext_advrag.retrievers.fusion import DEFAULT_RRF_K, fuse_rrf
 from llama_index_ext_advrag.retrievers.hybrid import leg_hits, with_top_k
@@ -114,6 +115,8 @@ class SecondHopRetriever(ConfiguredRetriever):
             finds (the documented rank below which hop 2 may push hop-1 nodes down).
         similarity_top_k: results returned; ``None``: as many as hop 1 returned (equal k).
         hop2_weight: RRF weight of each hop-2 leg and sub-question leg (hop 1 weighs 1).
+        hop2_new_only: rank each hop-2 leg among the nodes hop 1 did not return, so a
+            hop-2 leg's first new node counts as its rank 1 (hop-1 nodes get no hop-2 votes).
         rrf_k: the RRF constant. max_cue_tokens: a leading sentence is cut to this many
             tokens. max_cues: entity cues a seed adds at most.
         max_concurrency: hop-2 searches running at once in async.
@@ -165,6 +168,11 @@ class SecondHopRetriever(ConfiguredRetriever):
         gt=0.0,
         le=100.0,
         description="RRF weight of each hop-2 and sub-question leg (hop 1 weighs 1).",
+    )
+    hop2_new_only: bool = Field(
+        default=False,
+        description="Rank each hop-2 leg among the nodes hop 1 did not return (hop 2 then "
+        "votes only for new evidence); False: hop-2 votes also lift hop-1 nodes.",
     )
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=0, le=100_000, description="RRF constant k.")
     max_cue_tokens: int = Field(
@@ -281,8 +289,11 @@ class SecondHopRetriever(ConfiguredRetriever):
                 legs.append(list(outcome))
             records.append(record)
         weights = (1.0,) + (self.hop2_weight,) * (len(legs) - 1)
-        fused = fuse_rrf([leg_hits(leg) for leg in legs], weights=weights, k=self.rrf_k)
         hop1_ids = [r.node.node_id for r in hop1]
+        hits = [leg_hits(leg) for leg in legs]
+        if self.hop2_new_only:
+            hits = [hits[0], *(without(leg, hop1_ids) for leg in hits[1:])]
+        fused = fuse_rrf(hits, weights=weights, k=self.rrf_k)
         limit = self.similarity_top_k or len(dict.fromkeys(hop1_ids))
         merged = merge_hops(hop1_ids, fused, self.keep_hop1_top, limit)
         return self._build(question, merged, legs, records, skipped, failures, hop1_ids)
