@@ -131,9 +131,10 @@ plt.show()
 # "Where was the director of *Ed Wood* born?" needs the film's passage (which names the
 # director) and the director's passage (which names the town); the second does not look like
 # the question. `SecondHopRetriever` wraps any retriever: from each of hop 1's top passages it
-# asks again with the question plus that passage's leading sentence (or title, or entity
-# cues), without an LLM, and fuses the hops so that hop 1's order is kept and its top results
-# are never pushed out. Here over BM25 and four made-up passages, at k = 2.
+# asks again with the question plus that passage's entity cues (or title, or leading
+# sentence), without an LLM, and fuses the hops so that hop 1's order is kept and its top
+# `keep_hop1_top` results are never pushed out. Here over BM25 and four made-up passages, at
+# k = 2 with only hop 1's best result pinned (the default pins 3).
 
 # %%
 from llama_index.core.schema import TextNode
@@ -142,7 +143,7 @@ from llama_index_ext_advrag import SecondHopRetriever
 
 passages = [
     "Ed Wood is a 1994 American biographical film directed by Tim Burton.",
-    "The film Ed Wood won two Academy Awards and was shot in black and white.",
+    "Ed Wood (1924-1978) was a filmmaker known for low-budget films.",
     "Tim Burton was born in Burbank, California, in 1958.",
     "Burbank is a city in Los Angeles County, home to several film studios.",
 ]

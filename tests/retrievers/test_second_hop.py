@@ -100,17 +100,22 @@ def ids(results: list[NodeWithScore]) -> list[str]:
     return [r.node.node_id for r in results]
 
 
+# The table answers hop-2 queries by the names in a passage's leading sentence; the mechanics
+# tests use that cue and the all-votes fusion (the defaults are checked on their own).
+LEADING = {"cue": "leading_sentence", "hop2_new_only": False, "keep_hop1_top": 5}
+
+
 def make(**settings: Any) -> SecondHopRetriever:
-    return SecondHopRetriever(TableRetriever(TABLE), **settings)
+    return SecondHopRetriever(TableRetriever(TABLE), **{**LEADING, **settings})
 
 
 # ----- defaults and arguments -----
 
 
 def test_defaults_and_round_trip() -> None:
-    hop = make()
-    assert hop.seed_count == 3 and hop.hop2_top_k == 3 and hop.keep_hop1_top == 5
-    assert hop.cue is HopCue.LEADING_SENTENCE and hop.similarity_top_k is None
+    hop = SecondHopRetriever(TableRetriever(TABLE))
+    assert hop.seed_count == 3 and hop.hop2_top_k == 3 and hop.keep_hop1_top == 3
+    assert hop.cue is HopCue.ENTITIES and hop.hop2_new_only and hop.similarity_top_k is None
     assert SecondHopRetriever.class_name() == "SecondHopRetriever"
     data = make(cue="entities", seed_count=2, keep_hop1_top=1).to_dict()
     assert data["class_name"] == "SecondHopRetriever" and data["cue"] == "entities"
@@ -206,11 +211,30 @@ def test_equal_k_by_default_and_a_low_pin_lets_hop_2_in() -> None:
     assert ids(make(seed_count=0).retrieve(QUESTION)) == ["film", "other-film", "depp"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_hop2_new_only_ranks_hop_2_among_new_nodes(mode: str) -> None:
+    table = {"Tim Burton": ["film", "other-film", "burton"], "Ed Wood born": TABLE["Ed Wood born"]}
+
+    def top(**settings: Any) -> list[str]:
+        settings = {**LEADING, "seed_count": 1, "keep_hop1_top": 1, **settings}
+        hop = SecondHopRetriever(TableRetriever(table), **settings)
+        run = asyncio.run(hop.aretrieve(QUESTION)) if mode == "async" else hop.retrieve(QUESTION)
+        return ids(run)
+
+    # with votes for every node, burton (hop-2 rank 3) stays below hop 1's third node
+    assert top() == ["film", "other-film", "depp"]
+    # ranked among new nodes, burton is hop 2's first: it outscores hop 1's second
+    assert top(hop2_new_only=True) == ["film", "burton", "other-film"]
+    assert top(hop2_new_only=True, keep_hop1_top=2) == ["film", "other-film", "burton"]
+
+
 def test_hop_2_searches_fetch_hop2_top_k() -> None:
     inner = TableRetriever(TABLE, similarity_top_k=3)
-    SecondHopRetriever(inner, hop2_top_k=1, similarity_top_k=5).retrieve(QUESTION)
+    SecondHopRetriever(inner, hop2_top_k=1, similarity_top_k=5, **LEADING).retrieve(QUESTION)
     assert inner.similarity_top_k == 3  # the caller's retriever is not modified
-    hop = SecondHopRetriever(inner, hop2_top_k=1, keep_hop1_top=0, similarity_top_k=5)
+    hop = SecondHopRetriever(
+        inner, **{**LEADING, "hop2_top_k": 1, "keep_hop1_top": 0}, similarity_top_k=5
+    )
     assert ids(hop.retrieve(QUESTION)).count("noise") == 0  # burton's third hit not fetched
 
 
@@ -223,6 +247,7 @@ def random_case(rng: random.Random) -> tuple[dict[str, list[str]], dict[str, Any
         "keep_hop1_top": rng.randint(0, 6),
         "similarity_top_k": rng.choice([None, 2, 5, 9]),
         "hop2_weight": rng.choice([0.3, 1.0, 3.0]),
+        "hop2_new_only": rng.random() < 0.5,
         "cue": rng.choice(list(HopCue)),
     }
     return table, settings
@@ -251,9 +276,9 @@ def test_no_duplicates_hop_1_order_and_pins_hold_sync_and_async(seed: int) -> No
 def test_a_failing_hop_2_search_returns_hop_1_with_the_failure(caplog) -> None:
     inner = TableRetriever(TABLE, fail_on="Tim Burton")
     for results in (
-        SecondHopRetriever(inner, keep_hop1_top=0, similarity_top_k=4).retrieve(QUESTION),
+        SecondHopRetriever(inner, **{**LEADING, "keep_hop1_top": 0}).retrieve(QUESTION),
         asyncio.run(
-            SecondHopRetriever(inner, keep_hop1_top=0, similarity_top_k=4).aretrieve(QUESTION)
+            SecondHopRetriever(inner, **{**LEADING, "keep_hop1_top": 0}).aretrieve(QUESTION)
         ),
     ):
         assert ids(results)[:3] == ["film", "other-film", "depp"] and "burton" not in ids(results)
