@@ -96,13 +96,17 @@ def load_hotpot(path: Path) -> DataSet:
                     text="".join(lines), id_=f"hotpot:{title}", metadata={"title": title}
                 )
         answer = record["answer"].strip()
-        support = tuple(sentences[(t, i)] for t, i in record["supporting_facts"] if (t, i) in sentences)
+        support = tuple(
+            sentences[(t, i)] for t, i in record["supporting_facts"] if (t, i) in sentences
+        )
         answers = () if answer.lower() in ("yes", "no") else (answer,)
         items.append(Item(record["_id"], record["question"], answers, support))
     return DataSet("hotpot", list(documents.values()), items)
 
 
-def load_single_hop(name: str, path: Path, max_questions: int, max_documents: int | None) -> DataSet:
+def load_single_hop(
+    name: str, path: Path, max_questions: int, max_documents: int | None
+) -> DataSet:
     corpus = load_squad(path)
     doc_ids = list(corpus.documents)[:max_documents] if max_documents else list(corpus.documents)
     kept = set(doc_ids)
@@ -142,15 +146,21 @@ class ExactRetriever(BaseRetriever):
         self.counter[0] += 1
         key = (query_bundle.query_str, self.similarity_top_k)
         if key not in self.memo:
-            vector = query_bundle.embedding or self._embed_model.get_query_embedding(query_bundle.query_str)
+            vector = query_bundle.embedding or self._embed_model.get_query_embedding(
+                query_bundle.query_str
+            )
             scores = self.matrix @ np.asarray(vector, dtype=np.float32)
             top = np.argsort(-scores, kind="stable")[: self.similarity_top_k]
-            self.memo[key] = [NodeWithScore(node=self.nodes[i], score=float(scores[i])) for i in top]
+            self.memo[key] = [
+                NodeWithScore(node=self.nodes[i], score=float(scores[i])) for i in top
+            ]
         return list(self.memo[key])
 
 
 def chunk_and_embed(dataset: DataSet, embed_model: Any) -> tuple[list[BaseNode], np.ndarray]:
-    nodes = SentenceSplitter(chunk_size=256, chunk_overlap=20).get_nodes_from_documents(dataset.documents)
+    nodes = SentenceSplitter(chunk_size=256, chunk_overlap=20).get_nodes_from_documents(
+        dataset.documents
+    )
     texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     vectors = embed_model.get_text_embedding_batch([texts[i] for i in order])
@@ -179,11 +189,15 @@ def score(item: Item, results: Sequence[NodeWithScore]) -> dict[str, float | Non
     }  # fmt: skip
 
 
-def run(items: Sequence[Item], retrieve: Callable[[str], list[NodeWithScore]]) -> list[dict[str, float | None]]:
+def run(
+    items: Sequence[Item], retrieve: Callable[[str], list[NodeWithScore]]
+) -> list[dict[str, float | None]]:
     return [score(item, retrieve(item.question)) for item in items]
 
 
-def summary(rows: list[dict[str, float | None]], base: list[dict[str, float | None]] | None) -> dict[str, Any]:
+def summary(
+    rows: list[dict[str, float | None]], base: list[dict[str, float | None]] | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"n": len(rows), "tokens": statistics.fmean(r["tokens"] for r in rows)}  # type: ignore[misc]
     for metric in ("covered", "support"):
         values = [r[metric] for r in rows if r[metric] is not None]
@@ -191,10 +205,18 @@ def summary(rows: list[dict[str, float | None]], base: list[dict[str, float | No
             continue
         out[metric] = statistics.fmean(values)  # type: ignore[arg-type]
         if base is not None:
-            diffs = [r[metric] - b[metric] for r, b in zip(rows, base, strict=True) if r[metric] is not None]  # type: ignore[operator]
+            diffs = [
+                r[metric] - b[metric]
+                for r, b in zip(rows, base, strict=True)
+                if r[metric] is not None
+            ]  # type: ignore[operator]
             interval = paired_bootstrap_intervals(diffs)[0]
             changes = count_changes(diffs)
-            out[f"{metric}_diff"] = [round(interval.mean, 4), round(interval.low, 4), round(interval.high, 4)]
+            out[f"{metric}_diff"] = [
+                round(interval.mean, 4),
+                round(interval.low, 4),
+                round(interval.high, 4),
+            ]
             out[f"{metric}_changes"] = [changes.better, changes.worse]
     return out
 
@@ -217,10 +239,14 @@ def label(settings: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
 
 
-def evaluate_set(dataset: DataSet, embed_model: Any, ks: Sequence[int], settings_list: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def evaluate_set(
+    dataset: DataSet, embed_model: Any, ks: Sequence[int], settings_list: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
     started = time.perf_counter()
     nodes, matrix = chunk_and_embed(dataset, embed_model)
-    logger.info("%s: %d chunks embedded in %.0f s", dataset.name, len(nodes), time.perf_counter() - started)
+    logger.info(
+        "%s: %d chunks embedded in %.0f s", dataset.name, len(nodes), time.perf_counter() - started
+    )
     memo: dict[Any, list[NodeWithScore]] = {}
     counter = [0]
     report: dict[str, Any] = {"chunks": len(nodes), "questions": len(dataset.items), "rows": {}}
@@ -239,7 +265,9 @@ def evaluate_set(dataset: DataSet, embed_model: Any, ks: Sequence[int], settings
     return report
 
 
-def pick(reports: dict[str, dict[str, Any]], ks: Sequence[int], settings_list: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def pick(
+    reports: dict[str, dict[str, Any]], ks: Sequence[int], settings_list: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
     """The settings with the largest summed HotpotQA gain (coverage + support recall, over k)
     that never fall below the plain retriever on SQuAD (point estimate, every k)."""
     best, best_gain = None, -np.inf
@@ -260,7 +288,13 @@ def pick(reports: dict[str, dict[str, Any]], ks: Sequence[int], settings_list: S
 # --- compression ------------------------------------------------------------------------------
 
 
-def compressed_rows(dataset: DataSet, embed_model: Any, settings: dict[str, Any], budgets: Sequence[int], fetch: Sequence[int]) -> dict[str, Any]:
+def compressed_rows(
+    dataset: DataSet,
+    embed_model: Any,
+    settings: dict[str, Any],
+    budgets: Sequence[int],
+    fetch: Sequence[int],
+) -> dict[str, Any]:
     from llama_index_ext_advrag.postprocessor.compression import ContextCompressionPostprocessor
 
     nodes, matrix = chunk_and_embed(dataset, embed_model)
@@ -273,7 +307,9 @@ def compressed_rows(dataset: DataSet, embed_model: Any, settings: dict[str, Any]
         hits = {name: {item.id: retriever.retrieve(item.question) for item in dataset.items}
                 for name, retriever in (("plain", plain), ("second hop", hop))}  # fmt: skip
         for budget in budgets:
-            compress = ContextCompressionPostprocessor(embed_model=embed_model, max_context_tokens=budget)
+            compress = ContextCompressionPostprocessor(
+                embed_model=embed_model, max_context_tokens=budget
+            )
             scored = {
                 name: [score(item, compress.postprocess_nodes(by_id[item.id], query_str=item.question))
                        for item in dataset.items]
@@ -304,15 +340,26 @@ def latency(dataset: DataSet, settings: dict[str, Any], uri: str, top_k: int = 8
     for node, vector in zip(stored, matrix, strict=True):
         node.embedding = vector.tolist()
     Path(uri).parent.mkdir(parents=True, exist_ok=True)
-    store = open_vector_store(uri, "bench_second_hop", dim=matrix.shape[1], expected_rows=len(stored))
+    store = open_vector_store(
+        uri, "bench_second_hop", dim=matrix.shape[1], expected_rows=len(stored)
+    )
     if count_rows(store.client, store.collection_name) != len(stored):
-        store = open_vector_store(uri, "bench_second_hop", dim=matrix.shape[1], overwrite=True, expected_rows=len(stored))
+        store = open_vector_store(
+            uri, "bench_second_hop", dim=matrix.shape[1], overwrite=True, expected_rows=len(stored)
+        )
         store.add(stored)
     flush(store)
     raw = load_default_embed_model()  # uncached: the query embeddings are part of the cost
-    plain = VectorStoreIndex.from_vector_store(store, embed_model=raw).as_retriever(similarity_top_k=top_k)
+    plain = VectorStoreIndex.from_vector_store(store, embed_model=raw).as_retriever(
+        similarity_top_k=top_k
+    )
     hop = SecondHopRetriever(plain, **settings)
-    timings: dict[str, list[float]] = {"plain": [], "second hop": [], "plain async": [], "second hop async": []}
+    timings: dict[str, list[float]] = {
+        "plain": [],
+        "second hop": [],
+        "plain async": [],
+        "second hop async": [],
+    }
     searches = []
     loop = asyncio.new_event_loop()
     questions = [item.question for item in dataset.items]
@@ -343,7 +390,10 @@ def latency(dataset: DataSet, settings: dict[str, Any], uri: str, top_k: int = 8
 
 
 def format_rows(title: str, rows: dict[str, Any]) -> list[str]:
-    lines = [title, f"{'pipeline':84s} {'n':>4s} {'cover':>6s} {'support':>7s} {'tokens':>7s}  paired diff cover [95%] (+/-) | support"]
+    lines = [
+        title,
+        f"{'pipeline':84s} {'n':>4s} {'cover':>6s} {'support':>7s} {'tokens':>7s}  paired diff cover [95%] (+/-) | support",
+    ]
     for name, row in rows.items():
         cover = f"{row['covered']:.3f}" if "covered" in row else "-"
         support = f"{row['support']:.3f}" if "support" in row else "-"
@@ -355,12 +405,16 @@ def format_rows(title: str, rows: dict[str, Any]) -> list[str]:
         if "support_diff" in row:
             m, lo, hi = row["support_diff"]
             diff += f" | {m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-        lines.append(f"{name[:84]:84s} {row['n']:4d} {cover:>6s} {support:>7s} {row['tokens']:7.0f}  {diff}")
+        lines.append(
+            f"{name[:84]:84s} {row['n']:4d} {cover:>6s} {support:>7s} {row['tokens']:7.0f}  {diff}"
+        )
     return lines
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--datasets", default=str(DEFAULT_DATASETS))
     parser.add_argument("--sets", nargs="+", default=["hotpot", "squad", "covid", "cmrc"])
     parser.add_argument("--k", type=int, nargs="+", default=[3, 5, 8])
@@ -368,20 +422,30 @@ def main() -> None:
     parser.add_argument("--covid-papers", type=int, default=20)
     parser.add_argument("--cmrc-paragraphs", type=int, default=150)
     parser.add_argument("--grid", action="store_true", help="pick the settings on hotpot + squad")
-    parser.add_argument("--settings", default="{}", help="JSON settings (default: the class defaults)")
+    parser.add_argument(
+        "--settings", default="{}", help="JSON settings (default: the class defaults)"
+    )
     parser.add_argument("--compress", action="store_true")
     parser.add_argument("--budgets", type=int, nargs="+", default=[300, 600, 900])
     parser.add_argument("--fetch", type=int, nargs="+", default=[8, 12])
     parser.add_argument("--latency", action="store_true")
-    parser.add_argument("--milvus", default=str(CACHE_DIR.parent / "bench-milvus" / "second_hop.db"))
+    parser.add_argument(
+        "--milvus", default=str(CACHE_DIR.parent / "bench-milvus" / "second_hop.db")
+    )
     parser.add_argument("--out", default="bench_second_hop")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     embed_model = cached_bge_embedding()
     sets = {dataset.name: dataset for dataset in load_sets(args)}
     settings = json.loads(args.settings)
-    data: dict[str, Any] = {"args": vars(args), "embedding": "bge-small-en-v1.5 int8 ONNX", "sets": {}}
-    lines = [f"bench_second_hop: SentenceSplitter(256, 20) chunks, bge-small-en-v1.5, exact cosine top-k; k={args.k}"]
+    data: dict[str, Any] = {
+        "args": vars(args),
+        "embedding": "bge-small-en-v1.5 int8 ONNX",
+        "sets": {},
+    }
+    lines = [
+        f"bench_second_hop: SentenceSplitter(256, 20) chunks, bge-small-en-v1.5, exact cosine top-k; k={args.k}"
+    ]
     if args.grid:
         grid = grid_settings()
         reports = {name: evaluate_set(sets[name], embed_model, args.k, grid) for name in PICK_SETS}
@@ -395,12 +459,24 @@ def main() -> None:
     for name, dataset in sets.items():
         report = evaluate_set(dataset, embed_model, args.k, [settings])
         data["sets"][name] = report
-        lines += ["", *format_rows(f"{name}: {report['questions']} questions, {report['chunks']} chunks; second hop {label(settings)}", report["rows"])]
+        lines += [
+            "",
+            *format_rows(
+                f"{name}: {report['questions']} questions, {report['chunks']} chunks; second hop {label(settings)}",
+                report["rows"],
+            ),
+        ]
     if args.compress:
         for name, dataset in sets.items():
             rows = compressed_rows(dataset, embed_model, settings, args.budgets, args.fetch)
             data.setdefault("compressed", {})[name] = rows
-            lines += ["", *format_rows(f"{name}: compressed (ContextCompressionPostprocessor, cosine + rank prior)", rows)]
+            lines += [
+                "",
+                *format_rows(
+                    f"{name}: compressed (ContextCompressionPostprocessor, cosine + rank prior)",
+                    rows,
+                ),
+            ]
     if args.latency and "hotpot" in sets:
         result = latency(sets["hotpot"], settings, args.milvus)
         data["latency"] = result
