@@ -139,7 +139,7 @@ def merge_hops(
     """
     by_id: Mapping[str, FusedHit] = {hit.node_id: hit for hit in fused}
     first = list(dict.fromkeys(hop1_ids))
-    ordered = [by_id[i] for i in first[:max(keep_top - 1, 0)] if i in by_id]
+    ordered = [by_id[i] for i in first[:keep_top] if i in by_id]
     rest = [by_id[i] for i in first[keep_top:] if i in by_id]
     known = set(first)
     newcomers = sorted((h for h in fused if h.node_id not in known), key=tie_break_key)

@@ -299,7 +299,7 @@ class SecondHopRetriever(ConfiguredRetriever):
             hits = [hits[0], *(without(leg, hop1_ids) for leg in hits[1:])]
         fused = fuse_rrf(hits, weights=weights, k=self.rrf_k)
         limit = self.similarity_top_k or len(dict.fromkeys(hop1_ids))
-        merged = merge_hops(hop1_ids, fused, self.keep_hop1_top, limit)
+        merged = merge_hops(hop1_ids, fused, 0, limit)
         return self._build(question, merged, legs, records, skipped, failures, hop1_ids)
 
     def _build(
