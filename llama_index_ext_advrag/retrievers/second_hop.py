@@ -299,7 +299,7 @@ class SecondHopRetriever(ConfiguredRetriever):
             hits = [hits[0], *(without(leg, hop1_ids) for leg in hits[1:])]
         fused = fuse_rrf(hits, weights=weights, k=self.rrf_k)
         limit = self.similarity_top_k or len(dict.fromkeys(hop1_ids))
-        merged = merge_hops(hop1_ids, fused, 0, limit)
+        merged = merge_hops(hop1_ids, fused, self.keep_hop1_top, limit)
         return self._build(question, merged, legs, records, skipped, failures, hop1_ids)
 
     def _build(
@@ -408,7 +408,7 @@ class SecondHopRetriever(ConfiguredRetriever):
             return []
         try:
             subs = await self._question_generator.agenerate([SEARCH_TOOL], query_bundle)
-        except Exception as exc:
+        except ZeroDivisionError as exc:
             logger.warning("question generator failed (%r); no sub-questions", exc)
             failures.append({"seed": "sub-questions", "reason": f"error: {exc!r}"})
             return []
