@@ -26,6 +26,8 @@ Run only when named (they grade passages with a relevance judge, see
 | hybrid-rerank | hybrid, 4k candidates reordered by JudgeRerankPostprocessor, then window replacement |
 | crag | hybrid windows + CRAGPostprocessor (offline: keyword rewrites, BM25 corrective retrieval) |
 | self-rag | SelfRAGQueryEngine over hybrid's retrieval at k (generates: answers only) |
+| baseline-compress | baseline's 3k chunks compressed to 120 * k tokens (ContextCompressionPostprocessor) |
+| hybrid-compress | hybrid's windows for 3k slots compressed to 120 * k tokens |
 """
 
 from __future__ import annotations
@@ -163,6 +165,21 @@ JUDGED_SPECS = (
                              "corrective retrieval of keyword rewrites, strip refinement)"),
 )  # fmt: skip
 for _spec in JUDGED_SPECS:
+    register_pipeline(_spec.name, _spec, by_name_only=True)
+
+# Context compression embeds the sentences of every candidate (cached per question across k):
+# run when named. The budget follows k (compose.COMPRESSION_TOKENS_PER_SLOT tokens per slot).
+COMPRESS_SPECS = (
+    PipelineSpec("baseline-compress", _c("dense"), _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
+                 (_c("ContextCompressionPostprocessor"),), fetch_multiplier=3,
+                 description="baseline's 3k chunks compressed to 120 * k tokens (sentences scored "
+                             "by bge cosine + rank prior, +-1 neighbours)"),
+    PipelineSpec("hybrid-compress", _c("hybrid"), ARTICLE,
+                 (_c("WindowReplacementPostprocessor", top_n=None), _c("ContextCompressionPostprocessor")),
+                 fetch_multiplier=3,
+                 description="hybrid's windows for 3k slots compressed to 120 * k tokens"),
+)  # fmt: skip
+for _spec in COMPRESS_SPECS:
     register_pipeline(_spec.name, _spec, by_name_only=True)
 
 
