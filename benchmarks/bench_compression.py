@@ -302,7 +302,9 @@ def run_quality(args: argparse.Namespace) -> None:
     tops, vectors = retrieve_all(corpus, embed)
     logger.info("%s: %d chunks, %d questions retrieved in %.0f s", corpus.name, len(corpus.chunks), len(corpus.questions), time.perf_counter() - started)
     base = curve(uncompressed(corpus, tops))
+    started = time.perf_counter()
     opt = curve(optimizer(corpus, tops, vectors, embed))
+    logger.info("optimizer: %.0f s", time.perf_counter() - started)
     judge = None
     if args.judge or args.sweep:
         inner = CrossEncoderRelevanceJudge(num_threads=1, calibration=ScoreCalibration())
