@@ -399,8 +399,31 @@ def _postprocessor(
             corrective_retriever=corrective,
             **params,  # offline: no LLM rewrite
         )
+    if name == "ContextCompressionPostprocessor":
+        return _compression(params, spec, context)
     allowed = ", ".join(POSTPROCESSORS)
     raise SpecError(f"pipeline {spec.name!r}: unknown postprocessor {name!r}; allowed {allowed}")
+
+
+# Tokens of compressed context per context slot: at k the compressor keeps k * this many tokens
+# of the k * fetch_multiplier passages fetched (an uncompressed 256-token chunk holds ~230).
+COMPRESSION_TOKENS_PER_SLOT = 120
+
+
+def _compression(
+    params: dict[str, Any], spec: PipelineSpec, context: BuildContext
+) -> Callable[[int], Any]:
+    """``ContextCompressionPostprocessor`` whose budget follows k (``tokens_per_slot`` * k)."""
+    from llama_index_ext_advrag.postprocessor import ContextCompressionPostprocessor
+
+    per_slot = params.pop("tokens_per_slot", COMPRESSION_TOKENS_PER_SLOT)
+    if not isinstance(per_slot, int) or isinstance(per_slot, bool) or per_slot < 1:
+        raise SpecError(
+            f"pipeline {spec.name!r}: tokens_per_slot must be an integer >= 1, got {per_slot!r}"
+        )
+    return lambda k: ContextCompressionPostprocessor(
+        embed_model=context.embed_model, **{"max_context_tokens": k * per_slot, **params}
+    )
 
 
 POSTPROCESSORS = (
@@ -411,6 +434,7 @@ POSTPROCESSORS = (
     "ConsecutiveMergePostprocessor",
     "JudgeRerankPostprocessor",
     "CRAGPostprocessor",
+    "ContextCompressionPostprocessor",
 )
 
 

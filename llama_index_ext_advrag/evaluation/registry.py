@@ -27,7 +27,10 @@ Run only when named (they grade passages with a relevance judge, see
 | hybrid-rerank | hybrid, 4k candidates reordered by JudgeRerankPostprocessor, then window replacement |
 | crag | hybrid windows + CRAGPostprocessor (offline: keyword rewrites, BM25 corrective retrieval) |
 | hybrid-second-hop | hybrid with a SecondHopRetriever in front of window replacement |
+| baseline-second-hop-compress | baseline-second-hop's 3k chunks compressed to 120 * k tokens |
 | self-rag | SelfRAGQueryEngine over hybrid's retrieval at k (generates: answers only) |
+| baseline-compress | baseline's 3k chunks compressed to 120 * k tokens (ContextCompressionPostprocessor) |
+| hybrid-compress | hybrid's windows for 3k slots compressed to 120 * k tokens |
 """
 
 from __future__ import annotations
@@ -167,6 +170,21 @@ JUDGED_SPECS = (
 for _spec in JUDGED_SPECS:
     register_pipeline(_spec.name, _spec, by_name_only=True)
 
+# Context compression embeds the sentences of every candidate (cached per question across k):
+# run when named. The budget follows k (compose.COMPRESSION_TOKENS_PER_SLOT tokens per slot).
+COMPRESS_SPECS = (
+    PipelineSpec("baseline-compress", _c("dense"), _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
+                 (_c("ContextCompressionPostprocessor"),), fetch_multiplier=3,
+                 description="baseline's 3k chunks compressed to 120 * k tokens (sentences scored "
+                             "by bge cosine + rank prior, +-1 neighbours)"),
+    PipelineSpec("hybrid-compress", _c("hybrid"), ARTICLE,
+                 (_c("WindowReplacementPostprocessor", top_n=None), _c("ContextCompressionPostprocessor")),
+                 fetch_multiplier=3,
+                 description="hybrid's windows for 3k slots compressed to 120 * k tokens"),
+)  # fmt: skip
+for _spec in COMPRESS_SPECS:
+    register_pipeline(_spec.name, _spec, by_name_only=True)
+
 # A second hop (docs/retrievers_second_hop.md): the retriever's ``second_hop`` param wraps it in a
 # SecondHopRetriever with those settings ({}: the class defaults) returning k results.
 SECOND_HOP = {"second_hop": {}}
@@ -177,6 +195,15 @@ SECOND_HOP_SPECS = (
 )  # fmt: skip
 for _spec in SECOND_HOP_SPECS:
     register_pipeline(_spec.name, _spec)
+# The second hop's k chunks compressed as baseline-compress compresses them (run when named).
+register_pipeline(
+    "baseline-second-hop-compress",
+    PipelineSpec("baseline-second-hop-compress", _c("dense", **SECOND_HOP),
+                 _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
+                 (_c("ContextCompressionPostprocessor"),), fetch_multiplier=3,
+                 description="baseline-second-hop's 3k chunks compressed to 120 * k tokens"),
+    by_name_only=True,
+)  # fmt: skip
 register_pipeline(
     "hybrid-second-hop",
     PipelineSpec("hybrid-second-hop", _c("hybrid", **SECOND_HOP), ARTICLE,

@@ -139,6 +139,17 @@ def _context_tokens(texts: Sequence[str], count: Callable[[str], int]) -> int:
     return count(PASSAGE_SEPARATOR.join(t for t in texts if t))
 
 
+def estimate_tokens(sentence_tokens: Sequence[int], kept: set[int], separator_tokens: int) -> int:
+    """Tokens of a passage's kept sentences: each sentence counted once, plus a separator
+    between runs that are not adjacent (the exact count is taken on the assembled context).
+
+    >>> estimate_tokens([3, 4, 5], {0, 2}, 2)
+    10
+    """
+    runs = sum(1 for p in kept if p - 1 not in kept)
+    return sum(sentence_tokens[p] for p in kept) + separator_tokens * max(0, runs - 1)
+
+
 def select_within_budget(
     texts: Sequence[str],
     sentences: Sequence[Sequence[Sentence]],
@@ -155,13 +166,14 @@ def select_within_budget(
     smaller one further down can still use the room left.
 
     Ties in score go to the earlier passage and sentence. The result never exceeds the budget:
-    the context is counted with ``count`` as it will be handed on.
+    sentences are counted once each while choosing, then the context is counted with ``count``
+    as it will be handed on, and the lowest-scored kept sentences go until it fits.
     """
     kept: list[set[int]] = [set() for _ in texts]
-    compressed = ["" for _ in texts]
-    spans: list[list[tuple[int, int]]] = [[] for _ in texts]
+    tokens = [[count(s.text) for s in cut] for cut in sentences]
+    separator_tokens = count(separator) if separator else 0
+    passage_separator_tokens = count(PASSAGE_SEPARATOR)
     passage_tokens = [0 for _ in texts]
-    separator_tokens = count(PASSAGE_SEPARATOR)
     used = 0
     order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
     for index in order:
@@ -173,23 +185,24 @@ def select_within_budget(
         group = set(range(max(0, position - neighbours), min(last, position + neighbours) + 1))
         for attempt in (group, {position}):
             trial = kept[passage] | attempt
-            text, trial_spans = assemble(texts[passage], sentences[passage], trial, separator)
-            tokens = count(text)
-            opened = 0 if kept[passage] else 1  # a new passage adds a separator
-            estimate = used - passage_tokens[passage] + tokens
-            estimate += separator_tokens * opened if used else 0
+            trial_tokens = estimate_tokens(tokens[passage], trial, separator_tokens)
+            opened = not kept[passage] and used > 0  # a new passage adds a blank line
+            estimate = used - passage_tokens[passage] + trial_tokens
+            estimate += passage_separator_tokens if opened else 0
             if estimate > max_tokens:
                 continue
-            kept[passage], compressed[passage], spans[passage] = trial, text, trial_spans
-            used, passage_tokens[passage] = estimate, tokens
+            kept[passage], used, passage_tokens[passage] = trial, estimate, trial_tokens
             break
-    # The per-passage sums are an estimate of the joined context (a tokenizer may merge across
-    # a separator); the exact count decides, dropping the lowest-scored sentences if needed.
-    rank_of = {(c.passage, c.position): scores[i] for i, c in enumerate(candidates)}
+    assembled = [
+        assemble(t, s, k, separator) for t, s, k in zip(texts, sentences, kept, strict=True)
+    ]
+    compressed = [text for text, _ in assembled]
+    spans = [span for _, span in assembled]
+    score_of = {(c.passage, c.position): scores[i] for i, c in enumerate(candidates)}
     while _context_tokens(compressed, count) > max_tokens:
         passage, position = min(
             ((p, s) for p, positions in enumerate(kept) for s in positions),
-            key=lambda key: (rank_of.get(key, -math.inf), -key[0], -key[1]),
+            key=lambda key: (score_of.get(key, -math.inf), -key[0], -key[1]),
         )
         kept[passage].discard(position)
         compressed[passage], spans[passage] = assemble(
@@ -222,6 +235,7 @@ __all__ = [
     "candidates_of",
     "combine_scores",
     "cut_passages",
+    "estimate_tokens",
     "passage_order",
     "select_within_budget",
     "standardise",

@@ -408,7 +408,7 @@ class SecondHopRetriever(ConfiguredRetriever):
             return []
         try:
             subs = await self._question_generator.agenerate([SEARCH_TOOL], query_bundle)
-        except ZeroDivisionError as exc:
+        except Exception as exc:
             logger.warning("question generator failed (%r); no sub-questions", exc)
             failures.append({"seed": "sub-questions", "reason": f"error: {exc!r}"})
             return []

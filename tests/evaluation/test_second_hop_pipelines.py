@@ -53,7 +53,9 @@ def context(tmp_path: Path) -> BuildContext:
 
 
 @pytest.mark.milvus_lite
-@pytest.mark.parametrize("name", ["baseline-second-hop", "hybrid-second-hop"])
+@pytest.mark.parametrize(
+    "name", ["baseline-second-hop", "hybrid-second-hop", "baseline-second-hop-compress"]
+)
 def test_second_hop_pipelines_retrieve_k_distinct_nodes_with_the_trace(
     context: BuildContext, name: str
 ) -> None:
