@@ -187,7 +187,7 @@ for _spec in COMPRESS_SPECS:
 
 # A second hop (docs/retrievers_second_hop.md): the retriever's ``second_hop`` param wraps it in a
 # SecondHopRetriever with those settings ({}: the class defaults) returning k results.
-SECOND_HOP = {"second_hop": {}}
+SECOND_HOP: dict[str, Any] = {"second_hop": {}}
 SECOND_HOP_SPECS = (
     PipelineSpec("baseline-second-hop", _c("dense", **SECOND_HOP),
                  _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
