@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -43,6 +43,13 @@ from llama_index.core.tools.types import ToolMetadata
 from llama_index_ext_advrag.events import SecondHopEvent
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers._config import ConfiguredRetriever, aclose_all, close_all
+from llama_index_ext_advrag.retrievers._hop_calls import (
+    LegOutcome,
+    aembed_queries,
+    bounded_gather,
+    embed_queries,
+    find_embed_model,
+)
 from llama_index_ext_advrag.retrievers._hops import (
     HopCue,
     HopQuery,
@@ -74,35 +81,6 @@ DEFAULT_KEEP_HOP1_TOP = 3
 DEFAULT_HOP2_WEIGHT = 1.0
 DEFAULT_CUE = HopCue.ENTITIES
 DEFAULT_HOP2_NEW_ONLY = True
-
-LegOutcome = list[NodeWithScore] | BaseException
-
-
-def find_embed_model(retriever: BaseRetriever) -> BaseEmbedding | None:
-    """The embedding model ``retriever`` (or one of its legs) embeds queries with, if it
-    exposes one (core's vector retrievers and the pack's Milvus retrievers do)."""
-    for candidate in [retriever, *getattr(retriever, "legs", ())]:
-        model = getattr(candidate, "_embed_model", None)
-        if isinstance(model, BaseEmbedding):
-            return model
-    return None
-
-
-def embed_queries(model: BaseEmbedding, queries: Sequence[str]) -> list[Embedding]:
-    """Query embeddings of ``queries``: one batch call when the model offers
-    ``get_query_embedding_batch`` (the pack's models do), else one call per query."""
-    batch = getattr(model, "get_query_embedding_batch", None)
-    if callable(batch):
-        return list(batch(list(queries)))
-    return [model.get_query_embedding(q) for q in queries]
-
-
-async def aembed_queries(model: BaseEmbedding, queries: Sequence[str]) -> list[Embedding]:
-    """Async :func:`embed_queries`."""
-    batch = getattr(model, "aget_query_embedding_batch", None)
-    if callable(batch):
-        return list(await batch(list(queries)))
-    return list(await asyncio.gather(*(model.aget_query_embedding(q) for q in queries)))
 
 
 class SecondHopRetriever(ConfiguredRetriever):
@@ -440,23 +418,6 @@ class SecondHopRetriever(ConfiguredRetriever):
             [partial(hop2.aretrieve, bundle) for bundle in bundles], self.max_concurrency
         )
         return self._result(query_bundle.query_str, hop1, queries, outcomes, skipped, failures)
-
-
-async def bounded_gather(
-    calls: Sequence[Callable[[], Awaitable[list[NodeWithScore]]]], limit: int
-) -> list[LegOutcome]:
-    """Run ``calls`` concurrently, at most ``limit`` at once; an ``Exception`` becomes the
-    call's outcome, cancellation and interrupts propagate."""
-    semaphore = asyncio.Semaphore(limit)
-
-    async def run(call: Callable[[], Awaitable[list[NodeWithScore]]]) -> LegOutcome:
-        async with semaphore:
-            try:
-                return list(await call())
-            except Exception as exc:
-                return exc
-
-    return list(await asyncio.gather(*(run(call) for call in calls)))
 
 
 __all__ = [
