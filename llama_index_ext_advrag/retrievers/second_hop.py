@@ -58,8 +58,9 @@ from llama_index_ext_advrag.retrievers._hops import (
     non_increasing,
     without,
 )
-from llama_index_ext_advrag.retrievers.fusion import DEFAULT_RRF_K, fuse_rrf
+from llama_index_ext_advrag.retrievers.fusion import DEFAULT_RRF_K, fuse_rrf, language_factor
 from llama_index_ext_advrag.retrievers.hybrid import leg_hits, with_top_k
+from llama_index_ext_advrag.text.words import cjk_share
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,10 @@ class SecondHopRetriever(ConfiguredRetriever):
         hop2_weight: RRF weight of each hop-2 leg and sub-question leg (hop 1 weighs 1).
         hop2_new_only: rank each hop-2 leg among the nodes hop 1 did not return, so a
             hop-2 leg's first new node counts as its rank 1 (hop-1 nodes get no hop-2 votes).
+        language_gate: when the embedding model reads English only (bge-small-en, MiniLM:
+            :func:`~llama_index_ext_advrag.embeddings.language.is_english_only`), scale the
+            hop-2 weight by ``1 -`` the question's CJK share, so a Chinese question gets no
+            second hop (skipped, in the trace). Off: hop 2 runs whatever the language.
         rrf_k: the RRF constant. max_cue_tokens: a leading sentence is cut to this many
             tokens. max_cues: entity cues a seed adds at most.
         max_concurrency: hop-2 searches running at once in async.
@@ -156,6 +161,11 @@ class SecondHopRetriever(ConfiguredRetriever):
         description="Rank each hop-2 leg among the nodes hop 1 did not return (hop 2 then "
         "votes only for new evidence); False: hop-2 votes also lift hop-1 nodes.",
     )
+    language_gate: bool = Field(
+        default=True,
+        description="Scale hop 2 by 1 - the question's CJK share when the embedding model "
+        "reads English only (no second hop for a Chinese question).",
+    )
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=0, le=100_000, description="RRF constant k.")
     max_cue_tokens: int = Field(
         default=48, ge=1, le=512, description="A leading sentence is cut to this many tokens."
@@ -172,6 +182,7 @@ class SecondHopRetriever(ConfiguredRetriever):
     _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
     _question_generator: BaseQuestionGenerator | None = PrivateAttr(default=None)
     _hop2_retrievers: dict[int, BaseRetriever] = PrivateAttr(default_factory=dict)
+    _english_only: bool = PrivateAttr(default=False)
 
     def __init__(
         self,
@@ -188,6 +199,10 @@ class SecondHopRetriever(ConfiguredRetriever):
         super().__init__(**settings)
         self._retriever = retriever
         self._embed_model = embed_model or find_embed_model(retriever)
+        if self._embed_model is not None:
+            from llama_index_ext_advrag.embeddings.language import is_english_only
+
+            self._english_only = is_english_only(self._embed_model)
         if question_generator is None and llm is not None:
             from llama_index.core.question_gen import LLMQuestionGenerator
 
@@ -221,9 +236,20 @@ class SecondHopRetriever(ConfiguredRetriever):
 
     # --- pure steps shared by sync and async -------------------------------------------------
 
+    def language_factor(self, question: str) -> float:
+        """The factor of the hop-2 weight for ``question``: ``1 - its CJK share`` when
+        ``language_gate`` is on and the embedding model reads English only (a Chinese question
+        gets no second hop: its hop-2 queries would be noise to the model), else 1."""
+        if not (self.language_gate and self._english_only):
+            return 1.0
+        return language_factor(cjk_share(question), 0.0, floor=0.0)
+
     def _plan(
         self, question: str, hop1: Sequence[NodeWithScore], sub_questions: Sequence[str]
     ) -> tuple[list[HopQuery], list[dict[str, str]]]:
+        if self.language_factor(question) == 0.0:
+            reason = "a CJK question and an English-only embedding model (language_gate)"
+            return [], [{"seed": "all", "reason": reason}]
         seeds = [r.node for r in hop1[: self.seed_count]]
         queries, skipped = hop_queries(
             question, seeds, self.cue, self.max_cue_tokens, self.max_cues
@@ -270,7 +296,8 @@ class SecondHopRetriever(ConfiguredRetriever):
                 record.update(hits=len(outcome), error=None)
                 legs.append(list(outcome))
             records.append(record)
-        weights = (1.0,) + (self.hop2_weight,) * (len(legs) - 1)
+        weight = self.hop2_weight * self.language_factor(question)
+        weights = (1.0,) + (weight,) * (len(legs) - 1)
         hop1_ids = [r.node.node_id for r in hop1]
         hits = [leg_hits(leg) for leg in legs]
         if self.hop2_new_only:

@@ -358,6 +358,32 @@ def test_hop_2_queries_are_embedded_in_one_batch(mode: str) -> None:
     assert hop2_embeddings == [[float(len(q)), 1.0] for q in model.batches[0]]
 
 
+class EnglishOnlyEmbedding(CountingEmbedding):
+    model_name: str = "BAAI/bge-small-en-v1.5"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_language_gate_skips_hop_2_for_cjk_questions_on_an_english_only_model(mode: str) -> None:
+    chinese = "艾德伍德的导演出生在哪里？"
+    inner = TableRetriever({"导演": ["film", "other-film", "depp"]})
+    hop = SecondHopRetriever(inner, embed_model=EnglishOnlyEmbedding(batches=[]), **LEADING)
+    run = asyncio.run(hop.aretrieve(chinese)) if mode == "async" else hop.retrieve(chinese)
+    assert ids(run) == ["film", "other-film", "depp"] and inner.log["queries"] == [chinese]
+    trace = get_trace(run[0].node, "second_hop")
+    assert trace["searches"] == 1 and trace["skipped"][0]["seed"] == "all"
+    assert hop.language_factor(chinese) == 0.0 and hop.language_factor(QUESTION) == 1.0
+    assert 0.0 < hop.language_factor("艾德伍德的导演 Ed Wood") < 1.0  # mixed: hop 2 weighs less
+    # a model that reads Chinese, or the gate off: the second hop runs
+    for other in (
+        SecondHopRetriever(inner, embed_model=CountingEmbedding(batches=[]), **LEADING),
+        SecondHopRetriever(
+            inner, embed_model=EnglishOnlyEmbedding(batches=[]), language_gate=False, **LEADING
+        ),
+    ):
+        assert other.language_factor(chinese) == 1.0
+        assert get_trace(other.retrieve(chinese)[0].node, "second_hop")["searches"] == 4
+
+
 def test_the_embedding_model_is_found_on_the_retriever() -> None:
     inner = TableRetriever(TABLE)
     inner._embed_model = CountingEmbedding(batches=[])  # as core's vector retrievers hold it
