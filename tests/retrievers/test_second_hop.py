@@ -372,7 +372,14 @@ def test_language_gate_skips_hop_2_for_cjk_questions_on_an_english_only_model(mo
     trace = get_trace(run[0].node, "second_hop")
     assert trace["searches"] == 1 and trace["skipped"][0]["seed"] == "all"
     assert hop.language_factor(chinese) == 0.0 and hop.language_factor(QUESTION) == 1.0
-    assert 0.0 < hop.language_factor("艾德伍德的导演 Ed Wood") < 1.0  # mixed: hop 2 weighs less
+    mixed = "艾德伍德的导演 Ed Wood born"  # mixed: hop 2 weighs 1 - the CJK share
+    factor = hop.language_factor(mixed)
+    assert 0.0 < factor < 1.0
+    model = EnglishOnlyEmbedding(batches=[])
+    mixed_hop = SecondHopRetriever(TableRetriever(TABLE), embed_model=model, **LEADING)
+    bridge = mixed_hop.with_settings(similarity_top_k=4).retrieve(mixed)[3]
+    assert bridge.node.node_id == "burton"
+    assert get_trace(bridge.node, "second_hop")["fused_score"] == pytest.approx(factor / 61)
     # a model that reads Chinese, or the gate off: the second hop runs
     for other in (
         SecondHopRetriever(inner, embed_model=CountingEmbedding(batches=[]), **LEADING),
