@@ -158,5 +158,7 @@ trace = hit.node.metadata["advrag_trace"]["second_hop"]
 print("from hop", trace["hop"], "seeded by", [leg["seed"] for leg in trace["legs"] if leg["leg"] != "hop1"], "searches:", trace["searches"])
 
 # %% [markdown]
-# On 52 HotpotQA bridge and comparison questions the second hop adds coverage at the same
-# number of chunks, and on single-hop sets it is kept from costing any (docs/retrievers_second_hop.md).
+# On 52 HotpotQA bridge and comparison questions (bge-small, 256-token chunks) the second hop
+# raises coverage from 0.860 to 0.907 at k = 8 with the same number of chunks; on SQuAD 2.0,
+# COVID-QA and CMRC it leaves coverage unchanged at k = 3, 5 and 8
+# (docs/retrievers_second_hop.md).
