@@ -9,8 +9,9 @@ the context (passages joined by a blank line), tokens = LlamaIndex's tokenizer.
 - uncompressed: top-k chunks for k = 1..12, read at each budget by interpolating between the
   two k whose mean tokens bracket it (``evaluation.frontier.interpolation_weights``, the same
   weights applied per question, so the paired difference is exact);
-- optimizer: core's ``SentenceEmbeddingOptimizer`` over the top 8 at percentile cutoffs
-  0.1-0.9 (it has no token budget), read at each budget the same way;
+- optimizer: core's ``SentenceEmbeddingOptimizer(percentile_cutoff=0.3)`` (the issue's
+  setting; it has no token budget) over the top k, k = 1..12, read at each budget the same
+  way;
 - compressed: the top ``--top`` chunks compressed to the budget (300 / 600 / 900 tokens).
 
 Differences are paired per question with a 95% bootstrap interval
@@ -69,8 +70,7 @@ logger = logging.getLogger("benchmarks.compression")
 
 BUDGETS = (300, 600, 900)
 MAX_K = 12
-OPTIMIZER_TOP = 8
-OPTIMIZER_CUTOFFS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+OPTIMIZER_CUTOFF = 0.3
 SEPARATOR = "\n\n"
 
 
@@ -93,14 +93,16 @@ JUDGED = Config("cross-encoder + cosine + rank prior, +-1, top 12", judge=True)
 
 def sweep_configs(judge: bool) -> list[Config]:
     grid = [
-        Config(f"cosine, +-{n}, rank {r}, top {t}", top=t, neighbours=n, rank_weight=r)
-        for t in (8, 12)
+        Config(f"cosine, +-{n}, rank {r}, top 12", neighbours=n, rank_weight=r)
         for n in (0, 1, 2)
-        for r in (0.0, 0.25, 0.5, 1.0)
+        for r in (0.0, 0.5, 1.0)
     ]
+    grid.append(Config("cosine, +-1, rank 0.5, top 8", top=8))
     if judge:
         grid += [
-            Config("cross-encoder alone, +-1, top 12", judge=True, cosine_weight=0.0, rank_weight=0.0),
+            Config(
+                "cross-encoder alone, +-1, top 12", judge=True, cosine_weight=0.0, rank_weight=0.0
+            ),
             Config("cross-encoder + rank 0.5, +-1, top 12", judge=True, cosine_weight=0.0),
             JUDGED,
         ]
@@ -125,7 +127,10 @@ class Corpus:
 def chunk_documents(documents: dict[str, str]) -> list[TextNode]:
     splitter = SentenceSplitter(chunk_size=256, chunk_overlap=20)
     docs = [Document(text=text, id_=doc_id) for doc_id, text in documents.items()]
-    return [TextNode(text=n.get_content(), id_=n.node_id) for n in splitter.get_nodes_from_documents(docs)]
+    return [
+        TextNode(text=n.get_content(), id_=n.node_id)
+        for n in splitter.get_nodes_from_documents(docs)
+    ]
 
 
 def load_corpus(args: argparse.Namespace) -> Corpus:
@@ -175,7 +180,11 @@ def retrieve_all(corpus: Corpus, embed: Any) -> tuple[list[list[int]], list[list
 
 
 def hits_of(corpus: Corpus, top: Sequence[int], n: int) -> list[NodeWithScore]:
-    return [NodeWithScore(node=corpus.chunks[i], score=1.0 - r / 100) for r, i in enumerate(top[:n])]
+    """Copies of the top ``n`` chunks (core's optimizer rewrites the nodes it is given)."""
+    return [
+        NodeWithScore(node=corpus.chunks[i].model_copy(), score=1.0 - r / 100)
+        for r, i in enumerate(top[:n])
+    ]
 
 
 def context_of(nodes: Sequence[NodeWithScore]) -> str:
@@ -208,21 +217,32 @@ def uncompressed(corpus: Corpus, tops: list[list[int]]) -> list[list[tuple[int, 
     return rows
 
 
-def optimizer(corpus: Corpus, tops: list[list[int]], vectors: list[Any], embed: Any) -> list[list[tuple[int, bool]]]:
+def optimizer(
+    corpus: Corpus, tops: list[list[int]], vectors: list[Any], embed: Any
+) -> list[list[tuple[int, bool]]]:
+    """Core's optimizer at the issue's setting (percentile 0.3, its default +-1 context) over
+    the top k, k = 1..12: a curve in k read at each budget like the uncompressed one."""
+    post = SentenceEmbeddingOptimizer(embed_model=embed, percentile_cutoff=OPTIMIZER_CUTOFF)
     rows = []
     for question, top, vector in zip(corpus.questions, tops, vectors, strict=True):
         row = []
-        for cutoff in OPTIMIZER_CUTOFFS:
-            post = SentenceEmbeddingOptimizer(embed_model=embed, percentile_cutoff=cutoff)
+        for k in range(1, MAX_K + 1):
             bundle = QueryBundle(question.text, embedding=vector)
-            context = context_of(post.postprocess_nodes(hits_of(corpus, top, OPTIMIZER_TOP), query_bundle=bundle))
+            context = context_of(
+                post.postprocess_nodes(hits_of(corpus, top, k), query_bundle=bundle)
+            )
             row.append((count_tokens(context), covers(context, question.gold)))
         rows.append(row)
     return rows
 
 
 def compressed(
-    corpus: Corpus, tops: list[list[int]], vectors: list[Any], embed: Any, judge: Any, config: Config
+    corpus: Corpus,
+    tops: list[list[int]],
+    vectors: list[Any],
+    embed: Any,
+    judge: Any,
+    config: Config,
 ) -> dict[int, list[tuple[int, bool]]]:
     out: dict[int, list[tuple[int, bool]]] = {}
     for budget in BUDGETS:
@@ -238,7 +258,9 @@ def compressed(
         rows = []
         for question, top, vector in zip(corpus.questions, tops, vectors, strict=True):
             bundle = QueryBundle(question.text, embedding=vector)
-            context = context_of(post.postprocess_nodes(hits_of(corpus, top, config.top), query_bundle=bundle))
+            context = context_of(
+                post.postprocess_nodes(hits_of(corpus, top, config.top), query_bundle=bundle)
+            )
             rows.append((count_tokens(context), covers(context, question.gold)))
         out[budget] = rows
     return out
@@ -249,7 +271,11 @@ def compressed(
 
 def interval(diff: np.ndarray) -> dict[str, float]:
     (result,) = paired_bootstrap_intervals(diff)
-    return {"mean": round(result.mean, 4), "low": round(result.low, 4), "high": round(result.high, 4)}
+    return {
+        "mean": round(result.mean, 4),
+        "low": round(result.low, 4),
+        "high": round(result.high, 4),
+    }
 
 
 def fmt(value: dict[str, float] | None) -> str:
@@ -258,7 +284,9 @@ def fmt(value: dict[str, float] | None) -> str:
     return f"{value['mean']:+.3f} [{value['low']:+.3f}, {value['high']:+.3f}]"
 
 
-def compare(config: Config, rows: dict[int, list[tuple[int, bool]]], base: tuple, opt: tuple) -> list[dict[str, Any]]:
+def compare(
+    config: Config, rows: dict[int, list[tuple[int, bool]]], base: tuple, opt: tuple
+) -> list[dict[str, Any]]:
     results = []
     for budget in BUDGETS:
         covered = np.array([c for _, c in rows[budget]], dtype=float)
@@ -291,7 +319,10 @@ def table(title: str, results: list[dict[str, Any]]) -> str:
 
 
 def curve_lines(name: str, means: np.ndarray, covered: np.ndarray, labels: Sequence[Any]) -> str:
-    points = ", ".join(f"{label}: {c:.3f} @ {t:.0f}" for label, t, c in zip(labels, means, covered.mean(axis=0), strict=True))
+    points = ", ".join(
+        f"{label}: {c:.3f} @ {t:.0f}"
+        for label, t, c in zip(labels, means, covered.mean(axis=0), strict=True)
+    )
     return f"{name}: {points}"
 
 
@@ -300,7 +331,13 @@ def run_quality(args: argparse.Namespace) -> None:
     embed = cached_bge_embedding()
     started = time.perf_counter()
     tops, vectors = retrieve_all(corpus, embed)
-    logger.info("%s: %d chunks, %d questions retrieved in %.0f s", corpus.name, len(corpus.chunks), len(corpus.questions), time.perf_counter() - started)
+    logger.info(
+        "%s: %d chunks, %d questions retrieved in %.0f s",
+        corpus.name,
+        len(corpus.chunks),
+        len(corpus.questions),
+        time.perf_counter() - started,
+    )
     base = curve(uncompressed(corpus, tops))
     started = time.perf_counter()
     opt = curve(optimizer(corpus, tops, vectors, embed))
@@ -308,17 +345,23 @@ def run_quality(args: argparse.Namespace) -> None:
     judge = None
     if args.judge or args.sweep:
         inner = CrossEncoderRelevanceJudge(num_threads=1, calibration=ScoreCalibration())
-        judge = CachedRawJudge(inner, RawScoreCache(CACHE_DIR / "judges"), "ce-msmarco-int8", ScoreCalibration())
-    configs = sweep_configs(args.judge) if args.sweep else [DEFAULT] + ([JUDGED] if args.judge else [])
+        judge = CachedRawJudge(
+            inner, RawScoreCache(CACHE_DIR / "judges"), "ce-msmarco-int8", ScoreCalibration()
+        )
+    configs = (
+        sweep_configs(args.judge) if args.sweep else [DEFAULT] + ([JUDGED] if args.judge else [])
+    )
     results = []
     for config in configs:
         started = time.perf_counter()
-        results += compare(config, compressed(corpus, tops, vectors, embed, judge, config), base, opt)
+        results += compare(
+            config, compressed(corpus, tops, vectors, embed, judge, config), base, opt
+        )
         logger.info("%s: %.0f s", config.name, time.perf_counter() - started)
     text = "\n\n".join([
         table(f"{corpus.notes['set']}: compression at equal tokens (bge-small-en-v1.5, SentenceSplitter(256))", results),
         curve_lines("uncompressed top-k (coverage @ mean tokens)", *base, range(1, MAX_K + 1)),
-        curve_lines(f"SentenceEmbeddingOptimizer over top {OPTIMIZER_TOP} (percentile cutoff)", *opt, OPTIMIZER_CUTOFFS),
+        curve_lines(f"SentenceEmbeddingOptimizer(percentile_cutoff={OPTIMIZER_CUTOFF}) over top k", *opt, range(1, MAX_K + 1)),
         f"judge pairs scored by the model this run: {judge.scored if judge is not None else 0}",
     ])  # fmt: skip
     print(text)
@@ -345,15 +388,27 @@ def run_latency(args: argparse.Namespace) -> None:
     squad = load_squad(args.datasets / "squad2" / "squad2_dev_first5.json")
     documents = [Document(text=t, id_=d) for d, t in squad.documents.items()]
     embed = cached_bge_embedding()
-    units = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(documents)
-    for unit, vector in zip(units, embed.get_text_embedding_batch([u.get_content(MetadataMode.NONE) for u in units]), strict=True):
+    units = AdaptiveSlidingWindowNodeParser(window_size=1, stride=1).get_nodes_from_documents(
+        documents
+    )
+    for unit, vector in zip(
+        units,
+        embed.get_text_embedding_batch([u.get_content(MetadataMode.NONE) for u in units]),
+        strict=True,
+    ):
         unit.embedding = vector
     docstore = SimpleDocumentStore()
     docstore.add_documents(units)
-    chunks = AdaptiveSlidingWindowNodeParser(window_size=8, stride=8).get_nodes_from_documents(documents)
-    matrix = normalise_rows(embed.get_text_embedding_batch([c.get_content(MetadataMode.NONE) for c in chunks]))
+    chunks = AdaptiveSlidingWindowNodeParser(window_size=8, stride=8).get_nodes_from_documents(
+        documents
+    )
+    matrix = normalise_rows(
+        embed.get_text_embedding_batch([c.get_content(MetadataMode.NONE) for c in chunks])
+    )
     questions = random.Random(0).sample(squad.questions, min(args.latency, len(squad.questions)))
-    stored = ContextCompressionPostprocessor(embed_model=embed, docstore=docstore, max_context_tokens=600)
+    stored = ContextCompressionPostprocessor(
+        embed_model=embed, docstore=docstore, max_context_tokens=600
+    )
     times: dict[str, list[float]] = {"stored vectors": [], "cached embedding": []}
     counts = []
     for question in questions:
@@ -361,7 +416,13 @@ def run_latency(args: argparse.Namespace) -> None:
         top = np.argsort(-(matrix @ normalise_rows(vector)[0]))[:12]
         hits = [NodeWithScore(node=chunks[i], score=0.5) for i in top]
         bundle = QueryBundle(question.question, embedding=vector)
-        for name, post in (("stored vectors", stored), ("cached embedding", ContextCompressionPostprocessor(embed_model=embed, max_context_tokens=600))):
+        for name, post in (
+            ("stored vectors", stored),
+            (
+                "cached embedding",
+                ContextCompressionPostprocessor(embed_model=embed, max_context_tokens=600),
+            ),
+        ):
             started = time.perf_counter()
             result = post.postprocess_nodes(hits, query_bundle=bundle)
             times[name].append((time.perf_counter() - started) * 1000)
@@ -375,9 +436,15 @@ def run_latency(args: argparse.Namespace) -> None:
     lines = ["## Cost at top 12 (SQuAD 2.0 first 5 articles, pack sentence units, 600-token budget)", "",
              "| scorer | p50 ms | p90 ms |", "|---|---|---|"]  # fmt: skip
     for name, values in times.items():
-        lines.append(f"| {name} | {statistics.median(values):.1f} | {np.percentile(values, 90):.1f} |")
-    lines.append(f"\ncross-encoder (ms-marco-MiniLM-L-12 int8, 1 thread): {rate:.1f} pairs/s on {len(pairs)} sentence pairs")
-    stored_share = sum(c["stored"] for c in counts) / max(1, sum(c["stored"] + c["embedded"] for c in counts))
+        lines.append(
+            f"| {name} | {statistics.median(values):.1f} | {np.percentile(values, 90):.1f} |"
+        )
+    lines.append(
+        f"\ncross-encoder (ms-marco-MiniLM-L-12 int8, 1 thread): {rate:.1f} pairs/s on {len(pairs)} sentence pairs"
+    )
+    stored_share = sum(c["stored"] for c in counts) / max(
+        1, sum(c["stored"] + c["embedded"] for c in counts)
+    )
     lines.append(f"sentences with a stored vector: {stored_share:.3f}; {len(questions)} questions")
     text = "\n".join(lines)
     print(text)
@@ -392,9 +459,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--dataset", choices=["squad2", "covidqa", "cmrc", "rgb"], default="squad2")
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--documents", type=int, default=None, help="first N documents (COVID-QA, CMRC)")
-    parser.add_argument("--judge", action="store_true", help="also the cross-encoder rows (English)")
-    parser.add_argument("--sweep", action="store_true", help="the grid the defaults were picked from")
+    parser.add_argument(
+        "--documents", type=int, default=None, help="first N documents (COVID-QA, CMRC)"
+    )
+    parser.add_argument(
+        "--judge", action="store_true", help="also the cross-encoder rows (English)"
+    )
+    parser.add_argument(
+        "--sweep", action="store_true", help="the grid the defaults were picked from"
+    )
     parser.add_argument("--latency", type=int, default=0, help="cost run over N questions instead")
     parser.add_argument("--name", default=None)
     args = parser.parse_args(argv)

@@ -37,7 +37,7 @@ def test_compressed_context_follows_k(tmp_path: Path) -> None:
         "parser": {"type": "SentenceSplitter", "chunk_size": 256, "chunk_overlap": 20},
         "postprocessors": [{"type": "ContextCompressionPostprocessor", "tokens_per_slot": per_slot}],
         "fetch_multiplier": 3,
-    }, "baseline-compress"]}), encoding="utf-8")  # fmt: skip
+    }, "baseline-compress", "hybrid-compress"]}), encoding="utf-8")  # fmt: skip
     options = CompareOptions(
         docs=[str(docs)], questions=str(qa), spec=str(spec),
         uri=str(tmp_path / "m.db"), out=str(tmp_path / "report"), state_dir=str(tmp_path / "s"),
@@ -46,9 +46,12 @@ def test_compressed_context_follows_k(tmp_path: Path) -> None:
     run, _ = run_compare(options)
     tight = [r for r in run.results if r.pipeline == "tight-compress"]
     assert tight and all(r.context_tokens <= per_slot * r.k for r in tight)
-    default = [r for r in run.results if r.pipeline == "baseline-compress"]
-    assert default and all(r.context_tokens <= COMPRESSION_TOKENS_PER_SLOT * r.k for r in default)
-    assert any(r.covered for r in default)
+    for name in ("baseline-compress", "hybrid-compress"):
+        default = [r for r in run.results if r.pipeline == name]
+        assert default and all(
+            r.context_tokens <= COMPRESSION_TOKENS_PER_SLOT * r.k for r in default
+        )
+        assert any(r.covered for r in default), name
 
 
 @pytest.mark.milvus_lite

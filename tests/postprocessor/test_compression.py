@@ -323,3 +323,59 @@ def test_the_event_carries_the_trace(use_async: bool) -> None:
         get_trace(r.node, "compression")["spans"] for r in result
     ]
     assert set(event.dropped) == {"n0", "n1", "n2"} - {r.node.node_id for r in result}
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_the_rank_prior_favours_earlier_passages(use_async: bool) -> None:
+    retrieved = hits(["The tower is tall.", "Where is the Eiffel Tower?"])
+    settings = {"judge": WordJudge(), "cosine_weight": 0.0, "max_context_tokens": 8}
+    (alone,) = run(compressor(rank_weight=0.0, **settings), use_async, retrieved)
+    assert alone.node.node_id == "n1", "the judge alone keeps the better sentence"
+    (prior,) = run(compressor(rank_weight=5.0, **settings), use_async, retrieved)
+    assert prior.node.node_id == "n0", "a strong prior keeps the first passage's sentence"
+
+
+@pytest.fixture
+def character_tokens() -> Any:
+    """LlamaIndex's global tokenizer set to one token per character (the user's own
+    tokenizer): sentences counted alone then miss the spaces that join them."""
+    import llama_index.core
+    from llama_index.core import set_global_tokenizer
+
+    from llama_index_ext_advrag.text.tokens import _tokenizer
+
+    previous = llama_index.core.global_tokenizer
+    set_global_tokenizer(list)
+    _tokenizer.cache_clear()
+    yield
+    llama_index.core.global_tokenizer = previous
+    _tokenizer.cache_clear()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("budget", [30, 64, 100, 150, 220])
+def test_the_budget_holds_under_the_users_tokenizer(
+    use_async: bool, budget: int, character_tokens: Any
+) -> None:
+    post = compressor(judge=WordJudge(), max_context_tokens=budget, neighbours=2)
+    result = run(post, use_async, hits(EN))
+    assert result and len("\n\n".join(r.node.get_content() for r in result)) <= budget
+
+
+class SaturatedJudge(BaseRelevanceJudge):
+    """Every sentence sharing a query word scores 1.0; the raw value still tells them apart."""
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        words = set(query.lower().strip("?").split())
+        shared = [len(words & set(t.lower().strip(".?").split())) for t in texts]
+        return [self.grade(1.0 if s else 0.0, raw=float(s)) for s in shared]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_the_judges_raw_value_is_scored_not_its_saturated_probability(use_async: bool) -> None:
+    retrieved = hits(["The tower is tall.", "Where is the Eiffel Tower?"])
+    post = compressor(
+        judge=SaturatedJudge(), cosine_weight=0.0, rank_weight=0.0, max_context_tokens=8
+    )
+    (kept,) = run(post, use_async, retrieved)
+    assert kept.node.node_id == "n1"
