@@ -49,6 +49,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.postprocessor import (
         ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
     )
+    from llama_index_ext_advrag.postprocessor import (
+        ContextCompressionPostprocessor as ContextCompressionPostprocessor,
+    )
     from llama_index_ext_advrag.postprocessor import CRAGPostprocessor as CRAGPostprocessor
     from llama_index_ext_advrag.postprocessor import (
         DriftAwareWindowPostprocessor as DriftAwareWindowPostprocessor,
@@ -71,6 +74,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.retrievers import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
+    from llama_index_ext_advrag.retrievers import SecondHopRetriever as SecondHopRetriever
     from llama_index_ext_advrag.retrievers import TwoLayerMilvusRetriever as TwoLayerMilvusRetriever
     from llama_index_ext_advrag.tables import SafePandasQueryEngine as SafePandasQueryEngine
     from llama_index_ext_advrag.tables import UnsafeCodeError as UnsafeCodeError
@@ -120,6 +124,8 @@ _EXPORTS = {
     "resolve_embed_model": "llama_index_ext_advrag.models",
     "resolve_llm": "llama_index_ext_advrag.models",
     "split_sentences": "llama_index_ext_advrag.text",
+    "SecondHopRetriever": "llama_index_ext_advrag.retrievers",
+    "ContextCompressionPostprocessor": "llama_index_ext_advrag.postprocessor",
 }
 
 # Former names, still importable (building one warns) but not listed in __all__.

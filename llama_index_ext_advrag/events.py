@@ -312,12 +312,57 @@ class WindowReplacementEvent(AdvragEvent):
         return "WindowReplacementEvent"
 
 
+class SecondHopEvent(AdvragEvent):
+    """The second hop: each leg (hop 1, each hop-2 query, each sub-question) and what it
+    returned or why it failed, and the merged ranking."""
+
+    component: str = "second_hop"
+    query: str
+    legs: list[dict[str, Any]] = Field(
+        description="leg, query, seed (hop 2), hits and error of every search made."
+    )
+    skipped: list[dict[str, Any]] = Field(
+        default_factory=list, description="Seeds or sub-questions not searched, and why."
+    )
+    returned: list[dict[str, Any]] = Field(
+        description="node_id, hop, hop1_rank, pinned and fused score of every returned node."
+    )
+    searches: int = Field(description="Searches made through the wrapped retriever.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SecondHopEvent"
+
+
+class ContextCompressionEvent(AdvragEvent):
+    """Context compression: the spans kept of each passage, the budget and the tokens, or why
+    the passages were handed on as retrieved (``error``)."""
+
+    component: str = "compression"
+    query: str
+    max_context_tokens: int
+    tokens_before: int
+    tokens_after: int
+    scorer: str = Field(description="The signals combined, e.g. judge+cosine+rank.")
+    nodes: list[dict[str, Any]] = Field(
+        description="node_id, retrieval_rank, spans [[start, end], ...] of its text, "
+        "kept_sentences and sentences, per returned passage in order."
+    )
+    dropped: list[str] = Field(default_factory=list, description="Passages with nothing kept.")
+    error: str | None = Field(default=None, description="Why the passages are as retrieved.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextCompressionEvent"
+
+
 __all__ = [
     "AdvragEvent",
     "AutoMergingEvent",
     "CRAGActionEvent",
     "CRAGResultEvent",
     "CRAGRoundEvent",
+    "ContextCompressionEvent",
     "DriftWindowEvent",
     "HybridFusionEvent",
     "JudgeGradesEvent",
@@ -327,6 +372,7 @@ __all__ = [
     "PandasQueryEvent",
     "RecursiveHopEvent",
     "RecursiveResultEvent",
+    "SecondHopEvent",
     "SelfRAGAnswerEvent",
     "SelfRAGReflectionEvent",
     "SelfRAGRouteEvent",

@@ -37,5 +37,11 @@ class BlockingEncoderEmbedding(CleanInputEmbedding):
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._encode, texts, False)
 
+    def _get_query_embeddings(self, queries: list[str]) -> list[Embedding]:
+        return self._encode(queries, is_query=True)
+
+    async def _aget_query_embeddings(self, queries: list[str]) -> list[Embedding]:
+        return await asyncio.to_thread(self._encode, queries, True)
+
 
 __all__ = ["BlockingEncoderEmbedding"]

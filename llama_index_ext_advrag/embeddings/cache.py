@@ -290,6 +290,15 @@ class CachedEmbedding(CleanInputEmbedding):
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return self._texts(texts)
 
+    def _get_query_embeddings(self, queries: list[str]) -> list[Embedding]:
+        if not self.cache_queries:
+            return _inner_queries(self._inner, queries)
+        keys, missing = self._partition(QUERY_KIND, queries)
+        if missing:
+            todo = self._first_texts(keys, queries, missing)
+            self._remember(missing, _inner_queries(self._inner, todo))
+        return self._assemble(keys, missing)
+
     # --- async: the same steps; disk and the model run off the event loop ------------------
 
     async def _atexts(self, texts: list[str]) -> list[Embedding]:
@@ -314,6 +323,29 @@ class CachedEmbedding(CleanInputEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await self._atexts(texts)
+
+    async def _aget_query_embeddings(self, queries: list[str]) -> list[Embedding]:
+        if not self.cache_queries:
+            return await _ainner_queries(self._inner, queries)
+        keys, missing = await asyncio.to_thread(self._partition, QUERY_KIND, queries)
+        if missing:
+            todo = self._first_texts(keys, queries, missing)
+            vectors = await _ainner_queries(self._inner, todo)
+            await asyncio.to_thread(self._remember, missing, vectors)
+        return self._assemble(keys, missing)
+
+
+def _inner_queries(inner: BaseEmbedding, queries: list[str]) -> list[Embedding]:
+    """``inner``'s query vectors: in one batch when it has one (the pack's models)."""
+    if isinstance(inner, CleanInputEmbedding):
+        return inner.get_query_embedding_batch(queries)
+    return [inner.get_query_embedding(query) for query in queries]
+
+
+async def _ainner_queries(inner: BaseEmbedding, queries: list[str]) -> list[Embedding]:
+    if isinstance(inner, CleanInputEmbedding):
+        return await inner.aget_query_embedding_batch(queries)
+    return [await inner.aget_query_embedding(query) for query in queries]
 
 
 def _read(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, np.ndarray]:

@@ -82,5 +82,22 @@ class CleanInputEmbedding(BaseEmbedding, RefusesUnknownSettings):
         batch = self._clean_batch(texts)
         return await _core("aget_text_embedding_batch")(self, batch, show_progress, **kwargs)
 
+    def get_query_embedding_batch(self, queries: list[str]) -> list[Embedding]:
+        """Query embeddings of ``queries`` in as few model calls as the model allows (core's
+        ``BaseEmbedding`` has no batch query method; a second retrieval hop embeds several
+        queries at once). Input is checked and cleaned as in :meth:`get_query_embedding`."""
+        return self._get_query_embeddings(self._clean_batch(queries))
+
+    async def aget_query_embedding_batch(self, queries: list[str]) -> list[Embedding]:
+        """Async :meth:`get_query_embedding_batch`."""
+        return await self._aget_query_embeddings(self._clean_batch(queries))
+
+    def _get_query_embeddings(self, queries: list[str]) -> list[Embedding]:
+        """One vector per query; subclasses that batch queries override it."""
+        return [self._get_query_embedding(query) for query in queries]
+
+    async def _aget_query_embeddings(self, queries: list[str]) -> list[Embedding]:
+        return [await self._aget_query_embedding(query) for query in queries]
+
 
 __all__ = ["CleanInputEmbedding"]

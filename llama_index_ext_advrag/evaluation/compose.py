@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from llama_index.core.node_parser import NodeParser
@@ -307,6 +307,42 @@ def _two_layer(
     )
 
 
+SECOND_HOP_KEY = "second_hop"  # a retriever param: SecondHopRetriever settings ({} = defaults)
+
+
+def split_second_hop(spec: PipelineSpec) -> tuple[PipelineSpec, dict[str, Any] | None]:
+    """``spec`` without the retriever's ``second_hop`` param, and that param (``None``: none)."""
+    params = dict(spec.retriever.params)
+    if SECOND_HOP_KEY not in params:
+        return spec, None
+    settings = params.pop(SECOND_HOP_KEY)
+    if not isinstance(settings, dict):
+        raise SpecError(
+            f"pipeline {spec.name!r}: {SECOND_HOP_KEY} must be a mapping of "
+            f"SecondHopRetriever settings, got {settings!r}"
+        )
+    return replace(spec, retriever=Component(spec.retriever.type, params)), dict(settings)
+
+
+class SecondHopFactory:
+    """Wrap a retriever factory so each k's retriever gets a second hop returning k results;
+    :meth:`close` closes what the wrapped factory opened."""
+
+    def __init__(self, inner: RetrieverFactory, settings: dict[str, Any]) -> None:
+        self._inner = inner
+        self._settings = settings
+
+    def __call__(self, n: int) -> Any:
+        from llama_index_ext_advrag.retrievers import SecondHopRetriever
+
+        return SecondHopRetriever(self._inner(n), **{"similarity_top_k": n, **self._settings})
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if callable(close):
+            close()
+
+
 @dataclass(frozen=True)
 class RetrieverKind:
     factory: Callable[[PipelineSpec, BuildContext, BuiltIndex | None], RetrieverFactory]
@@ -369,8 +405,31 @@ def _postprocessor(
             corrective_retriever=corrective,
             **params,  # offline: no LLM rewrite
         )
+    if name == "ContextCompressionPostprocessor":
+        return _compression(params, spec, context)
     allowed = ", ".join(POSTPROCESSORS)
     raise SpecError(f"pipeline {spec.name!r}: unknown postprocessor {name!r}; allowed {allowed}")
+
+
+# Tokens of compressed context per context slot: at k the compressor keeps k * this many tokens
+# of the k * fetch_multiplier passages fetched (an uncompressed 256-token chunk holds ~230).
+COMPRESSION_TOKENS_PER_SLOT = 120
+
+
+def _compression(
+    params: dict[str, Any], spec: PipelineSpec, context: BuildContext
+) -> Callable[[int], Any]:
+    """``ContextCompressionPostprocessor`` whose budget follows k (``tokens_per_slot`` * k)."""
+    from llama_index_ext_advrag.postprocessor import ContextCompressionPostprocessor
+
+    per_slot = params.pop("tokens_per_slot", COMPRESSION_TOKENS_PER_SLOT)
+    if not isinstance(per_slot, int) or isinstance(per_slot, bool) or per_slot < 1:
+        raise SpecError(
+            f"pipeline {spec.name!r}: tokens_per_slot must be an integer >= 1, got {per_slot!r}"
+        )
+    return lambda k: ContextCompressionPostprocessor(
+        embed_model=context.embed_model, **{"max_context_tokens": k * per_slot, **params}
+    )
 
 
 POSTPROCESSORS = (
@@ -381,6 +440,7 @@ POSTPROCESSORS = (
     "ConsecutiveMergePostprocessor",
     "JudgeRerankPostprocessor",
     "CRAGPostprocessor",
+    "ContextCompressionPostprocessor",
 )
 
 
@@ -457,9 +517,13 @@ def compose(spec: PipelineSpec, context: BuildContext) -> ComposedPipeline:
         )
     if spec.fetch_multiplier < 1:
         raise SpecError(f"pipeline {spec.name!r}: fetch_multiplier must be >= 1")
+    spec, hop_settings = split_second_hop(spec)
     built = dense_index(spec, context) if kind.needs_dense_index else None
     try:
         retriever_at = kind.factory(spec, context, built)
+        if hop_settings is not None:
+            retriever_at = SecondHopFactory(retriever_at, hop_settings)
+            retriever_at(1)  # validate the settings now
         postprocessors = [_postprocessor(c, spec, context, built) for c in spec.postprocessors]
         for make in postprocessors:
             make(1)  # validate parameters before the run
@@ -467,7 +531,8 @@ def compose(spec: PipelineSpec, context: BuildContext) -> ComposedPipeline:
         raise
     except (TypeError, ValueError) as exc:
         raise SpecError(f"pipeline {spec.name!r}: {exc}") from None
-    return ComposedPipeline(spec, retriever_at, kind.prefix_stable, postprocessors)
+    prefix_stable = kind.prefix_stable and hop_settings is None
+    return ComposedPipeline(spec, retriever_at, prefix_stable, postprocessors)
 
 
 __all__ = [

@@ -17,6 +17,7 @@ docs/ recommends:
 | hybrid | as article | dense + jieba BM25, z-score fusion, dense muted on CJK text | WindowReplacementPostprocessor |
 | prev-next | sentences (window 1) + UnitAnnotator | dense | PrevNextPostprocessor(±2) |
 | drift-window | sentences (window 1) + UnitAnnotator | dense | DriftAwareWindowPostprocessor |
+| baseline-second-hop | as baseline | dense + SecondHopRetriever (k results) | |
 
 Run only when named (they grade passages with a relevance judge, see
 :mod:`~llama_index_ext_advrag.evaluation.judged`):
@@ -25,7 +26,11 @@ Run only when named (they grade passages with a relevance judge, see
 |---|---|
 | hybrid-rerank | hybrid, 4k candidates reordered by JudgeRerankPostprocessor, then window replacement |
 | crag | hybrid windows + CRAGPostprocessor (offline: keyword rewrites, BM25 corrective retrieval) |
+| hybrid-second-hop | hybrid with a SecondHopRetriever in front of window replacement |
+| baseline-second-hop-compress | baseline-second-hop's 3k chunks compressed to 120 * k tokens |
 | self-rag | SelfRAGQueryEngine over hybrid's retrieval at k (generates: answers only) |
+| baseline-compress | baseline's 3k chunks compressed to 120 * k tokens (ContextCompressionPostprocessor) |
+| hybrid-compress | hybrid's windows for 3k slots compressed to 120 * k tokens |
 """
 
 from __future__ import annotations
@@ -164,6 +169,48 @@ JUDGED_SPECS = (
 )  # fmt: skip
 for _spec in JUDGED_SPECS:
     register_pipeline(_spec.name, _spec, by_name_only=True)
+
+# Context compression embeds the sentences of every candidate (cached per question across k):
+# run when named. The budget follows k (compose.COMPRESSION_TOKENS_PER_SLOT tokens per slot).
+COMPRESS_SPECS = (
+    PipelineSpec("baseline-compress", _c("dense"), _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
+                 (_c("ContextCompressionPostprocessor"),), fetch_multiplier=3,
+                 description="baseline's 3k chunks compressed to 120 * k tokens (sentences scored "
+                             "by bge cosine + rank prior, +-1 neighbours)"),
+    PipelineSpec("hybrid-compress", _c("hybrid"), ARTICLE,
+                 (_c("WindowReplacementPostprocessor", top_n=None), _c("ContextCompressionPostprocessor")),
+                 fetch_multiplier=3,
+                 description="hybrid's windows for 3k slots compressed to 120 * k tokens"),
+)  # fmt: skip
+for _spec in COMPRESS_SPECS:
+    register_pipeline(_spec.name, _spec, by_name_only=True)
+
+# A second hop (docs/retrievers_second_hop.md): the retriever's ``second_hop`` param wraps it in a
+# SecondHopRetriever with those settings ({}: the class defaults) returning k results.
+SECOND_HOP: dict[str, Any] = {"second_hop": {}}
+SECOND_HOP_SPECS = (
+    PipelineSpec("baseline-second-hop", _c("dense", **SECOND_HOP),
+                 _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
+                 description="baseline + an LLM-free second hop (hop-1 passages expand the question)"),
+)  # fmt: skip
+for _spec in SECOND_HOP_SPECS:
+    register_pipeline(_spec.name, _spec)
+# The second hop's k chunks compressed as baseline-compress compresses them (run when named).
+register_pipeline(
+    "baseline-second-hop-compress",
+    PipelineSpec("baseline-second-hop-compress", _c("dense", **SECOND_HOP),
+                 _c("SentenceSplitter", chunk_size=256, chunk_overlap=20),
+                 (_c("ContextCompressionPostprocessor"),), fetch_multiplier=3,
+                 description="baseline-second-hop's 3k chunks compressed to 120 * k tokens"),
+    by_name_only=True,
+)  # fmt: skip
+register_pipeline(
+    "hybrid-second-hop",
+    PipelineSpec("hybrid-second-hop", _c("hybrid", **SECOND_HOP), ARTICLE,
+                 (_c("WindowReplacementPostprocessor"),), fetch_multiplier=4,
+                 description="hybrid with a second hop in front of window replacement"),
+    by_name_only=True,
+)  # fmt: skip
 
 
 def _build_self_rag(context: BuildContext) -> RetrievalPipeline:

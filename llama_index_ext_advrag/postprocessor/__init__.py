@@ -1,5 +1,5 @@
 """Node postprocessors: prev-next expansion, drift-aware windows, consecutive merge, window
-replacement.
+replacement, judge rerank, CRAG, context compression.
 
 Classes are imported lazily, so importing the package stays cheap. ``UnitAnnotator``, which
 runs at ingest, lives in :mod:`llama_index_ext_advrag.node_parser`.
@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 from llama_index_ext_advrag._lazy import lazy_getattr
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from llama_index_ext_advrag.postprocessor.compression import (
+        ContextCompressionPostprocessor as ContextCompressionPostprocessor,
+    )
     from llama_index_ext_advrag.postprocessor.consecutive_merge import (
         ConsecutiveMergePostprocessor as ConsecutiveMergePostprocessor,
     )
@@ -36,6 +39,7 @@ _EXPORTS = {
     "WindowReplacementPostprocessor": ".window_replacement",
     "JudgeRerankPostprocessor": ".judge_rerank",
     "CRAGPostprocessor": ".crag",
+    "ContextCompressionPostprocessor": ".compression",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -35,6 +35,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.retrievers.recursive import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
     )
+    from llama_index_ext_advrag.retrievers.second_hop import (
+        SecondHopRetriever as SecondHopRetriever,
+    )
     from llama_index_ext_advrag.retrievers.two_layer import (
         TwoLayerConfig as TwoLayerConfig,
     )
@@ -57,6 +60,7 @@ _EXPORTS = {
     "JiebaBM25Retriever": ".bm25",
     "BM25Config": ".bm25",
     "MilvusBM25Retriever": ".milvus_bm25",
+    "SecondHopRetriever": ".second_hop",
 }
 # Former names, still importable (building one warns) but not listed in __all__.
 _DEPRECATED = {"BM25Retriever": ".bm25"}

@@ -124,3 +124,41 @@ plt.show()
 # `from_defaults` leaves the dense leg on for Chinese (`is_english_only` is then `False`);
 # see `docs/embeddings.md` for its figures. Persisting BM25 beside the Milvus Lite file:
 # `bm25.persist(bm25_persist_dir(uri, collection))`, reloaded with `JiebaBM25Retriever.from_persist_dir`.
+
+# %% [markdown]
+# ## 5. A second hop for questions that need two passages
+#
+# "Where was the director of *Ed Wood* born?" needs the film's passage (which names the
+# director) and the director's passage (which names the town); the second does not look like
+# the question. `SecondHopRetriever` wraps any retriever: from each of hop 1's top passages it
+# asks again with the question plus that passage's entity cues (or title, or leading
+# sentence), without an LLM, and fuses the hops so that hop 1's order is kept and its top
+# `keep_hop1_top` results are never pushed out. Here over BM25 and four made-up passages, at
+# k = 2 with only hop 1's best result pinned (the default pins 3).
+
+# %%
+from llama_index.core.schema import TextNode
+
+from llama_index_ext_advrag import SecondHopRetriever
+
+passages = [
+    "Ed Wood is a 1994 American biographical film directed by Tim Burton.",
+    "Ed Wood (1924-1978) was a filmmaker known for low-budget films.",
+    "Tim Burton was born in Burbank, California, in 1958.",
+    "Burbank is a city in Los Angeles County, home to several film studios.",
+]
+bridge_nodes = [TextNode(text=text, id_=f"p{i}") for i, text in enumerate(passages)]
+question = "Where was the director of the film Ed Wood born?"
+one_hop = JiebaBM25Retriever(bridge_nodes, similarity_top_k=2)
+two_hops = SecondHopRetriever(one_hop, seed_count=1, keep_hop1_top=1)
+for name, retriever in [("one hop", one_hop), ("second hop", two_hops)]:
+    print(name, [hit.node.get_content() for hit in retriever.retrieve(question)])
+hit = two_hops.retrieve(question)[-1]
+trace = hit.node.metadata["advrag_trace"]["second_hop"]
+print("from hop", trace["hop"], "seeded by", [leg["seed"] for leg in trace["legs"] if leg["leg"] != "hop1"], "searches:", trace["searches"])
+
+# %% [markdown]
+# On 52 HotpotQA bridge and comparison questions (bge-small, 256-token chunks) the second hop
+# raises coverage from 0.860 to 0.907 at k = 8 with the same number of chunks; on SQuAD 2.0,
+# COVID-QA and CMRC it leaves coverage unchanged at k = 3, 5 and 8
+# (docs/retrievers_second_hop.md).

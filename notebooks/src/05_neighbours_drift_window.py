@@ -24,7 +24,7 @@ import pandas as pd
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.schema import QueryBundle
 
-from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, DriftAwareWindowPostprocessor, PrevNextPostprocessor, UnitAnnotator, resolve_embed_model
+from llama_index_ext_advrag import AdaptiveSlidingWindowNodeParser, ContextCompressionPostprocessor, DriftAwareWindowPostprocessor, PrevNextPostprocessor, UnitAnnotator, resolve_embed_model
 from llama_index_ext_advrag.evaluation import answer_groups_covered, load_questions
 from llama_index_ext_advrag.milvus import flush, open_vector_store
 from llama_index_ext_advrag.text import count_tokens
@@ -136,3 +136,21 @@ plt.show()
 # * Chinese text needs a model that reads it (the `multilingual` extra) for the similarities
 #   to mean anything; PrevNext needs no model at all.
 # * In a query engine: `index.as_query_engine(similarity_top_k=3, node_postprocessors=[drift])`.
+
+# %% [markdown]
+# ## 5. Compressing the windows to a token budget
+#
+# `ContextCompressionPostprocessor` goes last: it cuts the windows into sentences, scores each
+# against the question and keeps the best (with a neighbour either side) until the context
+# holds `max_context_tokens`. Here the sentence vectors come from the same Milvus collection
+# (the sentence nodes stored above), so nothing but the question is embedded; the trace says
+# which character spans of each window were kept.
+
+# %%
+wide = PrevNextPostprocessor(vector_store=store, num_nodes=2).postprocess_nodes(hits, query_bundle=question)
+compress = ContextCompressionPostprocessor(vector_store=store, embed_model=embed_model, max_context_tokens=60)
+kept = compress.postprocess_nodes(wide, query_bundle=question)
+print(count_tokens("\n\n".join(n.node.get_content() for n in wide)), "tokens ->", count_tokens("\n\n".join(n.node.get_content() for n in kept)))
+for node in kept:
+    trace = node.node.metadata["advrag_trace"]["compression"]
+    print(f"rank {trace['retrieval_rank']} spans={trace['spans']} vectors={trace['vectors']} | {node.node.text[:160]!r}")

@@ -81,6 +81,10 @@ CASES: dict[str, Case] = {
         pack.RecursiveIndexNodeRetriever("root", {"root": ListRetriever()}, max_depth=2),
         {"retriever_dict": {"root": ListRetriever()}},
     ),
+    "SecondHopRetriever": lambda: (
+        pack.SecondHopRetriever(ListRetriever(), cue="title", keep_hop1_top=2, hop2_weight=0.5),
+        {"retriever": ListRetriever()},
+    ),
     "SafePandasQueryEngine": lambda: (
         pack.SafePandasQueryEngine(frame(), llm=MockLLM(), name="sites", max_retries=2),
         {"df": frame()},
@@ -124,6 +128,19 @@ CASES: dict[str, Case] = {
     "JudgeRerankPostprocessor": lambda: (
         pack.JudgeRerankPostprocessor(judge=KeywordJudge(), top_n=2),
         {"judge": KeywordJudge()},
+    ),
+    "ContextCompressionPostprocessor": lambda: (
+        pack.ContextCompressionPostprocessor(
+            judge=KeywordJudge(),
+            embed_model=HashEmbedding(),
+            docstore=docstore(),
+            max_context_tokens=300,
+            neighbours=2,
+            rank_weight=0.25,
+            rank_passages=True,
+            judge_timeout=5.0,
+        ),
+        {"judge": KeywordJudge(), "embed_model": HashEmbedding(), "docstore": docstore()},
     ),
     "BaseRelevanceJudge": lambda: (
         pack.BaseRelevanceJudge(name="base", decision_threshold=0.4),

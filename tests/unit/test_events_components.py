@@ -60,6 +60,7 @@ from llama_index_ext_advrag.node_parser import (
 )
 from llama_index_ext_advrag.postprocessor import (
     ConsecutiveMergePostprocessor,
+    ContextCompressionPostprocessor,
     CRAGPostprocessor,
     DriftAwareWindowPostprocessor,
     JudgeRerankPostprocessor,
@@ -72,6 +73,7 @@ from llama_index_ext_advrag.retrievers import (
     HybridFusionRetriever,
     JiebaBM25Retriever,
     RecursiveIndexNodeRetriever,
+    SecondHopRetriever,
     TwoLayerMilvusRetriever,
 )
 from llama_index_ext_advrag.tables import SafePandasQueryEngine
@@ -361,6 +363,16 @@ CALLS: dict[str, tuple[Callable[[Path], Any], Callable[[Any, str], Any]]] = {
     "ColbertRelevanceJudge": (lambda _: ColbertRelevanceJudge(encoder=LetterEncoder()), judge),
     "MilvusBM25Retriever": (milvus_bm25, retrieve),
     "LanguageRoutedJudge": (lambda _: LanguageRoutedJudge({"en": WordJudge()}), judge),
+    "ContextCompressionPostprocessor": (
+        lambda _: ContextCompressionPostprocessor(
+            judge=WordJudge(), embed_model=HashEmbedding(dim=8), max_context_tokens=3
+        ),
+        postprocess,
+    ),
+    "SecondHopRetriever": (
+        lambda _: SecondHopRetriever(JiebaBM25Retriever(sentences()[0], similarity_top_k=2)),
+        retrieve,
+    ),
     "BgeSmallOnnxEmbedding": (bge, embed),
     "MultilingualE5Embedding": (e5, embed),
     "CachedEmbedding": (cached, embed),
