@@ -67,6 +67,8 @@ COMPONENT_KEYS = {
     "CRAGPostprocessor": "crag",
     "SelfRAGQueryEngine": "self_rag",
     "SafePandasQueryEngine": "pandas",
+    "ContextCompressionPostprocessor": "compression",
+    "SecondHopRetriever": "second_hop",
     "CrossEncoderRelevanceJudge": "judge",
     "EmbeddingRelevanceJudge": "judge",
     "LLMRelevanceJudge": "judge",
