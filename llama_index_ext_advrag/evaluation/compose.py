@@ -172,10 +172,15 @@ def _hybrid(
     spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
 ) -> RetrieverFactory:
     from llama_index_ext_advrag.retrievers import HybridFusionRetriever
+    from llama_index_ext_advrag.retrievers.hybrid import FUSION_SETTINGS, default_fusion_settings
 
     assert built is not None
     bm25 = context.store.bm25(built, make_parser(spec, context))
-    params = {"mode": "score", "normalization": "zscore", "leg_top_k": 30, **spec.retriever.params}
+    given = spec.retriever.params
+    fusion: dict[str, Any] = {"mode": "score", "normalization": "zscore"}
+    if context.english_only_embedding and not any(key in given for key in FUSION_SETTINGS):
+        fusion = default_fusion_settings(True)  # fitted with bge-small: docs/retrievers_fusion.md
+    params = {**fusion, "leg_top_k": 30, **given}
     if context.english_only_embedding:
         params.setdefault("english_only_legs", ["dense"])
     leg_top_k = int(params.pop("leg_top_k"))
