@@ -735,7 +735,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             covid = load_squad(covidqa_path(args.datasets), args.max_questions or 300)
             title = "COVID-QA, seeded sample"
         covid_rows = run_dataset("covidqa", covid, args)
-        tables.append(format_rows(f"{title} (n={len(covid.questions)})", covid_rows, DENSE))
+        tables.append(format_rows(title, covid_rows, DENSE))
         rows += covid_rows
     if args.only in (None, "rgb"):
         rgb = load_rgb(args.datasets / "rgb" / "zh_refine.json", args.max_questions or 100)
