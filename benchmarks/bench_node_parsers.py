@@ -543,7 +543,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--parts",
         default="covid,cmrc,throughput",
-        help="comma-separated: covid, cmrc, throughput; covid-grid, squad2-grid (window sizes)",
+        help="comma-separated: covid, cmrc, throughput; covid-grid, squad2-grid, cmrc-grid "
+        "(window sizes; cmrc-grid: the first --cmrc-questions over their paragraphs)",
     )
     parser.add_argument("--embed", choices=("minilm", "bge"), default="minilm")
     parser.add_argument("--covid-papers", type=int, default=30, help="covid-grid: first N papers")
@@ -618,6 +619,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             f" questions ({args.embed})"
         )
         lines, data["covid_grid"] = grid_part("covgrid", title, corpus, args, embed_model)
+        report += lines
+    if "cmrc-grid" in parts:
+        corpus = load_squad(cmrc_path(args.datasets))
+        questions = corpus.questions[: args.cmrc_questions]
+        asked = {q.doc_id for q in questions}
+        corpus = SquadCorpus({d: t for d, t in corpus.documents.items() if d in asked}, questions)
+        title = (
+            f"CMRC 2018: first {len(questions)} questions over their {len(corpus.documents)}"
+            f" paragraphs ({args.embed})"
+        )
+        lines, data["cmrc_grid"] = grid_part("cmrcgrid", title, corpus, args, embed_model)
         report += lines
     if "squad2-grid" in parts:
         corpus = load_squad(args.datasets / "squad2" / "squad2_dev_first5.json")
