@@ -138,6 +138,12 @@ def _parser_settings(spec: PipelineSpec, context: BuildContext) -> dict[str, Any
     params = dict(spec.parser.params)
     if params.get("preset") == "auto":
         params["preset"] = context.doc_type
+    preset = params.get("preset")
+    if spec.parser.type == "AdaptiveSlidingWindowNodeParser" and isinstance(preset, str):
+        from llama_index_ext_advrag.node_parser.presets import REFITTED_PRESETS, preset_values
+
+        if preset in {p.value for p in REFITTED_PRESETS}:  # a re-fitted window: a new index
+            params.setdefault("max_window_tokens", preset_values(preset)["max_window_tokens"])
     return {"type": spec.parser.type, "params": params, "annotate": spec.annotate}
 
 

@@ -102,6 +102,13 @@ PRESETS: dict[DocumentPreset, dict[str, Any]] = {
 }
 
 
+# Presets whose values changed after `advrag compare` first keyed its indexes by the preset's
+# name alone (window sizes re-fitted to bge-small): their window size enters the index key
+# (evaluation/compose.py), so an index parsed with the old windows is not reused. The other
+# presets keep their keys.
+REFITTED_PRESETS = frozenset({DocumentPreset.ARTICLE, DocumentPreset.GENERAL})
+
+
 def preset_values(preset: DocumentPreset | str) -> dict[str, Any]:
     """Return a copy of the field values of ``preset``.
 
@@ -111,4 +118,4 @@ def preset_values(preset: DocumentPreset | str) -> dict[str, Any]:
     return dict(PRESETS[parse_enum(DocumentPreset, preset, "preset", also="None")])
 
 
-__all__ = ["PRESETS", "DocumentPreset", "preset_values"]
+__all__ = ["PRESETS", "REFITTED_PRESETS", "DocumentPreset", "preset_values"]
