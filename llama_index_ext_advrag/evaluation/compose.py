@@ -185,7 +185,9 @@ def _hybrid(
     given = spec.retriever.params
     fusion: dict[str, Any] = {"mode": "score", "normalization": "zscore"}
     if context.english_only_embedding and not any(key in given for key in FUSION_SETTINGS):
-        fusion = default_fusion_settings(True)  # fitted with bge-small: docs/retrievers_fusion.md
+        # the legs index single sentences (article units): fitted with bge-small on sentence
+        # nodes, docs/retrievers_fusion.md
+        fusion = default_fusion_settings(True, sentence_units=True)
     params = {**fusion, "leg_top_k": 30, **given}
     if context.english_only_embedding:
         params.setdefault("english_only_legs", ["dense"])

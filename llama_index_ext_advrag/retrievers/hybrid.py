@@ -80,15 +80,23 @@ MULTILINGUAL_FUSION_DEFAULTS: dict[str, Any] = {
     "weights": (1.0, 0.5),
 }
 # The fusion settings from_defaults uses when its dense leg is English-only (the default
-# bge-small-en-v1.5, all-MiniLM): z-score fusion, dense 1.0 / BM25 0.3. Chosen with bge-small as
-# the dense leg on COVID-QA (first 30 papers, 213 questions, k = 1, 3, 5, 10: the largest summed
-# paired gain over the better single leg among settings whose 95% interval never lies wholly
-# below 0) and reported on SQuAD 2.0 (first 5 dev articles, 705 answerable questions: above
-# both legs at every k). RRF with equal weights, the class default and the earlier default here,
-# fell 2.3 points below bge alone at k = 3 and 5 on COVID-QA. Only modes that keep BM25's order
+# bge-small-en-v1.5, all-MiniLM): z-score fusion, equal weights. Chosen with bge-small as the
+# dense leg on COVID-QA (first 30 papers, 213 questions, k = 1, 3, 5, 10 (8 for chunks), over
+# both sentence nodes and 256-token chunks: the largest summed paired gain over the better single
+# leg among settings whose 95% interval never lies wholly below 0) and reported on SQuAD 2.0
+# (first 5 dev articles, 705 answerable questions: above the better leg at every k on both
+# units). RRF with equal weights, the class default and the earlier default here, fell 2.3
+# points below bge alone at k = 3 and 5 on COVID-QA sentences. Only modes that keep BM25's order
 # where the English-only leg is muted (Chinese text) were candidates: RRF and z-score (min-max
 # maps BM25's last hit to the score of the nodes it missed). docs/retrievers_fusion.md.
 ENGLISH_FUSION_DEFAULTS: dict[str, Any] = {
+    "mode": FusionMode.SCORE,
+    "normalization": Normalization.ZSCORE,
+    "weights": (1.0, 1.0),
+}
+# The same choice over sentence nodes alone (the legs of advrag compare's hybrid pipeline): BM25
+# over single sentences is the weaker leg there, and dense 1.0 / BM25 0.3 gains the most.
+ENGLISH_SENTENCE_FUSION_DEFAULTS: dict[str, Any] = {
     "mode": FusionMode.SCORE,
     "normalization": Normalization.ZSCORE,
     "weights": (1.0, 0.3),
@@ -98,15 +106,21 @@ ENGLISH_FUSION_DEFAULTS: dict[str, Any] = {
 FUSION_SETTINGS = ("mode", "normalization", "weights", "k")
 
 
-def default_fusion_settings(dense_english_only: bool) -> dict[str, Any]:
+def default_fusion_settings(
+    dense_english_only: bool, sentence_units: bool = False
+) -> dict[str, Any]:
     """The tuned fusion settings for a dense leg that reads only English
-    (:data:`ENGLISH_FUSION_DEFAULTS`) or one that also reads Chinese
-    (:data:`MULTILINGUAL_FUSION_DEFAULTS`); a copy.
+    (:data:`ENGLISH_FUSION_DEFAULTS`; :data:`ENGLISH_SENTENCE_FUSION_DEFAULTS` when both legs
+    index single sentences) or one that also reads Chinese (:data:`MULTILINGUAL_FUSION_DEFAULTS`);
+    a copy.
 
-    >>> default_fusion_settings(True)["weights"]
-    (1.0, 0.3)
+    >>> default_fusion_settings(True)["weights"], default_fusion_settings(True, True)["weights"]
+    ((1.0, 1.0), (1.0, 0.3))
     """
-    chosen = ENGLISH_FUSION_DEFAULTS if dense_english_only else MULTILINGUAL_FUSION_DEFAULTS
+    if not dense_english_only:
+        chosen = MULTILINGUAL_FUSION_DEFAULTS
+    else:
+        chosen = ENGLISH_SENTENCE_FUSION_DEFAULTS if sentence_units else ENGLISH_FUSION_DEFAULTS
     logger.info("dense leg English-only=%s: fusion %s", dense_english_only, chosen)
     return dict(chosen)
 
@@ -517,6 +531,7 @@ HybridFusionConfig = settings_model(HybridFusionRetriever, "HybridFusionConfig")
 
 __all__ = [
     "ENGLISH_FUSION_DEFAULTS",
+    "ENGLISH_SENTENCE_FUSION_DEFAULTS",
     "MULTILINGUAL_FUSION_DEFAULTS",
     "HybridFusionConfig",
     "HybridFusionRetriever",

@@ -114,7 +114,7 @@ async def test_multilingual_dense_leg_leads_the_fusion_async() -> None:
 async def test_english_only_dense_leg_gets_the_english_defaults(model_name: str) -> None:
     hybrid = hybrid_over(model_name)
     settings = (hybrid.mode, hybrid.normalization, hybrid.weights)
-    assert settings == (FusionMode.SCORE, Normalization.ZSCORE, (1.0, 0.3))
+    assert settings == (FusionMode.SCORE, Normalization.ZSCORE, (1.0, 1.0))
     assert hybrid.weights == ENGLISH_FUSION_DEFAULTS["weights"]
     assert hybrid.english_only_legs == ("dense",)
     # the dense leg is muted on Chinese text: BM25's order, as with RRF and equal weights
@@ -148,15 +148,15 @@ def english_hybrid(**settings: object) -> HybridFusionRetriever:
 
 async def test_english_defaults_let_the_dense_leg_lead_on_english_text() -> None:
     # BM25 returns only the distractor (the only text sharing a term with the question): z 0,
-    # and the floor -1 for the nodes it missed. Z-score, dense 1.0 / BM25 0.3: the answer scores
-    # z_dense(answer) - 0.3, the distractor z_dense(distractor) + 0. RRF with equal weights (the
+    # and the floor -1 for the nodes it missed. Z-score, equal weights: the answer scores
+    # z_dense(answer) - 1, the distractor z_dense(distractor) + 0. RRF with equal weights (the
     # earlier default) puts the distractor first: 1/62 + 1/61 against the answer's 1/61.
     cosines = [vector[0] for vector in list(EN_VECTORS.values())[1:]]
     z = [(c - statistics.fmean(cosines)) / statistics.pstdev(cosines) for c in cosines]
     hybrid = english_hybrid()
     results = hybrid.retrieve(EN_QUERY)
     assert [r.node.node_id for r in results][:2] == ["answer", "distractor"]
-    assert [r.score for r in results][:2] == pytest.approx([z[0] - 0.3, z[1]], rel=1e-6)
+    assert [r.score for r in results][:2] == pytest.approx([z[0] - 1.0, z[1]], rel=1e-6)
     asynchronous = await hybrid.aretrieve(EN_QUERY)
     assert [r.node.node_id for r in asynchronous] == [r.node.node_id for r in results]
     assert [r.score for r in asynchronous] == pytest.approx([r.score for r in results])
