@@ -36,6 +36,17 @@ question, with the best single leg at the same k (paired bootstrap of the covera
         --weight-grid 1,0.5 1,0.3 0.5,1
     python benchmarks/bench_fusion.py --embed e5 --only rgb --max-questions 100 --k 3 5 10 \
         --rrf-k 10 20 --weight-grid 1,0.5 1,0.3 0.5,1
+
+With ``--embed bge`` the dense leg is bge-small-en-v1.5 (the default embedding); ``--only squad2``
+runs SQuAD 2.0 (the first 5 dev articles, answerable questions only), ``--covid-papers N`` the
+first N COVID-QA papers with all their questions, ``--chunk-tokens N`` indexes core
+``SentenceSplitter(N, 20)`` chunks instead of sentences, and ``--rerank ROW...`` adds rows where
+the packaged cross-encoder reorders that row's top ``--rerank-multiplier`` * k candidates (what
+``advrag compare``'s ``hybrid-rerank`` does), paired against the best leg and against the
+candidates unreranked:
+
+    python benchmarks/bench_fusion.py --embed bge --only covidqa --covid-papers 30 --k 3 5 8 \
+        --leg-top-k 40 --no-lang-rows --weight-grid 1,0.3 --rerank "fusion zscore w=1/0.3"
 """
 
 from __future__ import annotations
