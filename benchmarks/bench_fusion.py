@@ -36,6 +36,17 @@ question, with the best single leg at the same k (paired bootstrap of the covera
         --weight-grid 1,0.5 1,0.3 0.5,1
     python benchmarks/bench_fusion.py --embed e5 --only rgb --max-questions 100 --k 3 5 10 \
         --rrf-k 10 20 --weight-grid 1,0.5 1,0.3 0.5,1
+
+With ``--embed bge`` the dense leg is bge-small-en-v1.5 (the default embedding); ``--only squad2``
+runs SQuAD 2.0 (the first 5 dev articles, answerable questions only), ``--covid-papers N`` the
+first N COVID-QA papers with all their questions, ``--chunk-tokens N`` indexes core
+``SentenceSplitter(N, 20)`` chunks instead of sentences, and ``--rerank ROW...`` adds rows where
+the packaged cross-encoder reorders that row's top ``--rerank-multiplier`` * k candidates (what
+``advrag compare``'s ``hybrid-rerank`` does), paired against the best leg and against the
+candidates unreranked:
+
+    python benchmarks/bench_fusion.py --embed bge --only covidqa --covid-papers 30 --k 3 5 8 \
+        --leg-top-k 40 --no-lang-rows --weight-grid 1,0.3 --rerank "fusion zscore w=1/0.3"
 """
 
 from __future__ import annotations
@@ -56,6 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     DEFAULT_DATASETS,
     SquadCorpus,
+    cached_bge_embedding,
     cached_e5_embedding,
     cached_minilm_embedding,
     cmrc_path,
@@ -73,6 +85,8 @@ from llama_index_ext_advrag.evaluation.paired import (  # noqa: E402
     count_changes,
     paired_bootstrap_intervals,
 )
+from llama_index_ext_advrag.judges.base import BaseRelevanceJudge  # noqa: E402
+from llama_index_ext_advrag.postprocessor.judge_rerank import rerank_order  # noqa: E402
 from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever  # noqa: E402
 from llama_index_ext_advrag.retrievers.fusion import DEFAULT_CJK_WEIGHT_FLOOR  # noqa: E402
 from llama_index_ext_advrag.retrievers.hybrid import HybridFusionRetriever  # noqa: E402
@@ -208,6 +222,30 @@ def window_nodes(
     return nodes, sentences_of
 
 
+def chunk_nodes(documents: dict[str, str], chunk_tokens: int) -> tuple[list[TextNode], dict]:
+    """One node per core ``SentenceSplitter(chunk_tokens, 20)`` chunk, its own window (what the
+    ``baseline`` pipeline indexes); every document's chunks stand in for its sentences."""
+    from llama_index.core.node_parser import SentenceSplitter
+
+    splitter = SentenceSplitter(chunk_size=chunk_tokens, chunk_overlap=20)
+    nodes = []
+    chunks_of = {}
+    for doc_id, text in documents.items():
+        chunks = chunks_of[doc_id] = splitter.split_text(text)
+        for i, chunk in enumerate(chunks):
+            nodes.append(
+                TextNode(
+                    text=chunk,
+                    id_=f"{doc_id}::{i}",
+                    metadata={"doc_id": doc_id, "sentence": i, "first": i, "last": i,
+                              WINDOW_KEY: chunk},
+                    excluded_embed_metadata_keys=BOOKKEEPING,
+                    excluded_llm_metadata_keys=BOOKKEEPING,
+                )
+            )  # fmt: skip
+    return nodes, chunks_of
+
+
 def merged_context_of(results: Sequence[NodeWithScore], sentences_of: dict) -> str:
     """The union of the windows' sentences, per document in reading order (what a merging
     postprocessor hands the LLM: overlapping neighbour windows are not repeated)."""
@@ -231,24 +269,31 @@ def context_of(results: Sequence[NodeWithScore]) -> str:
 
 def evaluate(
     name: str,
-    retrieve: Callable[[str], list[NodeWithScore]],
+    retrieve: Callable[[str], list[NodeWithScore]] | None,
     corpus: SquadCorpus | PassageCorpus,
     ks: Sequence[int],
     sentences_of: dict,
     per_question: bool = False,
+    retrieve_at: Callable[[str, int], list[NodeWithScore]] | None = None,
 ) -> list[dict[str, Any]]:
-    """hit@k, coverage@k and mean context tokens for every k (one retrieval at max k); with
-    ``per_question`` also each question's coverage and tokens (``covered``, ``tokens``)."""
+    """hit@k, coverage@k and mean context tokens for every k (one retrieval at max k, or with
+    ``retrieve_at`` one call per k); with ``per_question`` also each question's coverage and
+    tokens (``covered``, ``tokens``)."""
     per_k: dict[int, dict[str, list[float]]] = {
         k: {"hit": [], "cov": [], "tok": [], "mcov": [], "mtok": []} for k in ks
     }
     latencies = []
     for question in corpus.questions:
         start = time.perf_counter()
-        results = retrieve(question.question)
+        if retrieve_at is not None:
+            tops = {k: retrieve_at(question.question, k) for k in ks}
+        else:
+            assert retrieve is not None
+            results = retrieve(question.question)
+            tops = {k: results[:k] for k in ks}
         latencies.append((time.perf_counter() - start) * 1000)
         for k in ks:
-            top = results[:k]
+            top = tops[k]
             context = context_of(top)
             gold = gold_documents(question)
             per_k[k]["hit"].append(any(r.node.metadata.get("doc_id") in gold for r in top))
@@ -293,6 +338,54 @@ class MemoRetriever(BaseRetriever):
         return self.memo[query_bundle.query_str]
 
 
+class JudgedScores:
+    """Benchmark only: a judge's grades per (query, text), each pair judged once per run."""
+
+    def __init__(self, judge: BaseRelevanceJudge) -> None:
+        self.judge = judge
+        self.grades: dict[tuple[str, str], Any] = {}
+        self.pairs = 0
+        self.seconds = 0.0
+
+    def __call__(self, query: str, texts: Sequence[str]) -> list[Any]:
+        missing = list(dict.fromkeys(t for t in texts if (query, t) not in self.grades))
+        if missing:
+            start = time.perf_counter()
+            for text, grade in zip(missing, self.judge.judge(query, missing), strict=True):
+                self.grades[(query, text)] = grade
+            self.seconds += time.perf_counter() - start
+            self.pairs += len(missing)
+        return [self.grades[(query, t)] for t in texts]
+
+
+class RerankAt:
+    """Benchmark only: what ``hybrid-rerank`` does at k. The base retriever's top
+    ``multiplier * k`` candidates are reordered by the judge (``JudgeRerankPostprocessor``'s
+    order, :func:`rerank_order`) and the best k kept; the judge reads each candidate's own text
+    (``text="node"``, as the pipeline does before window replacement) or its window."""
+
+    def __init__(
+        self, base: BaseRetriever, scores: JudgedScores, multiplier: int, text: str = "node"
+    ) -> None:
+        self.base = base
+        self.scores = scores
+        self.multiplier = multiplier
+        self.text = text
+        self.memo: dict[str, list[NodeWithScore]] = {}
+
+    def at(self, query: str, k: int) -> list[NodeWithScore]:
+        if query not in self.memo:
+            self.memo[query] = self.base.retrieve(query)
+        pool = self.memo[query][: self.multiplier * k]
+        texts = [
+            (r.node.metadata.get(WINDOW_KEY) if self.text == "window" else None)
+            or r.node.get_content()
+            for r in pool
+        ]
+        order = rerank_order(self.scores(query, texts))
+        return [pool[i] for i in order[:k]]
+
+
 def build_retrievers(
     nodes: list[TextNode],
     max_k: int,
@@ -302,14 +395,19 @@ def build_retrievers(
     cjk_floor: float = DEFAULT_CJK_WEIGHT_FLOOR,
     embed: str = "minilm",
     rrf_ks: Sequence[int] = (),
-) -> dict[str, BaseRetriever]:
+    lang_rows: bool = True,
+    rerank: Sequence[str] = (),
+    rerank_multiplier: int = 4,
+    rerank_text: str = "node",
+) -> dict[str, Any]:
     from llama_index.retrievers.bm25 import BM25Retriever as CoreBM25Retriever
 
-    embed_model = cached_e5_embedding() if embed == "e5" else cached_minilm_embedding()
+    models = {"e5": cached_e5_embedding, "bge": cached_bge_embedding}
+    embed_model = models.get(embed, cached_minilm_embedding)()
     started = time.perf_counter()
     index = VectorStoreIndex(nodes, embed_model=embed_model, show_progress=False)
     logger.info("embedded %d nodes in %.0fs", len(nodes), time.perf_counter() - started)
-    top = max(max_k, leg_top_k)
+    top = max(max_k, leg_top_k, rerank_multiplier * max_k if rerank else 0)
     dense = MemoRetriever(index.as_retriever(similarity_top_k=top))
     ours = MemoRetriever(JiebaBM25Retriever(nodes, similarity_top_k=top))
     words_only = JiebaBM25Retriever(
@@ -356,7 +454,7 @@ def build_retrievers(
             legs, mode="score", normalization="zscore", **query_lang
         ),
     }
-    if embed != "e5":  # marking a dense leg that reads Chinese English-only is not the question
+    if embed != "e5" and lang_rows:  # a dense leg that reads Chinese: not the question
         retrievers.update(english_rows)
     for pair in weight_grid:
         grid = {**common, "weights": list(pair)}
@@ -370,6 +468,27 @@ def build_retrievers(
         retrievers[f"fusion zscore {label}"] = HybridFusionRetriever(
             legs, mode="score", normalization="zscore", **grid
         )
+        if embed != "e5" and lang_rows:  # the same with the dense leg English-only
+            marked = {**lang, "weights": list(pair)}
+            retrievers[f"fusion rrf lang {label}"] = HybridFusionRetriever(
+                legs, mode="rrf", **marked
+            )
+            retrievers[f"fusion minmax lang {label}"] = HybridFusionRetriever(
+                legs, mode="score", **marked
+            )
+            retrievers[f"fusion zscore lang {label}"] = HybridFusionRetriever(
+                legs, mode="score", normalization="zscore", **marked
+            )
+    if rerank:
+        from llama_index_ext_advrag.judges import CrossEncoderRelevanceJudge
+
+        scores = JudgedScores(CrossEncoderRelevanceJudge(num_threads=1))
+        for label in rerank:
+            base = retrievers[label]
+            if isinstance(base, HybridFusionRetriever):
+                base = base.with_settings(similarity_top_k=rerank_multiplier * max_k)
+            name = f"rerank {rerank_multiplier}k ce ({rerank_text}) <- {label}"
+            retrievers[name] = RerankAt(base, scores, rerank_multiplier, rerank_text)
     return retrievers
 
 
@@ -403,6 +522,8 @@ def run_dataset(
 ) -> list[dict[str, Any]]:
     if isinstance(corpus, PassageCorpus):
         nodes, sentences_of = passage_nodes(corpus.documents)
+    elif args.chunk_tokens:
+        nodes, sentences_of = chunk_nodes(corpus.documents, args.chunk_tokens)
     else:
         nodes, sentences_of = window_nodes(corpus.documents, args.radius, args.window_tokens)
     logger.info(
@@ -422,69 +543,90 @@ def run_dataset(
         args.cjk_floor,
         embed=args.embed,
         rrf_ks=args.rrf_k,
+        lang_rows=args.lang_rows,
+        rerank=args.rerank,
+        rerank_multiplier=args.rerank_multiplier,
+        rerank_text=args.rerank_text,
     )
     rows = []
     for label, retriever in retrievers.items():
-        rows.extend(evaluate(label, retriever.retrieve, corpus, args.k, sentences_of, True))
+        if isinstance(retriever, RerankAt):
+            rows.extend(evaluate(label, None, corpus, args.k, sentences_of, True, retriever.at))
+            rows[-1]["judge_pairs"] = retriever.scores.pairs
+            rows[-1]["judge_seconds"] = retriever.scores.seconds
+        else:
+            rows.extend(evaluate(label, retriever.retrieve, corpus, args.k, sentences_of, True))
     for row in rows:
         row["dataset"] = name
     return rows
 
 
-def paired_rows(rows: list[dict[str, Any]], resamples: int = MIN_RESAMPLES * 5) -> list[dict]:
-    """Every fusion row against the better single leg (dense or our BM25, by coverage) at the
-    same k: the mean per-question coverage difference, its 95% paired-bootstrap interval, how
-    many questions it gains and loses, and the mean token difference. Pops the per-question
-    lists from ``rows``."""
+def paired_difference(row: dict[str, Any], base: dict[str, Any], resamples: int) -> dict:
+    """``row`` minus ``base`` per question: mean coverage difference, its 95% paired-bootstrap
+    interval, questions gained and lost, mean token difference."""
+    differences = [a - b for a, b in zip(row["covered"], base["covered"], strict=True)]
+    interval = paired_bootstrap_intervals(differences, resamples=resamples)[0]
+    changes = count_changes(differences)
+    tokens = statistics.fmean(a - b for a, b in zip(row["tokens"], base["tokens"], strict=True))
+    return {
+        "retriever": row["retriever"],
+        "k": row["k"],
+        "coverage": row["coverage"],
+        "context_tokens": row["context_tokens"],
+        "difference": interval.mean,
+        "low": interval.low,
+        "high": interval.high,
+        "gained": changes.better,
+        "lost": changes.worse,
+        "token_difference": tokens,
+    }
+
+
+def paired_rows(
+    rows: list[dict[str, Any]], resamples: int = MIN_RESAMPLES * 5
+) -> tuple[list[dict], list[dict]]:
+    """Every fusion and rerank row against the better single leg (dense or our BM25, by
+    coverage) at the same k; and every rerank row against the row whose candidates it
+    reordered (does the judge help?). Pops the per-question lists from ``rows``."""
     by_key = {(r["retriever"], r["k"]): r for r in rows}
-    compared = []
+    compared, judged = [], []
     for k in sorted({r["k"] for r in rows}):
         legs = [by_key[(leg, k)] for leg in (DENSE, BM25)]
         best = max(legs, key=lambda r: r["coverage"])
         for row in rows:
-            if row["k"] != k or not row["retriever"].startswith("fusion"):
+            if row["k"] != k or not row["retriever"].startswith(("fusion", "rerank")):
                 continue
-            differences = [a - b for a, b in zip(row["covered"], best["covered"], strict=True)]
-            interval = paired_bootstrap_intervals(differences, resamples=resamples)[0]
-            changes = count_changes(differences)
-            tokens = statistics.fmean(
-                a - b for a, b in zip(row["tokens"], best["tokens"], strict=True)
-            )
             compared.append(
-                {
-                    "retriever": row["retriever"],
-                    "k": k,
-                    "best_leg": best["retriever"],
-                    "coverage": row["coverage"],
-                    "best_leg_coverage": best["coverage"],
-                    "difference": interval.mean,
-                    "low": interval.low,
-                    "high": interval.high,
-                    "gained": changes.better,
-                    "lost": changes.worse,
-                    "token_difference": tokens,
-                }
+                paired_difference(row, best, resamples)
+                | {"best_leg": best["retriever"], "best_leg_coverage": best["coverage"]}
             )
+            if row["retriever"].startswith("rerank"):
+                base = by_key[(row["retriever"].split(" <- ", 1)[1], k)]
+                judged.append(
+                    paired_difference(row, base, resamples)
+                    | {"best_leg": base["retriever"], "best_leg_coverage": base["coverage"]}
+                )
     for row in rows:
         row.pop("covered", None)
         row.pop("tokens", None)
-    return compared
+    return compared, judged
 
 
-def format_paired(dataset: str, compared: list[dict[str, Any]]) -> str:
+def format_paired(
+    dataset: str,
+    compared: list[dict[str, Any]],
+    title: str = "fusion minus the better single leg at the same k, paired per question",
+) -> str:
+    width = max([34, *(len(c["retriever"]) for c in compared)])
     header = (
-        f"{'fusion':34s} {'k':>3s} {'cov':>6s} {'best leg':>9s} {'diff':>7s}"
+        f"{'fusion':{width}s} {'k':>3s} {'cov':>6s} {'baseline':>9s} {'diff':>7s}"
         f" {'95% interval':>17s} {'+q':>4s} {'-q':>4s} {'d tok':>7s}"
     )
-    lines = [
-        f"## {dataset}: fusion minus the better single leg at the same k, paired per question",
-        header,
-        "-" * len(header),
-    ]
+    lines = [f"## {dataset}: {title}", header, "-" * len(header)]
     for c in compared:
-        leg = "dense" if c["best_leg"] == DENSE else "bm25"
+        leg = {DENSE: "dense", BM25: "bm25"}.get(c["best_leg"], "base")
         lines.append(
-            f"{c['retriever']:34s} {c['k']:3d} {c['coverage']:6.3f} {leg:>5s} "
+            f"{c['retriever']:{width}s} {c['k']:3d} {c['coverage']:6.3f} {leg:>5s} "
             f"{c['best_leg_coverage']:.3f} {c['difference']:+7.3f} "
             f"[{c['low']:+.3f}, {c['high']:+.3f}] {c['gained']:4d} {c['lost']:4d}"
             f" {c['token_difference']:+7.1f}"
@@ -506,6 +648,12 @@ def cmrc_subset(
     return SquadCorpus(documents=documents, questions=subset.questions)
 
 
+def first_papers(corpus: SquadCorpus, papers: int) -> SquadCorpus:
+    """The first ``papers`` documents in file order and every question asked of them."""
+    documents = dict(list(corpus.documents.items())[:papers])
+    return SquadCorpus(documents, [q for q in corpus.questions if q.doc_id in documents])
+
+
 def first_questions(corpus: SquadCorpus, limit: int | None, offset: int = 0) -> SquadCorpus:
     """CMRC anchors use the first N questions in file order, not a sample (``offset`` skips
     some, for tuning on questions the reported figures do not use)."""
@@ -517,11 +665,37 @@ def first_questions(corpus: SquadCorpus, limit: int | None, offset: int = 0) -> 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    parser.add_argument("--only", choices=["cmrc", "covidqa", "rgb"], default=None)
+    parser.add_argument("--only", choices=["cmrc", "covidqa", "rgb", "squad2"], default=None)
     parser.add_argument(
         "--max-questions", type=int, default=None, help="default 1000 CMRC / 300 COVID-QA / 100 RGB"
     )
-    parser.add_argument("--embed", choices=["minilm", "e5"], default="minilm", help="dense leg")
+    parser.add_argument(
+        "--embed", choices=["minilm", "e5", "bge"], default="minilm", help="dense leg"
+    )
+    parser.add_argument(
+        "--covid-papers", type=int, default=0, help="COVID-QA: the first N papers, all questions"
+    )
+    parser.add_argument(
+        "--chunk-tokens",
+        type=int,
+        default=0,
+        help="nodes: SentenceSplitter(N) chunks, not sentences",
+    )
+    parser.add_argument(
+        "--lang-rows",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help='"lang" fusion rows (English-only dense leg; identical on English text)',
+    )
+    parser.add_argument(
+        "--rerank",
+        nargs="*",
+        default=[],
+        help="rows whose top multiplier*k the cross-encoder reorders (hybrid-rerank's judge)",
+    )
+    parser.add_argument("--rerank-multiplier", type=int, default=4)
+    parser.add_argument("--rerank-text", choices=["node", "window"], default="node")
+    parser.add_argument("--name", default=None, help="results file name")
     parser.add_argument(
         "--cmrc-paragraphs",
         choices=["all", "asked"],
@@ -565,9 +739,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         tables.append(format_rows(title, cmrc_rows, DENSE))
         rows += cmrc_rows
     if args.only in (None, "covidqa"):
-        covid = load_squad(covidqa_path(args.datasets), max_questions=args.max_questions or 300)
+        if args.covid_papers:
+            covid = first_papers(load_squad(covidqa_path(args.datasets)), args.covid_papers)
+            title = f"COVID-QA, first {args.covid_papers} papers and their questions"
+        else:
+            covid = load_squad(covidqa_path(args.datasets), args.max_questions or 300)
+            title = "COVID-QA, seeded sample"
         covid_rows = run_dataset("covidqa", covid, args)
-        tables.append(format_rows("COVID-QA, seeded sample", covid_rows, DENSE))
+        tables.append(format_rows(title, covid_rows, DENSE))
         rows += covid_rows
     if args.only in (None, "rgb"):
         rgb = load_rgb(args.datasets / "rgb" / "zh_refine.json", args.max_questions or 100)
@@ -578,30 +757,49 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         tables.append(format_rows(title, rgb_rows, DENSE))
         rows += rgb_rows
-    compared = []
+    if args.only in (None, "squad2"):
+        squad = load_squad(args.datasets / "squad2" / "squad2_dev_first5.json", args.max_questions)
+        squad_rows = run_dataset("squad2", squad, args)  # answerable questions only
+        title = (
+            f"SQuAD 2.0 dev, first 5 articles: {len(squad.questions)} answerable questions"
+            f" over {len(squad.documents)} paragraphs"
+        )
+        tables.append(format_rows(title, squad_rows, DENSE))
+        rows += squad_rows
+    compared, judged = [], []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         these = [r for r in rows if r["dataset"] == dataset]
-        compared.extend(c | {"dataset": dataset} for c in paired_rows(these))
+        against_leg, against_base = paired_rows(these)
+        compared.extend(c | {"dataset": dataset} for c in against_leg)
+        judged.extend(c | {"dataset": dataset} for c in against_base)
         tables.append(format_paired(dataset, [c for c in compared if c["dataset"] == dataset]))
+        if against_base:
+            title = "reranked minus the same candidates unreranked, at the same k"
+            tables.append(format_paired(dataset, against_base, title))
     settings = (
         f"radius={args.radius} window_tokens={args.window_tokens} leg_top_k={args.leg_top_k}"
         f" weights={args.weights} cjk_floor={args.cjk_floor} offset={args.offset}"
-        f" embed={args.embed}"
+        f" embed={args.embed} chunk_tokens={args.chunk_tokens} rerank={args.rerank}"
+        f" rerank_multiplier={args.rerank_multiplier} rerank_text={args.rerank_text}"
     )
     text = "\n\n".join([f"# bench_fusion ({settings})", *tables])
     print(text)
     name = "bench_fusion_zh_e5" if args.embed == "e5" else "bench_fusion"
+    name += "_bge" if args.embed == "bge" else ""
     name += "" if args.only is None else f"_{args.only}"
+    name += f"_p{args.covid_papers}" if args.covid_papers else ""
+    name += f"_chunk{args.chunk_tokens}" if args.chunk_tokens else ""
     name += f"_offset{args.offset}" if args.offset else ""
     name += f"_wt{args.window_tokens}" if args.window_tokens else ""
     name += f"_floor{args.cjk_floor:g}" if args.cjk_floor != DEFAULT_CJK_WEIGHT_FLOOR else ""
     write_results(
-        name,
+        args.name or name,
         text,
         {
             "settings": vars(args) | {"datasets": str(args.datasets)},
             "rows": rows,
             "paired_against_best_leg": compared,
+            "paired_rerank_against_candidates": judged,
         },
     )
 

@@ -49,18 +49,26 @@ from benchmarks.common import (  # noqa: E402
     CACHE_DIR,
     DEFAULT_DATASETS,
     SquadCorpus,
+    cached_bge_embedding,
     cached_minilm_embedding,
     cmrc_path,
     covidqa_path,
     load_squad,
     write_results,
 )
+from llama_index_ext_advrag.evaluation.decision import scores_at_budget  # noqa: E402
+from llama_index_ext_advrag.evaluation.frontier import common_budgets  # noqa: E402
 from llama_index_ext_advrag.evaluation.metrics import answer_covered  # noqa: E402
+from llama_index_ext_advrag.evaluation.paired import (  # noqa: E402
+    count_changes,
+    paired_bootstrap_intervals,
+)
 from llama_index_ext_advrag.milvus import flush, open_vector_store, process_reconnects  # noqa: E402
 from llama_index_ext_advrag.node_parser import (  # noqa: E402
     AdaptiveSlidingWindowNodeParser,
     HierarchicalSentenceNodeParser,
 )
+from llama_index_ext_advrag.node_parser.presets import preset_values  # noqa: E402
 from llama_index_ext_advrag.postprocessor import WindowReplacementPostprocessor  # noqa: E402
 from llama_index_ext_advrag.text import count_tokens  # noqa: E402
 
@@ -184,30 +192,34 @@ def evaluate(
     }
     rows = []
     for spec in retrieval_specs:
-        covered = hits = tokens = 0
+        covered: list[bool] = []
+        tokens: list[int] = []
+        hits = 0
         started = time.perf_counter()
         for question in corpus.questions:
             nodes = retrieve_context(built[spec.index], spec, question.question)
             context = "\n\n".join(
                 n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes
             )
-            tokens += count_tokens(context)
-            covered += answer_covered(context, question.answers, require_all=False)
+            tokens.append(count_tokens(context))
+            covered.append(answer_covered(context, question.answers, require_all=False))
             hits += any(n.node.ref_doc_id == question.doc_id for n in nodes)
         count = max(len(corpus.questions), 1)
         rows.append(
             {
                 "pipeline": spec.label,
                 "k": spec.k,
-                "coverage": covered / count,
+                "coverage": sum(covered) / count,
                 "hit": hits / count,
-                "mean_context_tokens": tokens / count,
+                "mean_context_tokens": sum(tokens) / count,
                 "indexed_nodes": built[spec.index].nodes,
                 "storage_expansion": built[spec.index].storage_expansion,
                 "seconds": time.perf_counter() - started,
+                "covered": covered,  # per question (popped before the results are written)
+                "tokens": tokens,
             }
         )
-        logger.info("%s", rows[-1])
+        logger.info("%s", {k: v for k, v in rows[-1].items() if k not in ("covered", "tokens")})
     return rows
 
 
@@ -306,6 +318,124 @@ def cmrc_specs(args: argparse.Namespace, embed_model: Any):
         ),
     ]
     return indexes, retrievals
+
+
+def window_grid_specs(args: argparse.Namespace, embed_model: Any):
+    """The window sizes of the presets, each at every k in ``--ks``: the ``article`` preset
+    (sentence unit, no-repeat window replacement of 4k hits, as the ``article`` and ``hybrid``
+    pipelines) at each of ``--article-grid`` tokens, and the ``general`` preset (windows
+    embedded whole, as ``adaptive-window``) at each of ``--general-grid`` tokens; every other
+    setting is the preset's. Sentence vectors are shared by the article variants (the cache)."""
+    indexes, retrievals = [], []
+    grids = (
+        ("article", args.article_grid, "window_no_repeat"),
+        ("general", args.general_grid, "none"),
+    )
+    for preset, sizes, post in grids:
+        for tokens in sizes:
+            name = f"{preset}_w{tokens}"
+            indexes.append(
+                IndexSpec(
+                    name,
+                    lambda p=preset, t=tokens: AdaptiveSlidingWindowNodeParser(
+                        preset=p, max_window_tokens=t, embed_model=embed_model
+                    ),
+                )
+            )
+            label = f"{preset} preset, {tokens}-token windows"
+            retrievals += [RetrievalSpec(label, name, k, post) for k in args.ks]
+    return indexes, retrievals
+
+
+def paired_at_budgets(
+    rows: list[dict[str, Any]], baseline: str, count: int = 4
+) -> list[dict[str, Any]]:
+    """Every pipeline of the same family (the label up to the comma) against ``baseline``,
+    per question at equal context tokens: ``count`` budgets over the token range both curves
+    (coverage against mean tokens over the measured k) cover, each question's coverage read
+    at a budget by interpolating between the bracketing k as ``advrag compare`` does
+    (``evaluation.decision.scores_at_budget``); mean difference, 95% paired-bootstrap
+    interval, questions gained and lost."""
+    family = baseline.split(",")[0]
+
+    def curve(label: str) -> tuple[dict[int, float], dict[int, dict[int, float]]]:
+        mine = [r for r in rows if r["pipeline"] == label]
+        return (
+            {r["k"]: r["mean_context_tokens"] for r in mine},
+            {r["k"]: dict(enumerate(map(float, r["covered"]))) for r in mine},
+        )
+
+    base_tokens, base_values = curve(baseline)
+    out = []
+    for label in dict.fromkeys(r["pipeline"] for r in rows):
+        if label == baseline or not label.startswith(family):
+            continue
+        tokens, values = curve(label)
+        points = {
+            name: sorted((t, 0.0) for t in curve_tokens.values())
+            for name, curve_tokens in ((label, tokens), (baseline, base_tokens))
+        }
+        keys = list(next(iter(values.values())))
+        for budget in common_budgets(points, count=count):
+            mine = scores_at_budget(values, tokens, budget, keys)
+            base = scores_at_budget(base_values, base_tokens, budget, keys)
+            assert mine is not None and base is not None
+            interval = paired_bootstrap_intervals(mine - base)[0]
+            changes = count_changes(mine - base)
+            out.append(
+                {
+                    "pipeline": label,
+                    "baseline": baseline,
+                    "budget": budget,
+                    "coverage": float(mine.mean()),
+                    "baseline_coverage": float(base.mean()),
+                    "difference": interval.mean,
+                    "low": interval.low,
+                    "high": interval.high,
+                    "gained": changes.better,
+                    "lost": changes.worse,
+                }
+            )
+    return out
+
+
+def format_paired(title: str, compared: list[dict[str, Any]]) -> str:
+    lines = [
+        title,
+        f"{'pipeline':40s} {'budget':>7s} {'cover':>6s} {'base':>6s} {'diff':>7s}"
+        f" {'95% interval':>17s} {'+q':>4s} {'-q':>4s}",
+    ]
+    for c in compared:
+        lines.append(
+            f"{c['pipeline']:40s} {c['budget']:7.0f} {c['coverage']:6.3f}"
+            f" {c['baseline_coverage']:6.3f} {c['difference']:+7.3f}"
+            f" [{c['low']:+.3f}, {c['high']:+.3f}] {c['gained']:4d} {c['lost']:4d}"
+        )
+    return "\n".join(lines)
+
+
+def grid_part(
+    name: str, title: str, corpus: SquadCorpus, args: argparse.Namespace, embed_model: Any
+) -> tuple[list[str], dict[str, Any]]:
+    """The window-size grid on one corpus: the coverage table and each size against the
+    preset's current size at equal tokens."""
+    indexes, retrievals = window_grid_specs(args, embed_model)
+    rows = evaluate(corpus, indexes, retrievals, embed_model, args.milvus, f"np_{name}", args.skip)
+    report = [format_quality(title, rows, rows[0])]
+    compared = []
+    for preset, current in (("article", args.article_grid), ("general", args.general_grid)):
+        default = preset_values(preset)["max_window_tokens"]
+        if default in current:
+            label = f"{preset} preset, {default}-token windows"
+            compared += paired_at_budgets(rows, label)
+    report.append(
+        format_paired(f"{title}: each window size minus the preset's current one, at equal tokens",
+                      compared)
+    )  # fmt: skip
+    for row in rows:
+        row.pop("covered")
+        row.pop("tokens")
+    return report, {"rows": rows, "paired_against_current": compared}
 
 
 def throughput(documents: list[Document], repeats: int = 3) -> list[dict[str, Any]]:
@@ -410,7 +540,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--cmrc-questions", type=int, default=1000, help="first N CMRC questions")
     parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--parts", default="covid,cmrc,throughput")
+    parser.add_argument(
+        "--parts",
+        default="covid,cmrc,throughput",
+        help="comma-separated: covid, cmrc, throughput; covid-grid, squad2-grid, cmrc-grid "
+        "(window sizes; cmrc-grid: the first --cmrc-questions over their paragraphs)",
+    )
+    parser.add_argument("--embed", choices=("minilm", "bge"), default="minilm")
+    parser.add_argument("--covid-papers", type=int, default=30, help="covid-grid: first N papers")
+    parser.add_argument("--ks", type=int, nargs="+", default=[2, 3, 5, 8], help="grid parts")
+    parser.add_argument(
+        "--article-grid",
+        type=int,
+        nargs="*",
+        default=[200, 280, 360],
+        help="grid parts: article preset window tokens",
+    )
+    parser.add_argument(
+        "--general-grid",
+        type=int,
+        nargs="*",
+        default=[192, 256, 384],
+        help="grid parts: general preset window tokens",
+    )
     parser.add_argument("--window-tokens", type=int, default=200, help="adaptive, window unit")
     parser.add_argument(
         "--sentence-window-tokens", type=int, default=280, help="adaptive, sentence unit"
@@ -454,9 +606,39 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parts = set(args.parts.split(","))
     reconnects_before = process_reconnects()
-    embed_model = cached_minilm_embedding()
+    embed_model = cached_bge_embedding() if args.embed == "bge" else cached_minilm_embedding()
     report: list[str] = []
     data: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+
+    if "covid-grid" in parts:
+        corpus = load_squad(covidqa_path(args.datasets))
+        documents = dict(list(corpus.documents.items())[: args.covid_papers])
+        corpus = SquadCorpus(documents, [q for q in corpus.questions if q.doc_id in documents])
+        title = (
+            f"COVID-QA, first {args.covid_papers} papers and their {len(corpus.questions)}"
+            f" questions ({args.embed})"
+        )
+        lines, data["covid_grid"] = grid_part("covgrid", title, corpus, args, embed_model)
+        report += lines
+    if "cmrc-grid" in parts:
+        corpus = load_squad(cmrc_path(args.datasets))
+        questions = corpus.questions[: args.cmrc_questions]
+        asked = {q.doc_id for q in questions}
+        corpus = SquadCorpus({d: t for d, t in corpus.documents.items() if d in asked}, questions)
+        title = (
+            f"CMRC 2018: first {len(questions)} questions over their {len(corpus.documents)}"
+            f" paragraphs ({args.embed})"
+        )
+        lines, data["cmrc_grid"] = grid_part("cmrcgrid", title, corpus, args, embed_model)
+        report += lines
+    if "squad2-grid" in parts:
+        corpus = load_squad(args.datasets / "squad2" / "squad2_dev_first5.json")
+        title = (
+            f"SQuAD 2.0 dev, first 5 articles: {len(corpus.questions)} answerable questions"
+            f" over {len(corpus.documents)} paragraphs ({args.embed})"
+        )
+        lines, data["squad2_grid"] = grid_part("sqgrid", title, corpus, args, embed_model)
+        report += lines
 
     if "covid" in parts:
         corpus = load_covid(args)
@@ -479,6 +661,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"over {len(corpus.documents)} papers"
         )
         report.append(format_quality(title, rows, baseline))
+        for row in rows:
+            row.pop("covered")
+            row.pop("tokens")
         data["covid"] = rows
     if "cmrc" in parts:
         corpus = load_squad(cmrc_path(args.datasets))
@@ -487,6 +672,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows = evaluate(corpus, indexes, retrievals, embed_model, args.milvus, "np_cmrc", args.skip)
         title = f"CMRC 2018: first {len(corpus.questions)} questions over {len(corpus.documents)} paragraphs"
         report.append(format_quality(title, rows, rows[0]))
+        for row in rows:
+            row.pop("covered")
+            row.pop("tokens")
         data["cmrc"] = rows
     if "throughput" in parts:
         corpus = load_squad(covidqa_path(args.datasets), max_questions=1)

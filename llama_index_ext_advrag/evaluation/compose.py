@@ -146,6 +146,12 @@ def _parser_settings(spec: PipelineSpec, context: BuildContext) -> dict[str, Any
     params = dict(spec.parser.params)
     if params.get("preset") == "auto":
         params["preset"] = context.doc_type
+    preset = params.get("preset")
+    if spec.parser.type == "AdaptiveSlidingWindowNodeParser" and isinstance(preset, str):
+        from llama_index_ext_advrag.node_parser.presets import REFITTED_PRESETS, preset_values
+
+        if preset in {p.value for p in REFITTED_PRESETS}:  # a re-fitted window: a new index
+            params.setdefault("max_window_tokens", preset_values(preset)["max_window_tokens"])
     return {"type": spec.parser.type, "params": params, "annotate": spec.annotate}
 
 
@@ -180,10 +186,17 @@ def _hybrid(
     spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
 ) -> RetrieverFactory:
     from llama_index_ext_advrag.retrievers import HybridFusionRetriever
+    from llama_index_ext_advrag.retrievers.hybrid import FUSION_SETTINGS, default_fusion_settings
 
     assert built is not None
     bm25 = context.store.bm25(built, make_parser(spec, context))
-    params = {"mode": "score", "normalization": "zscore", "leg_top_k": 30, **spec.retriever.params}
+    given = spec.retriever.params
+    fusion: dict[str, Any] = {"mode": "score", "normalization": "zscore"}
+    if context.english_only_embedding and not any(key in given for key in FUSION_SETTINGS):
+        # the legs index single sentences (article units): fitted with bge-small on sentence
+        # nodes, docs/retrievers_fusion.md
+        fusion = default_fusion_settings(True, sentence_units=True)
+    params = {**fusion, "leg_top_k": 30, **given}
     if context.english_only_embedding:
         params.setdefault("english_only_legs", ["dense"])
     leg_top_k = int(params.pop("leg_top_k"))

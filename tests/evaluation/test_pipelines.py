@@ -3,6 +3,7 @@ indexes are reused when corpus and settings are unchanged and rebuilt otherwise.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,28 @@ def test_hybrid_finds_chinese_through_bm25(store: IndexStore) -> None:
     pipeline = get_pipeline("hybrid").build(context)
     nodes = pipeline.retrieve(QueryBundle("渡灯节在哪一天举行？"), 1)
     assert "七月初七" in nodes[0].node.get_content(metadata_mode=MetadataMode.NONE)
+
+
+@pytest.mark.parametrize(
+    ("english_only", "params", "expected"),
+    [
+        (True, {}, ("score", "zscore", (1.0, 0.3))),  # fitted with bge-small (English-only)
+        (False, {}, ("score", "zscore", (1.0, 1.0))),  # a multilingual model: unchanged
+        (True, {"weights": [1.0, 1.0]}, ("score", "zscore", (1.0, 1.0))),  # a given setting
+        (True, {"mode": "rrf"}, ("rrf", "zscore", (1.0, 1.0))),
+    ],
+)
+def test_hybrid_fusion_settings_follow_the_embedding(
+    store: IndexStore, english_only: bool, params: dict, expected: tuple
+) -> None:
+    from llama_index_ext_advrag.evaluation.compose import compose
+    from llama_index_ext_advrag.evaluation.registry import HYBRID, _c
+
+    spec = replace(HYBRID, retriever=_c("hybrid", **params)) if params else HYBRID
+    context = BuildContext(store, llm=None, english_only_embedding=english_only)
+    retriever = compose(spec, context)._retriever(4)
+    assert (retriever.mode.value, retriever.normalization.value, retriever.weights) == expected
+    assert retriever.english_only_legs == (("dense",) if english_only else ())
 
 
 def reopen(tmp_path: Path, documents: list[Document]) -> IndexStore:

@@ -90,3 +90,24 @@ def test_file_level_errors(tmp_path: Path) -> None:
         load_spec(twice)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_spec(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("preset", "window"),
+    [("article", 160), ("general", 128), ("auto", 128), ("technical", None), ("qa", None)],
+)
+def test_a_refitted_preset_window_enters_the_index_key(preset: str, window: int | None) -> None:
+    """article and general windows were re-fitted to bge-small: an index parsed with the old
+    windows (keyed by the preset name alone) is not reused; the other presets keep their keys."""
+    from llama_index_ext_advrag.evaluation.compose import BuildContext, _index_name
+
+    spec = spec_from_dict(
+        {"name": "p", "retriever": "dense",
+         "parser": {"type": "AdaptiveSlidingWindowNodeParser", "preset": preset}},
+        "test",
+    )  # fmt: skip
+    context = BuildContext(store=None, llm=None, doc_type="general")  # type: ignore[arg-type]
+    name = _index_name(spec, context)
+    resolved = "general" if preset == "auto" else preset
+    extra = "" if window is None else f'"max_window_tokens": {window}, '  # sorted keys
+    assert name == f'AdaptiveSlidingWindowNodeParser:{{{extra}"preset": "{resolved}"}}:False'

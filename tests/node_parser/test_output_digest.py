@@ -186,6 +186,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "breakpoint_signal": "embedding",
         "embed_model": "hash",
     },
+    # the general preset before its window size was re-fitted to bge-small (256 -> 128 tokens)
+    "preset_general_256": {"preset": "general", "max_window_tokens": 256, "embed_model": "hash"},
+    "preset_general_256_embedding": {
+        "preset": "general",
+        "max_window_tokens": 256,
+        "breakpoint_signal": "embedding",
+        "embed_model": "hash",
+    },
     "preset_technical": {"preset": "technical", "embed_model": "hash"},
     "preset_technical_embedding": {
         "preset": "technical",
@@ -223,8 +231,10 @@ EXPECTED: dict[str, str] = {
     "adaptive_sentence_breakpoints": "775c1739920166e2f06f2c4ce702b7408098b7045354435dbe2dc3b52e2f28b1",
     "adaptive_sentence_plain": "9da575ed1a2b319a04bc6e337f985f6487b29e2c19bc66a01feaf0bd835f952d",
     "adaptive_sentence_custom_ids": "13c37b025656ec5d21961a7a03a2f0f15e82784f8140e0e5ec05941d6372c894",
-    "preset_general": "1a0b0544e8314e2a27ca956c27a69c1faa40766b26dda385f906b1d20c74edc4",
-    "preset_general_embedding": "48b142bd7d67cd4026f2fc41bbb051bc84af8926e0f728c64ea2cab1dfe56d4a",
+    "preset_general": "812c192aed079da2d1b3e57ccf5d6b8447c7b8a54d69aa6d783bd4544c35beac",
+    "preset_general_embedding": "d29e0bf143e332cd277d23aaa02b7cb5eab05f15e55c06d8ddd606dacc846d4a",
+    "preset_general_256": "1a0b0544e8314e2a27ca956c27a69c1faa40766b26dda385f906b1d20c74edc4",
+    "preset_general_256_embedding": "48b142bd7d67cd4026f2fc41bbb051bc84af8926e0f728c64ea2cab1dfe56d4a",
     "preset_technical": "d92fe1e27bbf05758810fe2607b051b427de886feecb51331c8bed12aabff38c",
     "preset_technical_embedding": "bfb09b2a0a5797582fc504c6496d920c103828b0bea2fe1da4c79b48537ce248",
     "preset_legal": "4cf39c3d9c3fd4d2693a5a604ec38e130953f0957827b21e862d0c7253ee7a23",

@@ -84,6 +84,9 @@ def test_preset_selects_adaptive_settings_and_explicit_fields_override():
     qa = AdaptiveSlidingWindowNodeParser(preset="qa")
     assert qa.mode is WindowMode.ADAPTIVE and qa.keep_questions_with_answers
     assert qa.max_window_tokens == 192
+    general = AdaptiveSlidingWindowNodeParser(preset="general")
+    assert general.max_window_tokens == 128 and general.stride_ratio == 0.5  # fitted to bge-small
+    assert AdaptiveSlidingWindowNodeParser(preset="article").max_window_tokens == 160
     legal = AdaptiveSlidingWindowNodeParser(preset="legal", max_window_tokens=300)
     assert legal.max_window_tokens == 300 and legal.stride_ratio == 0.75
     forced = AdaptiveSlidingWindowNodeParser(preset="general", mode="fixed")
@@ -93,12 +96,12 @@ def test_preset_selects_adaptive_settings_and_explicit_fields_override():
 def test_article_preset_is_the_benchmarked_sentence_unit():
     article = AdaptiveSlidingWindowNodeParser(preset="article")
     explicit = AdaptiveSlidingWindowNodeParser(
-        mode="adaptive", embed_unit="sentence", max_window_tokens=280, forward_ratio=0.75,
+        mode="adaptive", embed_unit="sentence", max_window_tokens=160, forward_ratio=0.75,
         min_embed_tokens=16, split_at_paragraphs=True, breakpoint_percentile=None,
     )  # fmt: skip
     text = (
         "Title of a paper\n\nShort one. "
-        + "A longer sentence about the virus and its spread. " * 12
+        + "A longer sentence about the virus and its spread. " * 30
     )
     text += "\n\nAnother paragraph starts here. It ends here."
     assert article.embed_unit is EmbedUnit.SENTENCE and article.breakpoint_percentile is None

@@ -12,6 +12,7 @@ from llama_index.core.schema import TextNode
 
 from llama_index_ext_advrag.retrievers.fusion import FusionMode, Normalization
 from llama_index_ext_advrag.retrievers.hybrid import (
+    ENGLISH_FUSION_DEFAULTS,
     MULTILINGUAL_FUSION_DEFAULTS,
     HybridFusionRetriever,
 )
@@ -110,13 +111,56 @@ async def test_multilingual_dense_leg_leads_the_fusion_async() -> None:
 @pytest.mark.parametrize(
     "model_name", ["sentence-transformers/all-MiniLM-L6-v2", "bge-small-en-v1.5"]
 )
-async def test_english_only_dense_leg_keeps_the_class_defaults(model_name: str) -> None:
+async def test_english_only_dense_leg_gets_the_english_defaults(model_name: str) -> None:
     hybrid = hybrid_over(model_name)
-    assert (hybrid.mode, hybrid.weights, hybrid.k) == (FusionMode.RRF, (1.0, 1.0), 60)
+    settings = (hybrid.mode, hybrid.normalization, hybrid.weights)
+    assert settings == (FusionMode.SCORE, Normalization.ZSCORE, (1.0, 1.0))
+    assert hybrid.weights == ENGLISH_FUSION_DEFAULTS["weights"]
     assert hybrid.english_only_legs == ("dense",)
-    # the dense leg is muted on Chinese text: BM25's order
+    # the dense leg is muted on Chinese text: BM25's order, as with RRF and equal weights
     assert [r.node.node_id for r in hybrid.retrieve(QUERY)][:2] == ["distractor", "partial"]
     assert [r.node.node_id for r in await hybrid.aretrieve(QUERY)][:2] == ["distractor", "partial"]
+
+
+EN_QUERY = "cat food price list"
+EN_VECTORS = {  # cosine with the query: the first coordinate
+    EN_QUERY: (1.0, 0.0),
+    "A bag of kibble costs ten euros.": (0.9, math.sqrt(1 - 0.9**2)),
+    "Cat food price list: cat food prices.": (0.4, math.sqrt(1 - 0.4**2)),
+    "The weather is nice today.": (0.3, math.sqrt(1 - 0.3**2)),
+    "Tomorrow it rains.": (0.1, math.sqrt(1 - 0.1**2)),
+}
+EN_CORPUS = [TextNode(text=t, id_=i) for i, t in zip(IDS, list(EN_VECTORS)[1:], strict=True)]
+
+
+class EnglishLookupEmbedding(HashEmbedding):
+    def _vector(self, text: str) -> list[float]:
+        return list(EN_VECTORS[text])
+
+
+def english_hybrid(**settings: object) -> HybridFusionRetriever:
+    model = EnglishLookupEmbedding(model_name="bge-small-en-v1.5")
+    index = VectorStoreIndex(EN_CORPUS, embed_model=model)
+    return HybridFusionRetriever.from_defaults(
+        index, nodes=EN_CORPUS, similarity_top_k=4, **settings
+    )
+
+
+async def test_english_defaults_let_the_dense_leg_lead_on_english_text() -> None:
+    # BM25 returns only the distractor (the only text sharing a term with the question): z 0,
+    # and the floor -1 for the nodes it missed. Z-score, equal weights: the answer scores
+    # z_dense(answer) - 1, the distractor z_dense(distractor) + 0. RRF with equal weights (the
+    # earlier default) puts the distractor first: 1/62 + 1/61 against the answer's 1/61.
+    cosines = [vector[0] for vector in list(EN_VECTORS.values())[1:]]
+    z = [(c - statistics.fmean(cosines)) / statistics.pstdev(cosines) for c in cosines]
+    hybrid = english_hybrid()
+    results = hybrid.retrieve(EN_QUERY)
+    assert [r.node.node_id for r in results][:2] == ["answer", "distractor"]
+    assert [r.score for r in results][:2] == pytest.approx([z[0] - 1.0, z[1]], rel=1e-6)
+    asynchronous = await hybrid.aretrieve(EN_QUERY)
+    assert [r.node.node_id for r in asynchronous] == [r.node.node_id for r in results]
+    assert [r.score for r in asynchronous] == pytest.approx([r.score for r in results])
+    assert english_hybrid(mode="rrf").retrieve(EN_QUERY)[0].node.node_id == "distractor"
 
 
 RRF, MINMAX, ZSCORE = FusionMode.RRF, Normalization.MINMAX, Normalization.ZSCORE
@@ -131,9 +175,10 @@ RRF, MINMAX, ZSCORE = FusionMode.RRF, Normalization.MINMAX, Normalization.ZSCORE
         ({"normalization": "zscore"}, (RRF, (1.0, 1.0), 60, ZSCORE)),
     ],
 )
+@pytest.mark.parametrize("model_name", ["multilingual-e5-small-q4", "bge-small-en-v1.5"])
 def test_a_given_fusion_setting_keeps_the_class_defaults_for_the_rest(
-    given: dict, expected: tuple
+    given: dict, expected: tuple, model_name: str
 ) -> None:
-    hybrid = hybrid_over("multilingual-e5-small-q4", **given)
+    hybrid = hybrid_over(model_name, **given)
     assert (hybrid.mode, hybrid.weights, hybrid.k, hybrid.normalization) == expected
     assert hybrid.retrieve(QUERY)[0].node.node_id == "distractor"  # RRF, equal weights
