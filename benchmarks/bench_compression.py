@@ -52,6 +52,7 @@ from common import (  # noqa: E402
     DEFAULT_DATASETS,
     SquadCorpus,
     cached_bge_embedding,
+    cached_e5_embedding,
     cmrc_path,
     covidqa_path,
     load_squad,
@@ -332,7 +333,7 @@ def curve_lines(name: str, means: np.ndarray, covered: np.ndarray, labels: Seque
 
 def run_quality(args: argparse.Namespace) -> None:
     corpus = load_corpus(args)
-    embed = cached_bge_embedding()
+    embed = cached_e5_embedding() if args.embed == "e5" else cached_bge_embedding()
     started = time.perf_counter()
     tops, vectors = retrieve_all(corpus, embed)
     logger.info(
@@ -363,7 +364,7 @@ def run_quality(args: argparse.Namespace) -> None:
         )
         logger.info("%s: %.0f s", config.name, time.perf_counter() - started)
     text = "\n\n".join([
-        table(f"{corpus.notes['set']}: compression at equal tokens (bge-small-en-v1.5, SentenceSplitter(256))", results),
+        table(f"{corpus.notes['set']}: compression at equal tokens ({embed.model_name}, SentenceSplitter(256))", results),
         curve_lines("uncompressed top-k (coverage @ mean tokens)", *base, range(1, MAX_K + 1)),
         curve_lines(f"SentenceEmbeddingOptimizer(percentile_cutoff={OPTIMIZER_CUTOFF}) over top k", *opt, range(1, MAX_K + 1)),
         f"judge pairs scored by the model this run: {judge.scored if judge is not None else 0}",
@@ -474,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--latency", type=int, default=0, help="cost run over N questions instead")
     parser.add_argument("--name", default=None)
+    parser.add_argument(
+        "--embed", choices=["bge", "e5"], default="bge", help="e5: multilingual-e5-small (Chinese)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.latency:
