@@ -312,7 +312,6 @@ class WindowReplacementEvent(AdvragEvent):
         return "WindowReplacementEvent"
 
 
-
 class ContextCompressionEvent(AdvragEvent):
     """Context compression: the spans kept of each passage, the budget and the tokens, or why
     the passages were handed on as retrieved (``error``)."""
