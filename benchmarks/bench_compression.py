@@ -27,6 +27,8 @@ cached on disk by its raw logit (``judge_score_cache``).
         --questions 200 --name compression_covidqa_20papers
     nice -n 5 python benchmarks/bench_compression.py --dataset cmrc --documents 150 --questions 150
     nice -n 5 python benchmarks/bench_compression.py --dataset rgb --questions 100
+    nice -n 5 python benchmarks/bench_compression.py --dataset rgb --questions 100 --embed e5 \
+        --name compression_rgb_zh_e5
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --latency 60
 """
 
