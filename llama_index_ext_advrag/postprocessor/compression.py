@@ -50,7 +50,7 @@ dispatcher = get_dispatcher(__name__)
 TRACE_COMPONENT = "compression"
 DEFAULT_MAX_CONTEXT_TOKENS = 600
 # Picked on SQuAD 2.0 (first 5 articles) and reported on the other sets:
-# benchmarks/results/compression_*.txt, docs/compression.md.
+# benchmarks/results/compression_squad2_sweep.txt, docs/compression.md.
 DEFAULT_NEIGHBOURS = 1
 DEFAULT_RANK_WEIGHT = 0.5
 DEFAULT_SPAN_SEPARATOR = " … "

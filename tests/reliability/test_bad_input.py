@@ -25,6 +25,7 @@ from reliability_outcomes import record
 from llama_index_ext_advrag import (
     AdaptiveSlidingWindowNodeParser,
     ConsecutiveMergePostprocessor,
+    ContextCompressionPostprocessor,
     DriftAwareWindowPostprocessor,
     HierarchicalAutoMergingRetriever,
     HierarchicalSentenceNodeParser,
@@ -287,6 +288,9 @@ POSTPROCESSORS: dict[str, Callable[[list[BaseNode]], Any]] = {
     ),
     "consecutive-merge": lambda nodes: ConsecutiveMergePostprocessor(docstore=_docstore(nodes)),
     "window-replacement": lambda nodes: WindowReplacementPostprocessor(),
+    "compression": lambda nodes: ContextCompressionPostprocessor(
+        embed_model=HashEmbedding(), docstore=_docstore(nodes), max_context_tokens=40
+    ),
 }
 
 
