@@ -24,6 +24,7 @@ from llama_index_ext_advrag.evaluation.decision import (
     scores_at_budget,
     versus_baseline,
 )
+from llama_index_ext_advrag.evaluation.paired import paired_bootstrap_intervals
 from llama_index_ext_advrag.evaluation.report import CompareRun
 
 TOKENS = {1: 100, 5: 300}
@@ -138,6 +139,7 @@ def test_losers_unclear_and_incomparable_pipelines_are_ranked_by_advantage() -> 
         (0, 0, 40),
     ]
     assert (by_name["far"].verdict, by_name["far"].questions) == (Verdict.NOT_COMPARABLE, 40)
+    assert by_name["far"].budgets == [] and by_name["far"].advantage is None
 
 
 def test_too_few_questions_in_words() -> None:
@@ -220,3 +222,20 @@ def test_the_hit_metric_pairs_by_evidence_rank(metric: str) -> None:
     assert run.metric == "coverage"
     [versus] = versus_baseline(run)
     assert versus.verdict is Verdict.BEATS and versus.advantage == 1.0
+
+
+def test_the_intervals_use_the_runs_resamples_and_seed() -> None:
+    rng = np.random.default_rng(3)
+    base = {k: [bool(v) for v in rng.integers(0, 2, 200)] for k in TOKENS}
+    cand = {k: [bool(v) for v in rng.integers(0, 2, 200)] for k in TOKENS}
+    run = replace(run_of({"baseline": base, "a": cand}), resamples=2000, bootstrap_seed=7)
+    [versus] = versus_baseline(run)
+    differences = np.column_stack(
+        [np.array(cand[k], dtype=float) - np.array(base[k], dtype=float) for k in (1, 1, 5)]
+    )
+    differences[:, 1] = (differences[:, 0] + differences[:, 2]) / 2  # 200 tokens: halfway
+    differences = differences[sorted(range(200), key=lambda i: f"q{i}")]  # paired in key order
+    expected = paired_bootstrap_intervals(differences, resamples=2000, seed=7)
+    assert [b.interval for b in versus.budgets] == expected
+    assert expected != paired_bootstrap_intervals(differences, resamples=2000, seed=0)
+    assert expected != paired_bootstrap_intervals(differences, resamples=10_000, seed=7)
