@@ -6,6 +6,7 @@ reach in the unit-tier mutation run)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -191,3 +192,32 @@ def test_choosing_the_lexical_leg() -> None:
 def test_vector_store_of() -> None:
     store = store_with(ScriptedClient())
     assert vector_store_of(Index(store)) is store and vector_store_of(object()) is None
+
+
+class EmptyStore(ScriptedStore):
+    def _parse_from_milvus_results(self, found: Any) -> tuple[list, list, list]:
+        return [], [], []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_row_found_is_logged_with_the_query(mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    logger = "llama_index_ext_advrag.retrievers.milvus_bm25"
+    empty = EmptyStore.model_construct(collection_name="docs", output_fields=[])
+    empty.__dict__["_scripted"] = ScriptedClient()
+    with caplog.at_level(logging.DEBUG, logger=logger):
+        assert retrieve(MilvusBM25Retriever(empty), "valve", mode) == []
+        assert caplog.messages == ["Milvus BM25 found no row sharing a term with 'valve'"]
+        caplog.clear()
+        assert retrieve(MilvusBM25Retriever(store_with(ScriptedClient())), "valve", mode)
+        assert caplog.messages == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_query_with_lone_surrogates_is_cleaned_naming_the_retriever(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = ScriptedClient(source="text")
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.queries"):
+        retrieve(MilvusBM25Retriever(store_with(client)), "pump \ud800", mode)
+    assert client.searches[0]["data"] == ["pump \ufffd"]
+    assert caplog.messages[0].startswith("MilvusBM25Retriever: the query holds 1 lone surrogate")
