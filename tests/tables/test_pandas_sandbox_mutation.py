@@ -10,15 +10,18 @@ import json
 import logging
 import pickle
 import signal
+import sys
 
 import pandas as pd
 import pytest
 
 from llama_index_ext_advrag.tables.pandas_allowlist import BUILTIN_FUNCTIONS, BUILTIN_TYPES
 from llama_index_ext_advrag.tables.pandas_sandbox import (
+    CHILD_SCRIPT,
     DEFAULT_DISPLAY_OPTIONS,
     SandboxLimits,
     SandboxResult,
+    _command,
     _entries,
     _request,
     interpret_child,
@@ -67,8 +70,8 @@ def test_a_signal_names_the_limit(number: int, limit: str, error: str) -> None:
 
 @pytest.mark.parametrize("stdout", [b"", b"\n\n", b"not json\n", b"\xff\xfe\n"])
 def test_no_answer_names_the_exit_status(stdout: bytes) -> None:
-    assert interpret(stdout, returncode=3) == SandboxResult(
-        False, error="the child gave no answer (exit status 3)"
+    assert interpret(stdout, returncode=3, files_left=1) == SandboxResult(
+        False, error="the child gave no answer (exit status 3)", files_left=1
     )
 
 
@@ -91,8 +94,18 @@ def test_stderr_and_files_left_are_logged(caplog: pytest.LogCaptureFixture) -> N
     assert warnings == ["pandas sandbox: 2 entries left in the working directory"]
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="llama_index_ext_advrag.tables.pandas_sandbox"):
+        interpret(answer({"ok": True}), stderr=b"bad \xff byte")
+    assert caplog.messages == ["pandas sandbox stderr: bad \ufffd byte"]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="llama_index_ext_advrag.tables.pandas_sandbox"):
         interpret(answer({"ok": True}))
     assert caplog.records == []
+
+
+def test_the_child_runs_isolated_without_bytecode() -> None:
+    # -I: no PYTHON* variables, no user site, no script folder on sys.path; -B: writes no .pyc
+    assert _command() == [sys.executable, "-I", "-B", str(CHILD_SCRIPT)]
+    assert CHILD_SCRIPT.is_file()
 
 
 def test_the_trace_record() -> None:
