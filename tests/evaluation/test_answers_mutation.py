@@ -154,3 +154,159 @@ def test_pipeline_key_and_choose_k() -> None:
     assert pipeline_key(Configured()) == "Configured:c:{'parser': 'window'}:judge=x"
     assert choose_k({5: 500.0, 1: 100.0, 3: 300.0}, 200.0) == 1  # a tie: the smaller k
     assert choose_k({1: 100.0, 3: 300.0}, 260.0) == 3
+
+
+class Recording:
+    """A retrieving pipeline that records what it is asked."""
+
+    name = "rec"
+    spec = "recording"
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int]] = []
+
+    def retrieve(self, bundle: QueryBundle, k: int) -> list[NodeWithScore]:
+        self.asked.append((bundle.query_str, k))
+        return [NodeWithScore(node=TextNode(text=CONTEXT), score=1.0)]
+
+
+class Judge:
+    """A support evaluator that records its calls and passes every sentence."""
+
+    def __init__(self, verdict: bool | None = True, result: bool = True) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.verdict, self.result = verdict, result
+
+    def _result(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        if not self.result:
+            return None
+
+        class Result:
+            passing = self.verdict
+
+        return Result()
+
+    def evaluate(self, **kwargs: Any) -> Any:
+        return self._result(**kwargs)
+
+    async def aevaluate(self, **kwargs: Any) -> Any:
+        return self._result(**kwargs)
+
+    def get_prompts(self) -> dict:
+        return {}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_what_the_pipeline_llm_and_judge_are_given(mode: str, tmp_path: Path) -> None:
+    llm, judge, pipeline = ScriptedLLM(yes), Judge(), Recording()
+    result = run(mode, pipeline, AnswerEvaluator(llm, tmp_path, support_evaluator=judge), k=2)
+    assert pipeline.asked == [(QUESTION.question, 2)]
+    assert judge.calls == [
+        {"query": QUESTION.question, "response": "The pump runs at 3.5 bar.", "contexts": [CONTEXT]}
+    ]
+    assert (result.hallucinated, result.sentences, result.llm_calls) == (False, 1, 1)
+    assert result.latency_ms is not None and result.latency_ms > 0
+    # the same question and context from another pipeline: generated again, not cached
+    other = Recording()
+    other.name = "other"
+    again = run(mode, other, AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=judge))
+    assert again.cached is False
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_judge_without_a_result_leaves_the_sentence_unjudged(mode: str, tmp_path: Path) -> None:
+    judge = Judge(result=False)
+    result = run(
+        mode, Recording(), AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=judge)
+    )
+    assert (result.hallucinated, result.unjudged, result.error) == (None, 1, None)
+
+
+def test_judgements_are_cached_per_llm_and_judge(tmp_path: Path) -> None:
+    first = Judge()
+    evaluator = AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=first)
+    assert evaluator.supported("q", "s", "c") is True and len(first.calls) == 1
+    assert evaluator.supported("q", "s", "c") is True and len(first.calls) == 1  # cached
+
+    class OtherJudge(Judge):
+        pass
+
+    other = OtherJudge(verdict=False)
+    assert (
+        AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=other).supported(
+            "q", "s", "c"
+        )
+        is False
+    )  # another judge: judged again
+
+    class OtherLLM(ScriptedLLM):
+        pass
+
+    third = Judge(verdict=False)
+    assert (
+        AnswerEvaluator(OtherLLM(yes), tmp_path, support_evaluator=third).supported("q", "s", "c")
+        is False
+        and len(third.calls) == 1
+    )  # another LLM: judged again
+    # an answer and a judgement never share a key, even with the same texts
+    assert evaluator._support_key("s", "c") != evaluator._answer_key("s", "c", "")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_timeouts_name_the_call(mode: str, tmp_path: Path, caplog) -> None:
+    import time as clock
+
+    class Slow(ScriptedLLM):
+        async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+            await asyncio.sleep(2)
+            return await super().acomplete(prompt, formatted, **kwargs)
+
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+            clock.sleep(2)
+            return super().complete(prompt, formatted, **kwargs)
+
+    evaluator = AnswerEvaluator(Slow(yes), tmp_path, timeout=0.2)
+    result = run(mode, Recording(), evaluator)
+    assert result.error == "TimeoutError: the answer LLM gave no answer within 0.2 s"
+    assert "pipeline rec, question q1: no answer (the answer LLM gave no answer" in caplog.text
+
+    class SlowJudge(Judge):
+        def evaluate(self, **kwargs: Any) -> Any:
+            clock.sleep(2)
+
+        async def aevaluate(self, **kwargs: Any) -> Any:
+            await asyncio.sleep(2)
+
+    evaluator = AnswerEvaluator(ScriptedLLM(yes), tmp_path / "j", timeout=0.2,
+                                support_evaluator=SlowJudge())  # fmt: skip
+    caplog.clear()
+    result = run(mode, Recording(), evaluator)
+    assert result.unjudged == 1
+    assert "support judgement failed (the support judge gave no answer within 0.2 s)" in caplog.text
+
+
+def test_choose_k_without_a_k_says_so() -> None:
+    with pytest.raises(ValueError) as error:
+        choose_k({}, 10)
+    assert str(error.value) == "choose_k needs at least one measured k"
+
+
+@pytest.mark.parametrize("show", [True, False])
+def test_the_progress_bar(show: bool, tmp_path: Path, monkeypatch) -> None:
+    from llama_index_ext_advrag.evaluation import answers
+
+    bars: list[dict[str, Any]] = []
+
+    def fake_tqdm(items: Any, **kwargs: Any) -> Any:
+        bars.append(kwargs)
+        return items
+
+    monkeypatch.setattr(answers, "tqdm", fake_tqdm)
+    evaluator = AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=Judge())
+    bundles = [QueryBundle(QUESTION.question)]
+    answer_questions(Recording(), [QUESTION], bundles, 1, evaluator, show)
+    asyncio.run(aanswer_questions(Recording(), [QUESTION], bundles, 1, evaluator, show))
+    assert bars == [{"desc": "rec answers", "disable": not show, "leave": False}] * 2
+    with pytest.raises(ValueError):
+        answer_questions(Recording(), [QUESTION], [], 1, evaluator, show)
