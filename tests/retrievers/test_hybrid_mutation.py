@@ -204,3 +204,39 @@ def test_with_top_k_leaves_retrievers_without_a_top_k_alone(caplog) -> None:
     with caplog.at_level(logging.DEBUG, logger="llama_index_ext_advrag.retrievers.hybrid"):
         assert with_top_k(leg, 5) is leg
     assert "Fixed has no similarity_top_k; used as configured" in caplog.messages
+
+
+def test_from_defaults_logs_how_it_read_the_dense_leg(caplog: pytest.LogCaptureFixture) -> None:
+    logger = "llama_index_ext_advrag.retrievers.hybrid"
+    english = HashEmbedding(model_name=ENGLISH)
+    with caplog.at_level(logging.DEBUG, logger=logger):
+        HybridFusionRetriever.from_defaults(Index(english), nodes=NODES)
+    assert f"dense leg english_only=True (model {english!r})" in caplog.messages
+    assert not any(m.startswith("dense leg not English-only") for m in caplog.messages)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=logger):
+        HybridFusionRetriever.from_defaults(Index(HashEmbedding(model_name=MULTI)), nodes=NODES)
+    assert f"dense leg not English-only: fusion {MULTILINGUAL_FUSION_DEFAULTS}" in caplog.messages
+
+
+@pytest.mark.parametrize("node_language", [True, False])
+def test_the_query_language_in_the_trace_is_rounded_to_four_places(node_language: bool) -> None:
+    from llama_index_ext_advrag.text.words import cjk_share
+
+    query = "pumps 汉"
+    share = cjk_share(query)
+    assert share != round(share, 4)  # the rounding shows
+    hybrid = HybridFusionRetriever(
+        [Fixed(hits(("a", 0.9))), Fixed(hits(("a", 2.0)))],
+        leg_names=["dense", "bm25"],
+        english_only_legs=["dense"],
+        node_language=node_language,
+    )
+    [result] = hybrid.retrieve(query)
+    language = result.node.metadata[TRACE_KEY]["hybrid_fusion"]["language"]
+    if node_language:
+        assert language == {"cjk_share": round(share, 4)}
+    else:
+        weights, record = hybrid.query_weights(query)
+        assert language == record == {"cjk_share": round(share, 4), "weights": list(weights)}
+        assert weights[1] == 1.0 and weights[0] < 1.0
