@@ -240,3 +240,37 @@ def test_the_query_language_in_the_trace_is_rounded_to_four_places(node_language
         weights, record = hybrid.query_weights(query)
         assert language == record == {"cjk_share": round(share, 4), "weights": list(weights)}
         assert weights[1] == 1.0 and weights[0] < 1.0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_lexical_choice_is_in_the_trace_and_the_event(mode: str) -> None:
+    index = VectorStoreIndex(NODES, embed_model=HashEmbedding(dim=16, model_name=ENGLISH))
+    hybrid = HybridFusionRetriever.from_defaults(index, nodes=NODES, similarity_top_k=1)
+    expected = {"backend": "bm25s", "reason": "the vector store is SimpleVectorStore, not Milvus"}
+    with instrumented() as (events, _):
+        if mode == "async":
+            [result] = asyncio.run(hybrid.aretrieve("pump"))
+        else:
+            [result] = hybrid.retrieve("pump")
+    assert result.node.metadata[TRACE_KEY]["hybrid_fusion"]["lexical"] == expected
+    [event] = [e for e in events if isinstance(e, HybridFusionEvent)]
+    assert event.lexical == expected
+
+
+class Failing(BaseRetriever):
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        raise RuntimeError(self.message)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_when_every_leg_fails_the_first_error_is_raised(mode: str) -> None:
+    hybrid = HybridFusionRetriever([Failing("first"), Failing("second")])
+    with pytest.raises(RuntimeError, match="^first$"):
+        if mode == "async":
+            asyncio.run(hybrid.aretrieve("q"))
+        else:
+            hybrid.retrieve("q")
