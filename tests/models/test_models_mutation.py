@@ -217,3 +217,99 @@ def test_embedding_in_length_order_keeps_the_given_order() -> None:
     vectors = embed_in_length_order(Recording(dim=2), ["ccc", "a", "bb", "a"])
     assert seen == [["a", "a", "bb", "ccc"]]
     assert vectors == [[3.0], [1.0], [2.0], [1.0]]
+
+
+class Stub:
+    """Stands in for a model class: remembers its keyword arguments."""
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+
+
+def test_a_given_model_path_skips_the_packaged_files(monkeypatch) -> None:
+    from llama_index_ext_advrag import _onnx
+    from llama_index_ext_advrag.embeddings import onnx_bge
+
+    def missing(*args, **kwargs):
+        raise FileNotFoundError("no packaged model")
+
+    monkeypatch.setattr(_onnx, "packaged_model_dir", missing)
+    monkeypatch.setattr(onnx_bge, "BgeSmallOnnxEmbedding", Stub)
+    assert models.load_default_embed_model(model_path="/my/model").kwargs == {
+        "model_path": "/my/model"
+    }
+    with pytest.raises(ModelResolutionError) as error:
+        models.load_default_embed_model()
+    assert str(error.value) == models.OFFLINE_EXTRA_HINT
+
+
+def test_the_packaged_minilm_loads_offline_with_its_options(monkeypatch, tmp_path) -> None:
+    from llama_index_ext_advrag.embeddings import packaged
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(packaged, "packaged_embedding_class", lambda: Stub)
+    monkeypatch.setattr(models, "packaged_embed_model_path", lambda: tmp_path)
+    model = models.load_packaged_embed_model(embed_batch_size=8)
+    assert model.kwargs == {"model_name": str(tmp_path), "device": "cpu", "embed_batch_size": 8}
+    assert (models.os.environ["HF_HUB_OFFLINE"], models.os.environ["TRANSFORMERS_OFFLINE"]) == (
+        "1",
+        "1",
+    )
+
+    def no_torch():
+        raise ImportError("no torch")
+
+    monkeypatch.setattr(packaged, "packaged_embedding_class", no_torch)
+    with pytest.raises(ModelResolutionError) as error:
+        models.load_packaged_embed_model()
+    assert str(error.value) == (
+        "The packaged all-MiniLM-L6-v2 runs through llama-index-embeddings-huggingface "
+        f"(sentence-transformers, torch), which is not installed (no torch). "
+        f"{models.MINILM_EXTRA_HINT}"
+    )
+
+
+def test_an_openai_key_without_the_openai_package_is_named(offline, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setitem(sys.modules, "llama_index.llms.openai", None)  # import fails
+    with pytest.raises(ModelResolutionError) as error:
+        resolve_llm()
+    assert str(error.value) == (
+        "OPENAI_API_KEY is set but llama-index-llms-openai is missing: "
+        "pip install llama-index-llms-openai, or unset OPENAI_API_KEY"
+    )
+
+
+def test_the_corpus_share_is_rounded_to_four_places() -> None:
+    assert corpus_cjk_share(["pumps 汉"]) == round(1 / 6, 4) == 0.1667
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_length_order_forwards_show_progress_and_needs_one_vector_per_text(mode: str) -> None:
+    import asyncio
+
+    given: list[bool] = []
+
+    class Recording(HashEmbedding):
+        short: bool = False
+
+        def get_text_embedding_batch(self, texts, show_progress=False, **kwargs):
+            given.append(show_progress)
+            return [[float(len(t))] for t in texts][: len(texts) - self.short]
+
+        async def aget_text_embedding_batch(self, texts, show_progress=False, **kwargs):
+            return self.get_text_embedding_batch(texts, show_progress)
+
+    def call(model, texts, **kwargs):
+        if mode == "async":
+            return asyncio.run(models.aembed_in_length_order(model, texts, **kwargs))
+        return embed_in_length_order(model, texts, **kwargs)
+
+    assert call(Recording(dim=2), ["bb", "a"]) == [[2.0], [1.0]]
+    call(Recording(dim=2), ["a"], show_progress=True)
+    assert given == [False, True]
+    with pytest.raises(ValueError):
+        call(Recording(dim=2, short=True), ["bb", "a"])
