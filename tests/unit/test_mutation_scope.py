@@ -2,7 +2,7 @@
 (pyproject.toml [tool.mutmut] only_mutate) or named, with its reason, in the ``[not_mutated]``
 table of benchmarks/mutation_equivalents.toml, so a new module without mutation coverage fails
 here, and a mutated module needs a selected test that imports it. Pure Python, no mutmut run (a
-second or less); the measured survival per module is in benchmarks/results/mutation.txt.
+second or less); benchmarks/results/mutation.txt holds the measured survival per module.
 """
 
 from __future__ import annotations
