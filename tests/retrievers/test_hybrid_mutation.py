@@ -274,3 +274,51 @@ def test_when_every_leg_fails_the_first_error_is_raised(mode: str) -> None:
             asyncio.run(hybrid.aretrieve("q"))
         else:
             hybrid.retrieve("q")
+
+
+def test_no_legs_is_refused_in_words() -> None:
+    with pytest.raises(ValueError) as error:
+        HybridFusionRetriever([])
+    assert str(error.value) == "retrievers must hold at least one retriever, got none"
+
+
+def test_a_leg_is_cut_to_leg_top_k_even_when_it_returns_more() -> None:
+    many = Fixed(hits(*[(f"n{i}", 10.0 - i) for i in range(6)]))  # no similarity_top_k
+    hybrid = HybridFusionRetriever([many, Fixed(hits(("n5", 1.0)))], leg_top_k=2)
+    with instrumented() as (events, _):
+        results = hybrid.retrieve("q")
+    [event] = [e for e in events if isinstance(e, HybridFusionEvent)]
+    assert [leg["hits"] for leg in event.legs] == [2, 1]
+    assert {r.node.node_id for r in results} == {"n0", "n1", "n5"}
+
+
+def test_degraded_legs_are_logged_and_traced_in_words(caplog: pytest.LogCaptureFixture) -> None:
+    hybrid = HybridFusionRetriever(
+        [Fixed(hits(("a", 1.0))), Failing("down"), Fixed([])], leg_names=["dense", "bm25", "web"]
+    )
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.retrievers.hybrid"):
+        [result] = hybrid.retrieve("q")
+    assert caplog.messages == [
+        "hybrid leg bm25 failed (RuntimeError('down')); fusing the other legs",
+        "hybrid leg web returned nothing; fusing the other legs",
+    ]
+    assert result.node.metadata[TRACE_KEY]["hybrid_fusion"]["degraded"] == [
+        {"leg": "bm25", "reason": "error: RuntimeError('down')"},
+        {"leg": "web", "reason": "empty"},
+    ]
+
+
+def test_with_top_k_uses_with_settings_only_for_the_packs_retrievers() -> None:
+    class Plain(BaseRetriever):
+        top_k_setting = "similarity_top_k"  # looks like the pack's, is not a ConfiguredRetriever
+
+        def __init__(self) -> None:
+            self.similarity_top_k = 3
+            super().__init__()
+
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            return []
+
+    plain = Plain()
+    copy = with_top_k(plain, 5)
+    assert copy is not plain and (copy.similarity_top_k, plain.similarity_top_k) == (5, 3)
