@@ -6,6 +6,7 @@ evaluation/answers.py the scripted-LLM tests leave)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,147 @@ def test_the_progress_bar(show: bool, tmp_path: Path, monkeypatch) -> None:
     assert bars == [{"desc": "rec answers", "disable": not show, "leave": False}] * 2
     with pytest.raises(ValueError):
         answer_questions(Recording(), [QUESTION], [], 1, evaluator, show)
+
+
+class PromptJudge(Judge):
+    def __init__(self, prompt: str) -> None:
+        super().__init__()
+        self.prompt = prompt
+
+    def get_prompts(self) -> dict:
+        return {"eval_template": self.prompt}  # a plain string: no .template
+
+
+def test_keys_separate_llms_prompts_and_judges(tmp_path: Path) -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    class OtherLLM(ScriptedLLM):
+        pass
+
+    first = ScriptedLLM(yes)
+    AnswerEvaluator(first, tmp_path).generate("p", "q", "c")
+    other = OtherLLM(yes)
+    assert AnswerEvaluator(other, tmp_path).generate("p", "q", "c")[2] is False  # another LLM
+    custom = PromptTemplate("Q={query_str} C={context_str}")
+    again = ScriptedLLM(yes)
+    evaluator = AnswerEvaluator(again, tmp_path, prompt=custom)
+    assert evaluator.generate("p", "q", "c")[2] is False  # another prompt
+    assert again.prompts == ["Q=q C=c"]  # the given prompt is the one used
+    judge_a, judge_b = PromptJudge("judge A"), PromptJudge("judge B")
+    AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=judge_a).supported("q", "s", "c")
+    AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=judge_b).supported("q", "s", "c")
+    assert (len(judge_a.calls), len(judge_b.calls)) == (1, 1)  # another judge prompt
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_self_answers_are_cached_per_pipeline_question_and_llm(mode: str, tmp_path: Path) -> None:
+    class OtherLLM(ScriptedLLM):
+        pass
+
+    def ask(pipeline: SelfAnswering, question: Question, llm: Any) -> AnswerResult:
+        evaluator = AnswerEvaluator(llm, tmp_path, support_evaluator=Judge())
+        bundles = [QueryBundle(question.question)]
+        if mode == "async":
+            rows = asyncio.run(
+                aanswer_questions(pipeline, [question], bundles, 3, evaluator, False)
+            )
+        else:
+            rows = answer_questions(pipeline, [question], bundles, 3, evaluator, False)
+        return rows[0]
+
+    first, second = SelfAnswering(), SelfAnswering()
+    second.name = "second"
+    other_question = Question("q2", "How often is the filter cleaned?", (("weekly",),))
+    assert ask(first, QUESTION, ScriptedLLM(yes)).pipeline == "self"
+    assert ask(second, QUESTION, ScriptedLLM(yes)).cached is False  # another pipeline
+    assert ask(first, other_question, ScriptedLLM(yes)).cached is False  # another question
+    assert ask(first, QUESTION, OtherLLM(yes)).cached is False  # another LLM
+    assert ask(first, QUESTION, ScriptedLLM(yes)).cached is True
+    assert len(first.calls) == 3 and len(second.calls) == 1
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_slow_self_answering_pipeline_is_bounded(mode: str, tmp_path: Path) -> None:
+    import time as clock
+
+    class Slow(SelfAnswering):
+        def answer(self, bundle: QueryBundle, k: int):
+            clock.sleep(2)
+            return super().answer(bundle, k)
+
+    result = run(mode, Slow(), AnswerEvaluator(ScriptedLLM(yes), tmp_path, timeout=0.2))
+    assert result.error == "TimeoutError: pipeline self gave no answer within 0.2 s"
+
+
+def test_unsupported_sentences_are_counted(tmp_path: Path) -> None:
+    class PerSentence(Judge):
+        def _result(self, **kwargs: Any) -> Any:
+            self.calls.append(kwargs)
+
+            class Result:
+                passing = "blue" not in kwargs["response"]
+
+            return Result()
+
+    class Three(Recording):
+        name = "three"
+
+    llm = ScriptedLLM(
+        lambda p: (
+            "The pump runs at 3.5 bar. It is blue. It is quiet."
+            if not p.startswith("Please")
+            else "YES"
+        )
+    )
+    result = run("sync", Three(), AnswerEvaluator(llm, tmp_path, support_evaluator=PerSentence()))
+    assert (result.pipeline, result.sentences, result.unsupported, result.unjudged) == (
+        "three",
+        3,
+        1,
+        0,
+    )
+    assert result.hallucinated is True
+
+
+def test_latency_is_in_milliseconds(tmp_path: Path) -> None:
+    import time as clock
+
+    class SlowRetrieval(Recording):
+        def retrieve(self, bundle: QueryBundle, k: int) -> list[NodeWithScore]:
+            clock.sleep(0.05)
+            return super().retrieve(bundle, k)
+
+    result = run("sync", SlowRetrieval(), AnswerEvaluator(ScriptedLLM(yes), tmp_path))
+    assert result.latency_ms >= 50  # 50 ms of retrieval, counted in milliseconds
+
+
+def test_failures_are_logged_in_words(tmp_path: Path, caplog) -> None:
+    class Broken(Recording):
+        def retrieve(self, bundle: QueryBundle, k: int) -> list[NodeWithScore]:
+            raise RuntimeError("store down")
+
+    class Failing(Judge):
+        def evaluate(self, **kwargs: Any) -> Any:
+            raise RuntimeError("judge down")
+
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.evaluation.answers"):
+        run("sync", Broken(), AnswerEvaluator(ScriptedLLM(yes), tmp_path))
+        AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=Failing()).supported(
+            "q", "s", "c"
+        )
+    assert caplog.messages == [
+        "pipeline rec, question q1: no answer (store down)",
+        "support judgement failed (judge down): sentence left unjudged",
+    ]
+
+
+def test_the_progress_bar_is_shown_by_default(tmp_path: Path, monkeypatch) -> None:
+    from llama_index_ext_advrag.evaluation import answers
+
+    bars: list[bool] = []
+    monkeypatch.setattr(answers, "tqdm", lambda items, **kw: bars.append(kw["disable"]) or items)
+    evaluator = AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=Judge())
+    bundles = [QueryBundle(QUESTION.question)]
+    answer_questions(Recording(), [QUESTION], bundles, 1, evaluator)
+    asyncio.run(aanswer_questions(Recording(), [QUESTION], bundles, 1, evaluator))
+    assert bars == [False, False]
