@@ -455,3 +455,42 @@ def test_the_progress_bar_is_shown_by_default(tmp_path: Path, monkeypatch) -> No
     answer_questions(Recording(), [QUESTION], bundles, 1, evaluator)
     asyncio.run(aanswer_questions(Recording(), [QUESTION], bundles, 1, evaluator))
     assert bars == [False, False]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_row_names_its_k_and_a_plausible_latency(mode: str, tmp_path: Path) -> None:
+    result = run(mode, Recording(), AnswerEvaluator(ScriptedLLM(yes), tmp_path), k=7)
+    assert result.k == 7
+    assert 0 < result.latency_ms < 60_000  # milliseconds since the call started
+
+
+def test_a_judge_without_prompts_is_named_by_its_class(tmp_path: Path) -> None:
+    class Bare:
+        def evaluate(self, **kwargs: Any) -> Any:
+            class Result:
+                passing = True
+
+            return Result()
+
+    evaluator = AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=Bare())
+    assert evaluator.identity()["judge"] == "Bare" and evaluator.supported("q", "s", "c") is True
+
+
+def test_async_answers_are_cached_per_context(tmp_path: Path) -> None:
+    llm = ScriptedLLM(yes)
+    evaluator = AnswerEvaluator(llm, tmp_path)
+    asyncio.run(evaluator.agenerate("p", "question", "context"))
+    assert asyncio.run(evaluator.agenerate("p", "question", "other"))[2] is False
+    assert asyncio.run(evaluator.agenerate("p", "question", "context"))[2] is True
+    assert len(llm.prompts) == 2
+
+
+def test_async_judge_failures_are_logged_in_words(tmp_path: Path, caplog) -> None:
+    class Failing(Judge):
+        async def aevaluate(self, **kwargs: Any) -> Any:
+            raise RuntimeError("judge down")
+
+    evaluator = AnswerEvaluator(ScriptedLLM(yes), tmp_path, support_evaluator=Failing())
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.evaluation.answers"):
+        assert asyncio.run(evaluator.asupported("q", "s", "c")) is None
+    assert caplog.messages == ["support judgement failed (judge down): sentence left unjudged"]
