@@ -57,3 +57,11 @@ def test_extractive_answers_are_in_reading_order() -> None:
 def test_first_line_keeps_its_letters() -> None:
     assert critique.first_line('\n  "Xenon lamps"  \nsecond') == "Xenon lamps"
     assert critique.first_line("`XX`") == "XX"
+
+
+def test_no_token_is_read_from_a_response_that_is_not_a_completion() -> None:
+    odd = type("Odd", (), {"logprobs": [[LogProb(token="Full", logprob=0.0, bytes=[])]]})()
+    assert critique.read_support(odd) == Critique(0.0, "default", None, "", "no completion (Odd)")
+    assert critique.read_retrieve(odd, 0.5) == Critique(
+        1.0, "default", None, "", "no completion (Odd)"
+    )
