@@ -62,6 +62,7 @@ def test_first_line_keeps_its_letters() -> None:
 def test_no_token_is_read_from_a_response_that_is_not_a_completion() -> None:
     odd = type("Odd", (), {"logprobs": [[LogProb(token="Full", logprob=0.0, bytes=[])]]})()
     assert critique.read_support(odd) == Critique(0.0, "default", None, "", "no completion (Odd)")
-    assert critique.read_retrieve(odd, 0.5) == Critique(
+    says_no = type("Odd", (), {"logprobs": [[LogProb(token="No", logprob=0.0, bytes=[])]]})()
+    assert critique.read_retrieve(says_no, 0.5) == Critique(
         1.0, "default", None, "", "no completion (Odd)"
     )
