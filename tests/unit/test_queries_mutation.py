@@ -62,4 +62,5 @@ def test_empty_and_missing_queries_are_refused_in_words() -> None:
 def test_the_keyword_rewrite() -> None:
     assert distinctive_terms("the pump and the Pump pump") == "pump"
     assert distinctive_terms("what is it") == "what"
+    assert distinctive_terms("the incubation period") == "incubation period"
     assert distinctive_terms("the of and") == "the of and"  # nothing left: the query itself
