@@ -41,6 +41,8 @@ def test_timeouts_name_what_gave_no_answer() -> None:
     assert str(error.value) == "the call gave no answer within 0.05 s"
     with pytest.raises(StepTimeoutError, match="^the judge gave no answer within 0.05 s$"):
         asyncio.run(arun_within(aslow, 0.05, "the judge"))
+    with pytest.raises(StepTimeoutError, match="^the call gave no answer within 0 s$"):
+        asyncio.run(arun_within(aslow, 0))
 
 
 def test_attempts_name_the_step_and_keep_the_exception() -> None:
