@@ -87,7 +87,10 @@ bench: $(VENV)/.test-deps
 # call the mutated function. MUTANTS narrows a run (MUTANTS='llama_index_ext_advrag.text.*');
 # MUTATION_JOBS is the number of parallel workers. mutants/ is rebuilt on every run (mutmut does
 # not refresh the unmutated files it copied before). The report goes to
-# benchmarks/results/mutation.txt.
+# benchmarks/results/mutation.txt. `make test` runs only the scope check
+# (tests/unit/test_mutation_scope.py: every module mutated or excluded with a reason in
+# benchmarks/mutation_equivalents.toml [not_mutated], and every mutated module imported by a
+# selected test), not mutmut itself.
 MUTATION_JOBS ?= 2
 MUTANTS ?=
 mutation: $(VENV)/.test-deps

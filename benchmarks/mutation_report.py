@@ -9,6 +9,9 @@ Then each behaviour-changing survivor by name (``mutmut show NAME`` prints its d
 
     python benchmarks/mutation_report.py                    # after `make mutation`
     python benchmarks/mutation_report.py --output benchmarks/results/mutation.txt
+    python benchmarks/mutation_report.py --mutants RUN1/mutants --mutants RUN2/mutants
+
+Equivalents of modules outside the run are not flagged as stale (a narrowed run).
 """
 
 from __future__ import annotations
@@ -60,7 +63,12 @@ def load_equivalents(path: Path) -> dict[str, str]:
 def report(statuses: dict[str, str], equivalents: dict[str, str]) -> list[str]:
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     survivors: dict[str, list[str]] = defaultdict(list)
-    stale = sorted(name for name in equivalents if statuses.get(name) not in {SURVIVED, UNTESTED})
+    run_modules = {module_of(name) for name in statuses}
+    stale = sorted(
+        name
+        for name in equivalents
+        if module_of(name) in run_modules and statuses.get(name) not in {SURVIVED, UNTESTED}
+    )
     for name, status in statuses.items():
         module = module_of(name)
         by_module[module][status] += 1
@@ -108,13 +116,21 @@ def row(module: str, counts: Counter[str], checked: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mutants", type=Path, default=REPO_ROOT / "mutants")
+    parser.add_argument(
+        "--mutants",
+        type=Path,
+        action="append",
+        help="mutmut's mutants/ folder (default ./mutants); repeat to merge narrowed runs",
+    )
     parser.add_argument("--equivalents", type=Path, default=EQUIVALENTS)
     parser.add_argument("--output", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
-    statuses = load_statuses(args.mutants)
+    folders = args.mutants or [REPO_ROOT / "mutants"]
+    statuses: dict[str, str] = {}
+    for folder in folders:
+        statuses.update(load_statuses(folder))
     if not statuses:
-        raise SystemExit(f"no mutmut results under {args.mutants}: run `make mutation` first")
+        raise SystemExit(f"no mutmut results under {folders}: run `make mutation` first")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"mutmut run summarised {stamp}",
