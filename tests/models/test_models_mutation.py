@@ -315,12 +315,12 @@ def test_length_order_forwards_show_progress_and_needs_one_vector_per_text(mode:
         call(Recording(dim=2, short=True), ["bb", "a"])
 
 
-def test_a_llamaindex_model_string_is_an_explicit_choice(offline, monkeypatch) -> None:
+def test_a_llamaindex_model_string_is_an_explicit_choice(offline, monkeypatch, tmp_path) -> None:
     from llama_index.core.embeddings import utils
 
     resolved = HashEmbedding(dim=8, model_name="local-folder")
     monkeypatch.setattr(utils, "resolve_embed_model", lambda spec: resolved)
-    decision = decide_embed_model("local:/some/folder")
+    decision = decide_embed_model(f"local:{tmp_path}")  # an existing folder (checked first)
     assert decision.model is resolved and decision.source == "explicit"
 
 

@@ -55,8 +55,10 @@ def test_extractive_answers_are_in_reading_order() -> None:
 
 
 def test_first_line_keeps_its_letters() -> None:
-    assert critique.first_line('\n  "Xenon lamps"  \nsecond') == "Xenon lamps"
-    assert critique.first_line("`XX`") == "XX"
+    from llama_index_ext_advrag.queries import read_rewrite
+
+    assert read_rewrite('\n  "Xenon lamps"  \nsecond') == "Xenon lamps"
+    assert read_rewrite("`XX`") == "XX"
 
 
 def test_no_token_is_read_from_a_response_that_is_not_a_completion() -> None:

@@ -30,4 +30,4 @@ def test_class_name_is_the_class_name(cls: type[BaseEvent]) -> None:
 
 def test_class_names_are_distinct() -> None:
     names = [cls.class_name() for cls in EVENT_CLASSES]
-    assert len(set(names)) == len(names) == 20
+    assert len(set(names)) == len(names) == 22
