@@ -1,0 +1,538 @@
+"""The design's answer table, measured with a local LLM: resumable, every call cached.
+
+Fixed question samples never used to pick a default (see ``covidqa_sample`` / ``cmrc_sample``):
+100 COVID-QA questions from papers 61-98 (corpus: those 38 papers; the benchmarks tuned
+defaults on the first 400 questions in file order, on a seeded random 400 and on the first 20
+papers, all left out) and 50 CMRC 2018 dev questions from its last 100 paragraphs (corpus: those
+paragraphs; at most one question per paragraph; the fusion defaults were picked on the first
+2,000 questions). Each row is a pipeline at a context budget (the k whose mean context tokens
+on the sample is closest to it) or at its natural k=5. Rows run in groups, in order of
+importance; inside a group the questions are the outer loop, so every group grows paired. Each
+answer's sentences are judged right after it is generated, by the prefix support judge
+(:mod:`~llama_index_ext_advrag.evaluation.support_judge`): its prompt begins with the
+generation's, so the server evaluates only the judge's own tokens.
+
+Everything goes through the answer cache (``AnswerCache``, JSON lines): generations,
+judgements, each row's k choice and each finished row record. ``run`` resumes after any
+interruption; ``snapshot`` writes the committed copy ``benchmarks/results/answers_cache.jsonl.gz``
+(``run`` restores from it when the working cache is missing); ``report`` rebuilds every table
+from the cache alone (no LLM, no index), in seconds.
+
+Usage (the LLM server is started at nice +10 with 2 threads unless one answers at --port)::
+
+    nice -n 5 python benchmarks/bench_answers.py run --gguf MODEL.gguf          # resume the run
+    nice -n 5 python benchmarks/bench_answers.py run --gguf MODEL.gguf --rows covidqa:compress@520
+    python benchmarks/bench_answers.py snapshot     # cache -> benchmarks/results/*.jsonl.gz
+    python benchmarks/bench_answers.py report       # tables from the cache, no LLM
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (  # noqa: E402
+    DEFAULT_DATASETS,
+    REPO_ROOT,
+    RESULTS_DIR,
+    cmrc_path,
+    covidqa_path,
+    load_squad,
+    write_results,
+)
+from llama_index_ext_advrag.evaluation.answer_cache import AnswerCache, cache_key  # noqa: E402
+
+logger = logging.getLogger("bench_answers")
+
+WORK_DIR = REPO_ROOT / ".advrag" / "answers-run"
+SNAPSHOT = RESULTS_DIR / "answers_cache.jsonl.gz"
+DEFAULT_PORT = 8741
+MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+MAX_TOKENS = 64
+N_CTX = 4096
+SAMPLE_SEED = 41
+COVID_PAPERS = (60, 98)  # article indexes [start, end): papers 61-98
+CMRC_PARAGRAPHS = (748, 848)  # the last 100 paragraphs
+COVID_QUESTIONS = 100
+CMRC_QUESTIONS = 50
+NATURAL_K = 5
+K_PROBE = (1, 2, 3, 4, 5, 6, 8, 10)
+K_PROBE_QUESTIONS = 30
+
+# groups of rows, most important first: dataset:pipeline@budget (no budget: k=5)
+DESIGN = ("baseline@520", "baseline-1024@1050", "adaptive-window@830")
+PACK = ("hybrid", "crag", "self-rag")
+DEFAULT_GROUPS = (
+    [f"covidqa:{row}" for row in DESIGN],
+    [f"cmrc:{row}" for row in DESIGN],
+    [f"covidqa:{row}" for row in PACK],
+    [f"cmrc:{row}" for row in PACK],
+)
+DESIGN_NUMBERS = {  # the design's table: hallucination, fact recall (EM), latency ms, tokens
+    "baseline@520": (0.234, 0.612, 612, 520),
+    "baseline-1024@1050": (0.159, 0.687, 688, 1050),
+    "adaptive-window@830": (0.096, 0.789, 745, 830),
+}
+
+
+# --- samples ----------------------------------------------------------------------------------
+
+
+def _tuning_ids(path: Path) -> set[str]:
+    """COVID-QA questions earlier benchmarks tuned on: the first 400 in file order and the
+    seeded random 400 of ``bench_node_parsers`` (seed 0)."""
+    everything = load_squad(path).questions
+    first = {q.id for q in everything[:400]}
+    seeded = {q.id for q in load_squad(path, 400, seed=0).questions}
+    return first | seeded
+
+
+def covidqa_sample(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """The corpus (a SQuAD file of papers 61-98) and the sampled question ids, in run order."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["data"] = raw["data"][COVID_PAPERS[0] : COVID_PAPERS[1]]
+    excluded = _tuning_ids(path)
+    ids = [
+        str(qa["id"])
+        for article in raw["data"]
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+        if str(qa["id"]) not in excluded and any(a["text"].strip() for a in qa["answers"])
+    ]
+    return raw, random.Random(SAMPLE_SEED).sample(ids, COVID_QUESTIONS)
+
+
+def cmrc_sample(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """The corpus (CMRC's last 100 paragraphs) and one question from each of 50 of them."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    paragraphs = [(a, p) for a in raw["data"] for p in a["paragraphs"]]
+    kept = paragraphs[CMRC_PARAGRAPHS[0] : CMRC_PARAGRAPHS[1]]
+    rng = random.Random(SAMPLE_SEED)
+    chosen = rng.sample(range(len(kept)), CMRC_QUESTIONS)
+    ids = [str(rng.choice(kept[i][1]["qas"])["id"]) for i in chosen]
+    articles: dict[int, dict[str, Any]] = {}
+    for article, paragraph in kept:
+        articles.setdefault(id(article), {**article, "paragraphs": []})["paragraphs"].append(
+            paragraph
+        )
+    return {**raw, "data": list(articles.values())}, ids
+
+
+# --- the LLM server ---------------------------------------------------------------------------
+
+
+def server_up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def start_server(gguf: Path, port: int, log: Path, threads: int) -> subprocess.Popen[bytes]:
+    """``benchmarks/llm_server.py`` (llama-cpp-python, no ``logits_all``: see its docstring) at
+    nice +10; it keeps the previous prompt's longest common prefix in its KV cache."""
+    command = ["nice", "-n", "10", sys.executable, str(Path(__file__).with_name("llm_server.py")),
+               "--model", str(gguf), "--alias", MODEL_ALIAS, "--port", str(port),
+               "--threads", str(threads), "--n-ctx", str(N_CTX)]  # fmt: skip
+    handle = log.open("ab")
+    process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    for _ in range(600):
+        if server_up(port):
+            return process
+        if process.poll() is not None:
+            raise RuntimeError(f"the LLM server exited with {process.returncode}; see {log}")
+        time.sleep(1)
+    process.terminate()
+    raise RuntimeError(f"the LLM server did not answer within 600 s; see {log}")
+
+
+def make_llm(port: int, timeout: float) -> Any:
+    from llama_index_ext_advrag.cli_compare import openai_like_llm
+
+    return openai_like_llm(f"http://127.0.0.1:{port}/v1", MODEL_ALIAS, timeout, MAX_TOKENS)
+
+
+# --- the working cache and its committed snapshot ---------------------------------------------
+
+
+def restore(cache_dir: Path) -> None:
+    """Append the snapshot's entries that the working cache lacks (a fresh checkout, or a
+    snapshot committed by another machine)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    if not SNAPSHOT.is_file():
+        return
+    cache = AnswerCache(cache_dir)
+    added = 0
+    with gzip.open(SNAPSHOT, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if entry["key"] not in cache._entries:
+                cache.put(entry["key"], entry["value"])
+                added += 1
+    if added:
+        logger.info("restored %d entries from %s", added, SNAPSHOT.name)
+
+
+def snapshot(cache_dir: Path) -> Path:
+    """The working cache, deduplicated and gzipped (mtime 0: the same entries, the same bytes)."""
+    cache = AnswerCache(cache_dir)
+    lines = [json.dumps({"key": k, "value": v}, ensure_ascii=False, sort_keys=True)
+             for k, v in sorted(cache._entries.items())]  # fmt: skip
+    tmp = SNAPSHOT.with_suffix(".tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
+        handle.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    tmp.replace(SNAPSHOT)
+    return SNAPSHOT
+
+
+# --- rows -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    dataset: str
+    pipeline: str
+    budget: float | None  # None: k = NATURAL_K
+
+    @property
+    def label(self) -> str:
+        return self.pipeline + (f"@{self.budget:g}" if self.budget is not None else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Row:
+        dataset, _, rest = text.partition(":")
+        if dataset not in ("covidqa", "cmrc") or not rest:
+            raise ValueError(f"a row is covidqa:PIPELINE[@BUDGET] or cmrc:..., got {text!r}")
+        name, _, budget = rest.partition("@")
+        return cls(dataset, name, float(budget) if budget else None)
+
+
+class Dataset:
+    """One dataset's corpus, questions and (built when first needed) index context."""
+
+    def __init__(self, name: str, datasets: Path, llm: Any) -> None:
+        self.name = name
+        path = covidqa_path(datasets) if name == "covidqa" else cmrc_path(datasets)
+        raw, self.ids = covidqa_sample(path) if name == "covidqa" else cmrc_sample(path)
+        self.folder = WORK_DIR / name
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.corpus = self.folder / "corpus.json"
+        text = json.dumps(raw, ensure_ascii=False)
+        if not self.corpus.is_file() or self.corpus.read_text(encoding="utf-8") != text:
+            self.corpus.write_text(text, encoding="utf-8")
+        from llama_index_ext_advrag.evaluation.questions import read_questions
+
+        by_id = {q.id: q for q in read_questions(str(self.corpus)).questions}
+        missing = [i for i in self.ids if i not in by_id]
+        if missing:
+            raise ValueError(f"{name}: sampled questions not read: {missing[:5]}")
+        self.questions = [by_id[i] for i in self.ids]
+        self.llm = llm
+        self._context: Any = None
+        self._bundles: dict[str, Any] = {}
+        self._pipelines: dict[str, Any] = {}
+
+    def context(self) -> Any:
+        if self._context is None:
+            from benchmarks.common import cached_bge_embedding, cached_e5_embedding
+            from llama_index_ext_advrag.evaluation.compare import embed_questions
+            from llama_index_ext_advrag.evaluation.session import CompareOptions, build_context
+            from llama_index_ext_advrag.evaluation.sources import load_corpus
+
+            embed = cached_bge_embedding() if self.name == "covidqa" else cached_e5_embedding()
+            options = CompareOptions(docs=[str(self.corpus)], uri=str(self.folder / "index.db"),
+                                     state_dir=str(self.folder / "state"), show_progress=False,
+                                     doc_type="auto")  # fmt: skip
+            documents = load_corpus(options.docs)
+            self._context = build_context(options, documents, embed, self.llm)
+            self._context.store.warm_up()
+            bundles = embed_questions(self.questions, embed, show_progress=False)
+            self._bundles = {q.id: b for q, b in zip(self.questions, bundles, strict=True)}
+        return self._context
+
+    def pipeline(self, name: str) -> Any:
+        if name not in self._pipelines:
+            from llama_index_ext_advrag.evaluation.registry import get_pipeline
+
+            logger.info("%s: building pipeline %s", self.name, name)
+            self._pipelines[name] = get_pipeline(name).build(self.context())
+        return self._pipelines[name]
+
+    def bundle(self, question_id: str) -> Any:
+        self.context()
+        return self._bundles[question_id]
+
+    def close(self) -> None:
+        for pipeline in self._pipelines.values():
+            if hasattr(pipeline, "close"):
+                pipeline.close()
+        if self._context is not None:
+            self._context.store.close()
+
+
+def choose_row_k(row: Row, data: Dataset, cache: AnswerCache) -> int:
+    """The row's k: NATURAL_K, or the k whose mean context tokens over the first
+    K_PROBE_QUESTIONS sample questions is closest to the budget (kept in the cache, so a re-run
+    answers at the same k)."""
+    if row.budget is None:
+        return NATURAL_K
+    key = cache_key("row-k", row.dataset, row.pipeline, data.ids[:K_PROBE_QUESTIONS], K_PROBE)
+    hit = cache.get(key)
+    if hit is None:
+        from llama_index_ext_advrag.evaluation.compare import context_text
+        from llama_index_ext_advrag.text import count_tokens
+
+        pipeline = data.pipeline(row.pipeline)
+        tokens: dict[int, float] = {}
+        for k in K_PROBE:
+            counts = [count_tokens(context_text(pipeline.retrieve(data.bundle(q.id), k)))
+                      for q in data.questions[:K_PROBE_QUESTIONS]]  # fmt: skip
+            tokens[k] = sum(counts) / len(counts)
+        hit = {str(k): v for k, v in tokens.items()}
+        cache.put(key, hit)
+    from llama_index_ext_advrag.evaluation.answers import choose_k
+
+    k = choose_k({int(k): float(v) for k, v in hit.items()}, row.budget)
+    logger.info("%s %s: k=%d (%s)", row.dataset, row.label, k,
+                ", ".join(f"k={k_}: {float(v):.0f}" for k_, v in hit.items()))  # fmt: skip
+    return k
+
+
+def row_key(row: Row, question_id: str, identity: dict[str, Any]) -> str:
+    return cache_key("row", row.dataset, row.label, question_id, identity)
+
+
+def _record(row: Row, question: Any, result: Any, calls: int) -> dict[str, Any]:
+    record = dataclasses.asdict(result)
+    record["pipeline"] = row.label
+    record["verdicts"] = [v.as_dict() for v in result.verdicts]
+    record.update(dataset=row.dataset, question=question.question,
+                  gold=[list(g) for g in question.answer_groups], calls_total=calls)  # fmt: skip
+    return record
+
+
+def total_calls(row: Row, result: Any, evaluator: Any, pipeline: Any, question: Any, k: int) -> int:
+    """LLM calls the answer took, cached parts included: the generation (Self-RAG: its own
+    count) and one per judged sentence."""
+    if not getattr(pipeline, "generates", False):
+        return 1 + result.sentences
+    from llama_index_ext_advrag.evaluation.answers import pipeline_key
+
+    key = evaluator._self_answer_key(pipeline_key(pipeline), k, question.question)
+    hit = evaluator.cache._entries.get(key) or {}
+    return int(hit.get("calls", 0)) + result.sentences
+
+
+def run(args: argparse.Namespace) -> int:
+    from llama_index_ext_advrag.evaluation.answers import AnswerEvaluator, pipeline_key
+
+    cache_dir = WORK_DIR / "cache"
+    restore(cache_dir)
+    server = None
+    if not server_up(args.port):
+        if args.gguf is None:
+            raise SystemExit(f"no LLM server at port {args.port}: pass --gguf MODEL.gguf")
+        server = start_server(args.gguf, args.port, WORK_DIR / "server.log", args.threads)
+        logger.info("LLM server started, pid %d", server.pid)
+    (WORK_DIR / "run.pid").write_text(str(os.getpid()))
+    llm = make_llm(args.port, args.timeout)
+    evaluator = AnswerEvaluator(llm, cache_dir, timeout=args.timeout, support_judge="prefix")
+    identity = {"llm": evaluator._identity, "judge": evaluator._judge_identity}
+    groups = [[Row.parse(r) for r in g] for g in DEFAULT_GROUPS]
+    if args.rows:
+        groups.append([Row.parse(r) for r in args.rows.split(",") if r.strip()])
+    datasets: dict[str, Dataset] = {}
+    last_snapshot = time.monotonic()
+    try:
+        for group in groups:
+            for row in group:
+                if row.dataset not in datasets:
+                    datasets[row.dataset] = Dataset(row.dataset, args.datasets, llm)
+            ks = {}
+            for index in range(max(len(datasets[r.dataset].questions) for r in group)):
+                for row in group:
+                    data = datasets[row.dataset]
+                    if index >= len(data.questions):
+                        continue
+                    question = data.questions[index]
+                    key = row_key(row, question.id, identity)
+                    if evaluator.cache.get(key) is not None:
+                        continue
+                    if row.label not in ks:
+                        ks[row.label] = choose_row_k(row, data, evaluator.cache)
+                    k = ks[row.label]
+                    pipeline = data.pipeline(row.pipeline)
+                    result = evaluator.score(pipeline, question, data.bundle(question.id), k,
+                                             pipeline_key(pipeline))  # fmt: skip
+                    calls = total_calls(row, result, evaluator, pipeline, question, k)
+                    logger.info("%s %s q%d %s: %s%s", row.dataset, row.label, index,
+                                question.id, (result.error or result.answer)[:80].replace("\n", " "),
+                                f" [{result.unsupported}/{result.sentences} unsupported]")  # fmt: skip
+                    deterministic = result.error is None or result.error.startswith("EmptyAnswer")
+                    if deterministic and result.unjudged == 0:
+                        evaluator.cache.put(key, _record(row, question, result, calls))
+                    if time.monotonic() - last_snapshot > args.snapshot_every * 60:
+                        snapshot(cache_dir)
+                        last_snapshot = time.monotonic()
+        logger.info("every row done")
+    finally:
+        snapshot(cache_dir)
+        for data in datasets.values():
+            data.close()
+        if server is not None and not args.keep_server:
+            server.send_signal(signal.SIGTERM)
+    return 0
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def load_entries(cache_dir: Path) -> dict[str, Any]:
+    """The snapshot's entries updated with the working cache's."""
+    entries: dict[str, Any] = {}
+    if SNAPSHOT.is_file():
+        with gzip.open(SNAPSHOT, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    entry = json.loads(line)
+                    entries[entry["key"]] = entry["value"]
+    if (cache_dir / "answers.jsonl").is_file():
+        entries.update(AnswerCache(cache_dir)._entries)
+    return entries
+
+
+def _result(record: dict[str, Any]) -> Any:
+    from llama_index_ext_advrag.evaluation.answers import AnswerResult
+    from llama_index_ext_advrag.evaluation.support_judge import SupportVerdict
+
+    fields = {f.name for f in dataclasses.fields(AnswerResult)}
+    values = {k: v for k, v in record.items() if k in fields}
+    values["verdicts"] = tuple(SupportVerdict(**v) for v in record.get("verdicts", []))
+    values["llm_calls"] = record.get("calls_total", values.get("llm_calls", 0))
+    return AnswerResult(**values)
+
+
+def report(args: argparse.Namespace) -> int:
+    from llama_index_ext_advrag.evaluation.answer_report import (
+        answer_differences,
+        summarize_answers,
+    )
+
+    entries = load_entries(WORK_DIR / "cache")
+    records = [v for v in entries.values() if isinstance(v, dict) and v.get("dataset")]
+    # every generation and judgement records its milliseconds ("ms"); rows record "latency_ms"
+    llm_seconds = (
+        sum(float(v["ms"]) for v in entries.values() if isinstance(v, dict) and "ms" in v) / 1000
+    )
+    lines: list[str] = []
+    data: dict[str, Any] = {"rows": {}, "differences": {}}
+    for dataset in ("covidqa", "cmrc"):
+        mine = [r for r in records if r["dataset"] == dataset]
+        if not mine:
+            continue
+        order = [row for group in DEFAULT_GROUPS for row in group if row.startswith(dataset)]
+        rank = {r.split(":", 1)[1]: i for i, r in enumerate(order)}
+        mine.sort(key=lambda r: (rank.get(r["pipeline"], 99), r["pipeline"], r["question_id"]))
+        results = [_result(r) for r in mine]
+        summaries = summarize_answers(results)
+        lines.append(f"## {dataset}: {len({r.question_id for r in results})} questions answered")
+        header = (f"{'row':22s} {'n':>4s} {'halluc':>7s} {'EM':>6s} {'F1':>6s} {'lat p50':>8s} "
+                  f"{'ctx tok':>8s} {'ans tok':>8s} {'calls/q':>8s} {'trunc':>6s} {'err':>4s} "
+                  f"{'judged':>6s}")  # fmt: skip
+        lines += [header, "-" * len(header)]
+        for s in summaries:
+            rows = [r for r in results if r.pipeline == s.pipeline]
+            truncated = sum(r.truncated for r in rows)
+            lines.append(
+                f"{s.pipeline:22s} {s.questions:4d} {_pct(s.hallucination_rate)} "
+                f"{_pct(s.fact_recall)} {_num(s.token_f1)} {_num(s.p50_latency_ms, 8, 0)} "
+                f"{_num(s.mean_context_tokens, 8, 0)} {_num(s.mean_answer_tokens, 8, 1)} "
+                f"{s.llm_calls / max(1, s.questions):8.2f} {truncated:6d} {s.errors:4d} "
+                f"{s.judged:6d}"
+            )
+            data["rows"][f"{dataset}:{s.pipeline}"] = {**dataclasses.asdict(s),
+                                                        "truncated": truncated}  # fmt: skip
+        for baseline in ("baseline@520", "baseline-1024@1050"):
+            if not any(r.pipeline == baseline for r in results):
+                continue
+            lines.append(f"\npaired against {baseline} (difference, 95% bootstrap interval):")
+            for d in answer_differences(results, baseline):
+                if d.interval is None:
+                    continue
+                lines.append(
+                    f"  {d.pipeline:22s} {d.metric:18s} n={d.questions:3d} "
+                    f"{d.interval.mean:+.3f} [{d.interval.low:+.3f}, {d.interval.high:+.3f}]"
+                )
+                data["differences"][f"{dataset}:{d.pipeline} vs {baseline}:{d.metric}"] = {
+                    "n": d.questions, "mean": d.interval.mean, "low": d.interval.low,
+                    "high": d.interval.high}  # fmt: skip
+        lines.append("")
+    lines.append(f"LLM time (every generation and judgement in the cache): "
+                 f"{llm_seconds / 3600:.2f} h")  # fmt: skip
+    data["llm_hours"] = llm_seconds / 3600
+    text = "\n".join(lines)
+    print(text)
+    write_results(args.name, text, data)
+    return 0
+
+
+def _pct(value: float | None) -> str:
+    return f"{value * 100:6.1f}%" if value is not None else f"{'-':>7s}"
+
+
+def _num(value: float | None, width: int = 6, digits: int = 3) -> str:
+    return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}s}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="generate and judge (resumes from the cache)")
+    p_run.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    p_run.add_argument("--gguf", type=Path, default=None, help="start a server on this model")
+    p_run.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p_run.add_argument("--threads", type=int, default=1, help="LLM server threads (1: on a "
+                       "loaded 2-core machine 2 threads decoded ~15x slower, measured)")  # fmt: skip
+    p_run.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM call")
+    p_run.add_argument("--rows", default="", help="extra rows after the default groups, e.g. "
+                       "covidqa:compress@520,cmrc:compress@520")  # fmt: skip
+    p_run.add_argument("--snapshot-every", type=float, default=20.0, help="minutes")
+    p_run.add_argument("--keep-server", action="store_true")
+    sub.add_parser("snapshot", help="write benchmarks/results/answers_cache.jsonl.gz")
+    p_report = sub.add_parser("report", help="tables from the cache (no LLM)")
+    p_report.add_argument("--name", default="answers_table")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("bm25s", "jieba", "milvus_lite", "faiss", "httpx", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+    if args.command == "run":
+        return run(args)
+    if args.command == "snapshot":
+        print(snapshot(WORK_DIR / "cache"))
+        return 0
+    return report(args)
+
+
+if __name__ == "__main__":
+    tempfile.tempdir = tempfile.gettempdir()
+    sys.exit(main())
