@@ -357,6 +357,10 @@ def run(args: argparse.Namespace) -> int:
     llm = make_llm(args.port, args.timeout)
     evaluator = AnswerEvaluator(llm, cache_dir, timeout=args.timeout, support_judge="prefix")
     identity = {"llm": evaluator._identity, "judge": evaluator._judge_identity}
+    # FaithfulnessEvaluator on the hand-labelled sentences, a few between questions (its
+    # calls would break the prefix the judge reuses if interleaved inside a question)
+    faithfulness = AnswerEvaluator(llm, cache_dir, timeout=args.timeout)
+    faithfulness.cache = evaluator.cache
     groups = [[Row.parse(r) for r in g] for g in DEFAULT_GROUPS]
     if args.rows:
         groups.append([Row.parse(r) for r in args.rows.split(",") if r.strip()])
@@ -369,13 +373,15 @@ def run(args: argparse.Namespace) -> int:
                     datasets[row.dataset] = Dataset(row.dataset, args.datasets, llm)
             ks = {}
             for index in range(max(len(datasets[r.dataset].questions) for r in group)):
+                audit(evaluator, faithfulness, args.audit_per_question)
                 for row in group:
                     data = datasets[row.dataset]
                     if index >= len(data.questions):
                         continue
                     question = data.questions[index]
                     key = row_key(row, question.id, identity)
-                    if evaluator.cache.get(key) is not None:
+                    done = evaluator.cache.get(key)
+                    if done is not None and "context" in done:
                         continue
                     if row.label not in ks:
                         ks[row.label] = choose_row_k(row, data, evaluator.cache)
@@ -401,6 +407,98 @@ def run(args: argparse.Namespace) -> int:
         if server is not None and not args.keep_server:
             server.send_signal(signal.SIGTERM)
     return 0
+
+
+# --- hand labels and the FaithfulnessEvaluator audit ------------------------------------------
+
+LABELS = RESULTS_DIR / "answers_labels.jsonl"
+
+
+def read_labels() -> list[dict[str, Any]]:
+    """The hand labels: one line per answer sentence, ``label`` "supported" or "unsupported"
+    (read against the row's context), keyed by the row record's key and the sentence index."""
+    if not LABELS.is_file():
+        return []
+    return [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines()
+            if line.strip()]  # fmt: skip
+
+
+def audit_key(label: dict[str, Any]) -> str:
+    return cache_key("audit-faithfulness", label["row_key"], label["sentence_index"])
+
+
+def audit(evaluator: Any, faithfulness: Any, budget: int) -> None:
+    """Judge up to ``budget`` labelled sentences with ``FaithfulnessEvaluator`` (cached)."""
+    done = 0
+    for label in read_labels():
+        if done >= budget:
+            return
+        key = audit_key(label)
+        record = evaluator.cache._entries.get(label["row_key"])
+        if evaluator.cache._entries.get(key) is not None or record is None:
+            continue
+        started = time.perf_counter()
+        verdict = faithfulness.judge_sentence(record["question"], label["sentence"],
+                                              record["context"])  # fmt: skip
+        done += 1
+        if verdict.supported is not None:
+            evaluator.cache.put(key, {"supported": verdict.supported,
+                                      "ms": (time.perf_counter() - started) * 1000})  # fmt: skip
+            logger.info("audit: FaithfulnessEvaluator says %s for %r", verdict.supported,
+                        label["sentence"][:60])  # fmt: skip
+
+
+def kappa(pairs: list[tuple[bool, bool]]) -> float | None:
+    """Cohen's kappa of (label, judge) pairs.
+
+    >>> kappa([(True, True), (False, False), (True, False), (True, True)])
+    0.5
+    """
+    n = len(pairs)
+    if not n:
+        return None
+    observed = sum(a == b for a, b in pairs) / n
+    p_label = sum(a for a, _ in pairs) / n
+    p_judge = sum(b for _, b in pairs) / n
+    expected = p_label * p_judge + (1 - p_label) * (1 - p_judge)
+    return None if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def agreement(entries: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """Confusion tables and Cohen's kappa of each judge against the hand labels."""
+    labels = [x for x in read_labels() if x.get("label") in ("supported", "unsupported")]
+    lines = [f"## support judges against {len(labels)} hand-labelled answer sentences"]
+    data: dict[str, Any] = {"labelled": len(labels)}
+    judges: dict[str, list[tuple[bool, bool]]] = {"prefix judge": [], "FaithfulnessEvaluator": []}
+    for label in labels:
+        truth = label["label"] == "supported"
+        record = entries.get(label["row_key"]) or {}
+        verdicts = record.get("verdicts") or []
+        if label["sentence_index"] < len(verdicts):
+            judged = verdicts[label["sentence_index"]].get("supported")
+            if judged is not None:
+                judges["prefix judge"].append((truth, bool(judged)))
+        audited = entries.get(audit_key(label))
+        if audited is not None:
+            judges["FaithfulnessEvaluator"].append((truth, bool(audited["supported"])))
+    for name, pairs in judges.items():
+        if not pairs:
+            lines.append(f"{name}: no judged labelled sentence yet")
+            continue
+        table = {(t, j): sum(1 for a, b in pairs if (a, b) == (t, j))
+                 for t in (True, False) for j in (True, False)}  # fmt: skip
+        value = kappa(pairs)
+        lines.append(
+            f"{name}: n={len(pairs)}; label supported -> judge yes {table[(True, True)]} / "
+            f"no {table[(True, False)]}; label unsupported -> judge yes {table[(False, True)]} "
+            f"/ no {table[(False, False)]}; agreement "
+            f"{sum(a == b for a, b in pairs) / len(pairs):.2f}, Cohen's kappa "
+            + (f"{value:.2f}" if value is not None else "-")
+        )
+        data[name] = {"n": len(pairs), "kappa": value,
+                      "confusion": {f"label {'yes' if t else 'no'}, judge {'yes' if j else 'no'}":
+                                    c for (t, j), c in table.items()}}  # fmt: skip
+    return lines, data
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -486,6 +584,8 @@ def report(args: argparse.Namespace) -> int:
                     "n": d.questions, "mean": d.interval.mean, "low": d.interval.low,
                     "high": d.interval.high}  # fmt: skip
         lines.append("")
+    agreement_lines, data["agreement"] = agreement(entries)
+    lines += agreement_lines + [""]
     lines.append(f"LLM time (every generation and judgement in the cache): "
                  f"{llm_seconds / 3600:.2f} h")  # fmt: skip
     data["llm_hours"] = llm_seconds / 3600
@@ -517,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
                        "covidqa:compress@520,cmrc:compress@520")  # fmt: skip
     p_run.add_argument("--snapshot-every", type=float, default=20.0, help="minutes")
     p_run.add_argument("--keep-server", action="store_true")
+    p_run.add_argument("--audit-per-question", type=int, default=1, help="labelled sentences "
+                       "judged by FaithfulnessEvaluator before each question index")  # fmt: skip
     sub.add_parser("snapshot", help="write benchmarks/results/answers_cache.jsonl.gz")
     p_report = sub.add_parser("report", help="tables from the cache (no LLM)")
     p_report.add_argument("--name", default="answers_table")

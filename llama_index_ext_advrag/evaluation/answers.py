@@ -84,6 +84,7 @@ class AnswerResult:
     error: str | None = None
     truncated: bool = False  # the generation stopped at its token limit
     verdicts: tuple[SupportVerdict, ...] = ()  # one per sentence, in order
+    context: str = ""  # the context the answer was made from (for reading and labelling)
 
 
 class EmptyAnswerError(RuntimeError):
@@ -555,6 +556,7 @@ def _scored(
         llm_calls=calls,
         truncated=answered.truncated,
         verdicts=tuple(judged),
+        context=context,
     )
 
 
