@@ -240,8 +240,9 @@ def test_the_evaluator_judges_in_the_generation_chat(tmp_path: Path) -> None:
 def test_sync_and_async_prefix_judging_agree(tmp_path: Path) -> None:
     from llama_index_ext_advrag.evaluation.answers import aanswer_questions
 
-    sync = run_all(AnswerEvaluator(ChatScript(), tmp_path / "s", support_judge="prefix"))
-    evaluator = AnswerEvaluator(ChatScript(), tmp_path / "a", support_judge="prefix")
+    sync_llm, async_llm = ChatScript(), ChatScript()
+    sync = run_all(AnswerEvaluator(sync_llm, tmp_path / "s", support_judge="prefix"))
+    evaluator = AnswerEvaluator(async_llm, tmp_path / "a", support_judge="prefix")
     bundles = [QueryBundle(q.question) for q in QUESTIONS]
     asynchronous = asyncio.run(
         aanswer_questions(FixedPipeline(), QUESTIONS, bundles, 3, evaluator, False)
@@ -251,6 +252,18 @@ def test_sync_and_async_prefix_judging_agree(tmp_path: Path) -> None:
         return (r.answer, r.hallucinated, r.unsupported, r.llm_calls, r.verdicts)
 
     assert [comparable(r) for r in asynchronous] == [comparable(r) for r in sync]
+    assert async_llm.calls == sync_llm.calls  # the same messages, in the same order
+
+
+def test_an_empty_completion_is_an_error_row_in_async_too(tmp_path: Path) -> None:
+    from llama_index_ext_advrag.evaluation.answers import aanswer_questions
+
+    llm = ChatScript(answer_fn=lambda prompt: "")
+    evaluator = AnswerEvaluator(llm, tmp_path / "c", support_judge="prefix")
+    bundles = [QueryBundle(q.question) for q in QUESTIONS]
+    rows = asyncio.run(aanswer_questions(FixedPipeline(), QUESTIONS, bundles, 3, evaluator, False))
+    assert all(r.error and r.error.startswith("EmptyAnswerError") for r in rows)
+    assert all(r.hallucinated is None for r in rows)
 
 
 def test_the_judge_choice_is_checked(tmp_path: Path) -> None:
