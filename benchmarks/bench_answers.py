@@ -192,10 +192,22 @@ def restore(cache_dir: Path) -> None:
         logger.info("restored %d entries from %s", added, SNAPSHOT.name)
 
 
+# dataset text a row record holds for reading and labelling on this machine; the committed
+# snapshot leaves it out (the datasets are never committed, only what the LLM said of them)
+DATASET_FIELDS = ("context", "question", "gold")
+
+
+def _committable(value: Any) -> Any:
+    if isinstance(value, dict) and "dataset" in value:
+        return {k: v for k, v in value.items() if k not in DATASET_FIELDS}
+    return value
+
+
 def snapshot(cache_dir: Path) -> Path:
-    """The working cache, deduplicated and gzipped (mtime 0: the same entries, the same bytes)."""
+    """The working cache, deduplicated and gzipped (mtime 0: the same entries, the same bytes),
+    without the dataset text of the row records."""
     cache = AnswerCache(cache_dir)
-    lines = [json.dumps({"key": k, "value": v}, ensure_ascii=False, sort_keys=True)
+    lines = [json.dumps({"key": k, "value": _committable(v)}, ensure_ascii=False, sort_keys=True)
              for k, v in sorted(cache._entries.items())]  # fmt: skip
     tmp = SNAPSHOT.with_suffix(".tmp")
     with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
@@ -354,6 +366,7 @@ def run(args: argparse.Namespace) -> int:
         server = start_server(args.gguf, args.port, WORK_DIR / "server.log", args.threads)
         logger.info("LLM server started, pid %d", server.pid)
     (WORK_DIR / "run.pid").write_text(str(os.getpid()))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # kill PID: snapshot, then stop
     llm = make_llm(args.port, args.timeout)
     evaluator = AnswerEvaluator(llm, cache_dir, timeout=args.timeout, support_judge="prefix")
     identity = {"llm": evaluator._identity, "judge": evaluator._judge_identity}
@@ -380,8 +393,7 @@ def run(args: argparse.Namespace) -> int:
                         continue
                     question = data.questions[index]
                     key = row_key(row, question.id, identity)
-                    done = evaluator.cache.get(key)
-                    if done is not None and "context" in done:
+                    if evaluator.cache.get(key) is not None:
                         continue
                     if row.label not in ks:
                         ks[row.label] = choose_row_k(row, data, evaluator.cache)
