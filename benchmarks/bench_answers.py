@@ -18,7 +18,8 @@ interruption; ``snapshot`` writes the committed copy ``benchmarks/results/answer
 (``run`` restores from it when the working cache is missing); ``report`` rebuilds every table
 from the cache alone (no LLM, no index), in seconds.
 
-Usage (the LLM server is started at nice +10 with 2 threads unless one answers at --port)::
+Usage (``benchmarks/llm_server.py`` is started at nice +10 with 1 thread unless a server
+answers at --port; the datasets come from ``$ADVRAG_DATASETS`` or ``--datasets``)::
 
     nice -n 5 python benchmarks/bench_answers.py run --gguf MODEL.gguf          # resume the run
     nice -n 5 python benchmarks/bench_answers.py run --gguf MODEL.gguf --rows covidqa:compress@520
@@ -147,7 +148,9 @@ def server_up(port: int) -> bool:
 def start_server(gguf: Path, port: int, log: Path, threads: int) -> subprocess.Popen[bytes]:
     """``benchmarks/llm_server.py`` (llama-cpp-python, no ``logits_all``: see its docstring) at
     nice +10; it keeps the previous prompt's longest common prefix in its KV cache."""
-    command = ["nice", "-n", "10", sys.executable, str(Path(__file__).with_name("llm_server.py")),
+    # nice +10 in absolute terms (this process may already run at nice 5)
+    command = ["nice", "-n", str(max(0, 10 - os.nice(0))), sys.executable,
+               str(Path(__file__).with_name("llm_server.py")),
                "--model", str(gguf), "--alias", MODEL_ALIAS, "--port", str(port),
                "--threads", str(threads), "--n-ctx", str(N_CTX)]  # fmt: skip
     handle = log.open("ab")
