@@ -463,6 +463,29 @@ def audit(evaluator: Any, faithfulness: Any, budget: int) -> None:
                         label["sentence"][:60])  # fmt: skip
 
 
+def show_sentences(limit: int) -> int:
+    """Print answer sentences not labelled yet, with their question, gold answer and context
+    (from the working cache, which keeps the dataset text), for labelling by reading."""
+    entries = load_entries(WORK_DIR / "cache")
+    labelled = {(x["row_key"], x["sentence_index"]) for x in read_labels()}
+    from llama_index_ext_advrag.evaluation.answer_metrics import answer_sentences
+
+    shown = 0
+    for key, record in entries.items():
+        if not (isinstance(record, dict) and record.get("dataset") and record.get("context")):
+            continue
+        for index, sentence in enumerate(answer_sentences(record["answer"])):
+            if (key, index) in labelled or shown >= limit:
+                continue
+            verdict = (record.get("verdicts") or [{}])[index] if record.get("verdicts") else {}
+            print(json.dumps({"row_key": key, "sentence_index": index, "sentence": sentence,
+                              "row": record["pipeline"], "question": record["question"],
+                              "gold": record.get("gold"), "judge": verdict,
+                              "context": record["context"]}, ensure_ascii=False))  # fmt: skip
+            shown += 1
+    return 0
+
+
 def kappa(pairs: list[tuple[bool, bool]]) -> float | None:
     """Cohen's kappa of (label, judge) pairs.
 
@@ -485,6 +508,7 @@ def agreement(entries: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     lines = [f"## support judges against {len(labels)} hand-labelled answer sentences"]
     data: dict[str, Any] = {"labelled": len(labels)}
     judges: dict[str, list[tuple[bool, bool]]] = {"prefix judge": [], "FaithfulnessEvaluator": []}
+    scored: list[tuple[bool, float]] = []  # (label, the prefix judge's P(yes))
     for label in labels:
         truth = label["label"] == "supported"
         record = entries.get(label["row_key"]) or {}
@@ -493,6 +517,9 @@ def agreement(entries: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
             judged = verdicts[label["sentence_index"]].get("supported")
             if judged is not None:
                 judges["prefix judge"].append((truth, bool(judged)))
+            p_yes = verdicts[label["sentence_index"]].get("p_yes")
+            if p_yes is not None:
+                scored.append((truth, float(p_yes)))
         audited = entries.get(audit_key(label))
         if audited is not None:
             judges["FaithfulnessEvaluator"].append((truth, bool(audited["supported"])))
@@ -513,6 +540,15 @@ def agreement(entries: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
         data[name] = {"n": len(pairs), "kappa": value,
                       "confusion": {f"label {'yes' if t else 'no'}, judge {'yes' if j else 'no'}":
                                     c for (t, j), c in table.items()}}  # fmt: skip
+    positives = [p for t, p in scored if t]
+    negatives = [p for t, p in scored if not t]
+    if positives and negatives:  # threshold-free: how well P(yes) ranks the labels
+        auc = sum((a > b) + 0.5 * (a == b) for a in positives for b in negatives) / (
+            len(positives) * len(negatives)
+        )
+        lines.append(f"prefix judge P(yes): ROC AUC {auc:.2f} against the labels "
+                     f"({len(positives)} supported, {len(negatives)} unsupported)")  # fmt: skip
+        data["prefix judge AUC"] = auc
     return lines, data
 
 
@@ -635,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--audit-per-question", type=int, default=1, help="labelled sentences "
                        "judged by FaithfulnessEvaluator before each question index")  # fmt: skip
     sub.add_parser("snapshot", help="write benchmarks/results/answers_cache.jsonl.gz")
+    p_show = sub.add_parser("sentences", help="print answer sentences not labelled yet")
+    p_show.add_argument("--limit", type=int, default=20)
     p_report = sub.add_parser("report", help="tables from the cache (no LLM)")
     p_report.add_argument("--name", default="answers_table")
     args = parser.parse_args(argv)
@@ -644,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     if args.command == "run":
         return run(args)
+    if args.command == "sentences":
+        return show_sentences(args.limit)
     if args.command == "snapshot":
         print(snapshot(WORK_DIR / "cache"))
         return 0
