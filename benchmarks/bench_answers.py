@@ -72,7 +72,7 @@ CMRC_PARAGRAPHS = (748, 848)  # the last 100 paragraphs
 COVID_QUESTIONS = 100
 CMRC_QUESTIONS = 50
 NATURAL_K = 5
-K_PROBE = (1, 2, 3, 4, 5, 6, 8, 10)
+K_PROBE = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 28, 32, 40)  # adaptive-window nodes are short
 K_PROBE_QUESTIONS = 30
 
 # groups of rows, most important first: dataset:pipeline@budget (no budget: k=5)
@@ -203,6 +203,8 @@ DATASET_FIELDS = ("context", "question", "gold")
 def _committable(value: Any) -> Any:
     if isinstance(value, dict) and "dataset" in value:
         return {k: v for k, v in value.items() if k not in DATASET_FIELDS}
+    if isinstance(value, dict) and "context" in value:  # a self-answering pipeline's answer
+        return {k: v for k, v in value.items() if k != "context"}
     return value
 
 
@@ -327,13 +329,20 @@ def choose_row_k(row: Row, data: Dataset, cache: AnswerCache) -> int:
     from llama_index_ext_advrag.evaluation.answers import choose_k
 
     k = choose_k({int(k): float(v) for k, v in hit.items()}, row.budget)
+    choice = {"dataset": row.dataset, "label": row.label, "k": k, "kind": "row-choice"}
+    if cache.get(choice_key(row)) != choice:  # the report keeps the rows answered at this k
+        cache.put(choice_key(row), choice)
     logger.info("%s %s: k=%d (%s)", row.dataset, row.label, k,
                 ", ".join(f"k={k_}: {float(v):.0f}" for k_, v in hit.items()))  # fmt: skip
     return k
 
 
-def row_key(row: Row, question_id: str, identity: dict[str, Any]) -> str:
-    return cache_key("row", row.dataset, row.label, question_id, identity)
+def choice_key(row: Row) -> str:
+    return cache_key("row-choice", row.dataset, row.label)
+
+
+def row_key(row: Row, question_id: str, identity: dict[str, Any], k: int) -> str:
+    return cache_key("row", row.dataset, row.label, question_id, identity, k)
 
 
 def _record(row: Row, question: Any, result: Any, calls: int) -> dict[str, Any]:
@@ -395,12 +404,12 @@ def run(args: argparse.Namespace) -> int:
                     if index >= len(data.questions):
                         continue
                     question = data.questions[index]
-                    key = row_key(row, question.id, identity)
-                    if evaluator.cache.get(key) is not None:
-                        continue
                     if row.label not in ks:
                         ks[row.label] = choose_row_k(row, data, evaluator.cache)
                     k = ks[row.label]
+                    key = row_key(row, question.id, identity, k)
+                    if evaluator.cache.get(key) is not None:
+                        continue
                     pipeline = data.pipeline(row.pipeline)
                     result = evaluator.score(pipeline, question, data.bundle(question.id), k,
                                              pipeline_key(pipeline))  # fmt: skip
@@ -587,7 +596,14 @@ def report(args: argparse.Namespace) -> int:
     )
 
     entries = load_entries(WORK_DIR / "cache")
-    records = [v for v in entries.values() if isinstance(v, dict) and v.get("dataset")]
+    chosen = {(v["dataset"], v["label"]): v["k"] for v in entries.values()
+              if isinstance(v, dict) and v.get("kind") == "row-choice"}  # fmt: skip
+    # a row's records at its current k (a k chosen again, over more k, leaves stale ones)
+    records = [v for v in entries.values() if isinstance(v, dict) and v.get("dataset")
+               and v.get("kind") != "row-choice"
+               and chosen.get((v["dataset"], v["pipeline"]), v["k"]) == v["k"]]  # fmt: skip
+    # one record per row and question (the same answer may be recorded under an older key)
+    records = list({(r["dataset"], r["pipeline"], r["question_id"]): r for r in records}.values())
     # every generation and judgement records its milliseconds ("ms"); rows record "latency_ms"
     llm_seconds = (
         sum(float(v["ms"]) for v in entries.values() if isinstance(v, dict) and "ms" in v) / 1000

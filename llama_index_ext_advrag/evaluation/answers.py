@@ -249,7 +249,7 @@ class AnswerEvaluator:
 
     def _cached_self_answer(self, key: str) -> tuple[str, str, float, bool] | None:
         hit = self.cache.get(key)
-        if hit is None:
+        if hit is None or "context" not in hit:  # a copy without its context: answer again
             return None
         return str(hit["answer"]), str(hit["context"]), float(hit["ms"]), True
 
