@@ -472,6 +472,22 @@ def audit(evaluator: Any, faithfulness: Any, budget: int) -> None:
                         label["sentence"][:60])  # fmt: skip
 
 
+def current_records(entries: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The row records to report, by key: each row's at its current k (a k chosen again, over
+    more k, leaves stale ones), one per row and question (the last written: the same answer may
+    be recorded under an older key)."""
+    chosen = {(v["dataset"], v["label"]): v["k"] for v in entries.values()
+              if isinstance(v, dict) and v.get("kind") == "row-choice"}  # fmt: skip
+    latest: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
+    for key, v in entries.items():
+        if not (isinstance(v, dict) and v.get("dataset")) or v.get("kind") == "row-choice":
+            continue
+        if chosen.get((v["dataset"], v["pipeline"]), v["k"]) != v["k"]:
+            continue
+        latest[(v["dataset"], v["pipeline"], v["question_id"])] = (key, v)
+    return dict(latest.values())
+
+
 def show_sentences(limit: int) -> int:
     """Print answer sentences not labelled yet, with their question, gold answer and context
     (from the working cache, which keeps the dataset text), for labelling by reading."""
@@ -480,7 +496,7 @@ def show_sentences(limit: int) -> int:
     from llama_index_ext_advrag.evaluation.answer_metrics import answer_sentences
 
     shown = 0
-    for key, record in entries.items():
+    for key, record in current_records(entries).items():
         if not (isinstance(record, dict) and record.get("dataset") and record.get("context")):
             continue
         for index, sentence in enumerate(answer_sentences(record["answer"])):
@@ -596,14 +612,7 @@ def report(args: argparse.Namespace) -> int:
     )
 
     entries = load_entries(WORK_DIR / "cache")
-    chosen = {(v["dataset"], v["label"]): v["k"] for v in entries.values()
-              if isinstance(v, dict) and v.get("kind") == "row-choice"}  # fmt: skip
-    # a row's records at its current k (a k chosen again, over more k, leaves stale ones)
-    records = [v for v in entries.values() if isinstance(v, dict) and v.get("dataset")
-               and v.get("kind") != "row-choice"
-               and chosen.get((v["dataset"], v["pipeline"]), v["k"]) == v["k"]]  # fmt: skip
-    # one record per row and question (the same answer may be recorded under an older key)
-    records = list({(r["dataset"], r["pipeline"], r["question_id"]): r for r in records}.values())
+    records = list(current_records(entries).values())
     # every generation and judgement records its milliseconds ("ms"); rows record "latency_ms"
     llm_seconds = (
         sum(float(v["ms"]) for v in entries.values() if isinstance(v, dict) and "ms" in v) / 1000
