@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -50,7 +51,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import (  # noqa: E402
     DEFAULT_DATASETS,
     REPO_ROOT,
-    RESULTS_DIR,
     cmrc_path,
     covidqa_path,
     load_squad,
@@ -61,7 +61,9 @@ from llama_index_ext_advrag.evaluation.answer_cache import AnswerCache, cache_ke
 logger = logging.getLogger("bench_answers")
 
 WORK_DIR = REPO_ROOT / ".advrag" / "answers-run"
-SNAPSHOT = RESULTS_DIR / "answers_cache.jsonl.gz"
+SNAPSHOT = (
+    REPO_ROOT / "benchmarks" / "results" / "answers_cache.jsonl.gz"
+)  # inputs: never redirected
 DEFAULT_PORT = 8741
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 MAX_TOKENS = 64
@@ -435,7 +437,7 @@ def run(args: argparse.Namespace) -> int:
 
 # --- hand labels and the FaithfulnessEvaluator audit ------------------------------------------
 
-LABELS = RESULTS_DIR / "answers_labels.jsonl"
+LABELS = REPO_ROOT / "benchmarks" / "results" / "answers_labels.jsonl"
 
 
 def read_labels() -> list[dict[str, Any]]:
@@ -577,6 +579,30 @@ def agreement(entries: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     return lines, data
 
 
+# --- prompt tokens evaluated per call (the server's log) ---------------------------------------
+
+_SERVER_LINE = re.compile(r"prompt (\d+) tokens, evaluated (\d+), completion (\d+), ([\d.]+) s")
+
+
+def server_stats(log: Path) -> dict[str, Any] | None:
+    """Per kind of call, from ``llm_server.py``'s log: a judgement is a call that evaluated
+    under half its prompt (the rest was the generation's cached prefix)."""
+    if not log.is_file():
+        return None
+    kinds: dict[str, list[tuple[int, int, float]]] = {"judgement": [], "generation": []}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = _SERVER_LINE.search(line)
+        if match:
+            prompt, evaluated, _, seconds = match.groups()
+            kind = "judgement" if int(evaluated) < int(prompt) / 2 else "generation"
+            kinds[kind].append((int(prompt), int(evaluated), float(seconds)))
+    return {kind: {"calls": len(rows),
+                   "mean_prompt_tokens": sum(r[0] for r in rows) / len(rows),
+                   "mean_evaluated_tokens": sum(r[1] for r in rows) / len(rows),
+                   "mean_seconds": sum(r[2] for r in rows) / len(rows)}
+            for kind, rows in kinds.items() if rows}  # fmt: skip
+
+
 # --- report -----------------------------------------------------------------------------------
 
 
@@ -660,6 +686,19 @@ def report(args: argparse.Namespace) -> int:
                     "n": d.questions, "mean": d.interval.mean, "low": d.interval.low,
                     "high": d.interval.high}  # fmt: skip
         lines.append("")
+    stats = server_stats(WORK_DIR / "server.log")
+    if stats:  # kept in the cache, so a report from the committed copy still shows it
+        AnswerCache(WORK_DIR / "cache").put(cache_key("server-stats"), stats)
+    else:
+        stats = entries.get(cache_key("server-stats"))
+    if stats:
+        lines.append("## prompt tokens evaluated per call (llm_server.py's log, this machine)")
+        for kind, row in stats.items():
+            lines.append(f"{kind}: {row['calls']} calls, prompt {row['mean_prompt_tokens']:.0f} "
+                         f"tokens, evaluated {row['mean_evaluated_tokens']:.1f}, "
+                         f"{row['mean_seconds']:.1f} s on average")  # fmt: skip
+        lines.append("")
+        data["server"] = stats
     agreement_lines, data["agreement"] = agreement(entries)
     lines += agreement_lines + [""]
     lines.append(f"LLM time (every generation and judgement in the cache): "
