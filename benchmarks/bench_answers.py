@@ -461,8 +461,8 @@ def audit(evaluator: Any, faithfulness: Any, budget: int) -> None:
             return
         key = audit_key(label)
         record = evaluator.cache._entries.get(label["row_key"])
-        if evaluator.cache._entries.get(key) is not None or record is None:
-            continue
+        if evaluator.cache._entries.get(key) is not None or not (record or {}).get("context"):
+            continue  # judged already, or no context here (a copy restored from the snapshot)
         started = time.perf_counter()
         verdict = faithfulness.judge_sentence(record["question"], label["sentence"],
                                               record["context"])  # fmt: skip
