@@ -85,6 +85,18 @@ DEFAULT_GROUPS = (
     [f"cmrc:{row}" for row in DESIGN],
     [f"covidqa:{row}" for row in PACK],
     [f"cmrc:{row}" for row in PACK],
+    # refusal: the 16 unanswerable questions (benchmarks/answers_unanswerable.jsonl), Self-RAG
+    # against always-retrieve (hybrid at k=5, one generation) with the same model and retrieval
+    ["covidqa+u:hybrid", "covidqa+u:self-rag", "cmrc+u:hybrid", "cmrc+u:self-rag"],
+)
+UNANSWERABLE = Path(__file__).with_name("answers_unanswerable.jsonl")
+# an answer that declines: Self-RAG's insufficient-evidence answer, or the usual phrasings
+REFUSAL = re.compile(
+    r"insufficient|not (?:mentioned|provided|specified|stated|available|given|found|included)|"
+    r"does not (?:mention|provide|specify|state|say|contain|include)|no information|"
+    r"cannot (?:be )?(?:determine|answer|found)|unable to|unknown|"
+    r"没有(?:提到|提及|提供|说明|相关)|未(?:提及|提到|说明|提供)|无法|不知道|不清楚",
+    re.IGNORECASE,
 )
 DESIGN_NUMBERS = {  # the design's table: hallucination, fact recall (EM), latency ms, tokens
     "baseline@520": (0.234, 0.612, 612, 520),
@@ -231,18 +243,22 @@ class Row:
     dataset: str
     pipeline: str
     budget: float | None  # None: k = NATURAL_K
+    unanswerable: bool = False  # the dataset's unanswerable questions instead of its sample
 
     @property
     def label(self) -> str:
-        return self.pipeline + (f"@{self.budget:g}" if self.budget is not None else "")
+        return (self.pipeline + (f"@{self.budget:g}" if self.budget is not None else "")
+                + (" unanswerable" if self.unanswerable else ""))  # fmt: skip
 
     @classmethod
     def parse(cls, text: str) -> Row:
         dataset, _, rest = text.partition(":")
+        unanswerable = dataset.endswith("+u")
+        dataset = dataset.removesuffix("+u")
         if dataset not in ("covidqa", "cmrc") or not rest:
-            raise ValueError(f"a row is covidqa:PIPELINE[@BUDGET] or cmrc:..., got {text!r}")
+            raise ValueError(f"a row is covidqa[+u]:PIPELINE[@BUDGET] or cmrc..., got {text!r}")
         name, _, budget = rest.partition("@")
-        return cls(dataset, name, float(budget) if budget else None)
+        return cls(dataset, name, float(budget) if budget else None, unanswerable)
 
 
 class Dataset:
@@ -265,6 +281,13 @@ class Dataset:
         if missing:
             raise ValueError(f"{name}: sampled questions not read: {missing[:5]}")
         self.questions = [by_id[i] for i in self.ids]
+        from llama_index_ext_advrag.evaluation.questions import Question
+
+        self.unanswerable = [
+            Question(x["id"], x["question"], (), lang=x["lang"])
+            for x in map(json.loads, UNANSWERABLE.read_text(encoding="utf-8").splitlines())
+            if x["corpus"] == name
+        ]
         self.llm = llm
         self._context: Any = None
         self._bundles: dict[str, Any] = {}
@@ -284,9 +307,14 @@ class Dataset:
             documents = load_corpus(options.docs)
             self._context = build_context(options, documents, embed, self.llm)
             self._context.store.warm_up()
-            bundles = embed_questions(self.questions, embed, show_progress=False)
-            self._bundles = {q.id: b for q, b in zip(self.questions, bundles, strict=True)}
+            asked = self.questions + self.unanswerable
+            bundles = embed_questions(asked, embed, show_progress=False)
+            self._bundles = {q.id: b for q, b in zip(asked, bundles, strict=True)}
         return self._context
+
+    def of(self, row: Row) -> list[Any]:
+        """The row's questions: the sample, or the unanswerable ones."""
+        return self.unanswerable if row.unanswerable else self.questions
 
     def pipeline(self, name: str) -> Any:
         if name not in self._pipelines:
@@ -399,13 +427,13 @@ def run(args: argparse.Namespace) -> int:
                 if row.dataset not in datasets:
                     datasets[row.dataset] = Dataset(row.dataset, args.datasets, llm)
             ks = {}
-            for index in range(max(len(datasets[r.dataset].questions) for r in group)):
+            for index in range(max(len(datasets[r.dataset].of(r)) for r in group)):
                 audit(evaluator, faithfulness, args.audit_per_question)
                 for row in group:
                     data = datasets[row.dataset]
-                    if index >= len(data.questions):
+                    if index >= len(data.of(row)):
                         continue
-                    question = data.questions[index]
+                    question = data.of(row)[index]
                     if row.label not in ks:
                         ks[row.label] = choose_row_k(row, data, evaluator.cache)
                     k = ks[row.label]
@@ -671,6 +699,13 @@ def report(args: argparse.Namespace) -> int:
             )
             data["rows"][f"{dataset}:{s.pipeline}"] = {**dataclasses.asdict(s),
                                                         "truncated": truncated}  # fmt: skip
+        for s in summaries:
+            if s.pipeline.endswith(" unanswerable"):
+                rows = [r for r in results if r.pipeline == s.pipeline and r.error is None]
+                refused = sum(bool(REFUSAL.search(r.answer)) for r in rows)
+                lines.append(f"{s.pipeline}: refused {refused}/{len(rows)} unanswerable "
+                             f"questions, {s.llm_calls / max(1, s.questions):.2f} LLM calls each")  # fmt: skip
+                data["rows"][f"{dataset}:{s.pipeline}"]["refused"] = refused
         for baseline in ("baseline@520", "baseline-1024@1050"):
             if not any(r.pipeline == baseline for r in results):
                 continue
