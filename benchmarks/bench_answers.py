@@ -595,6 +595,21 @@ def agreement(entries: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
         data[name] = {"n": len(pairs), "kappa": value,
                       "confusion": {f"label {'yes' if t else 'no'}, judge {'yes' if j else 'no'}":
                                     c for (t, j), c in table.items()}}  # fmt: skip
+    # hallucination by hand: the share of answers (all sentences labelled) with an unsupported one
+    by_answer: dict[str, list[bool]] = {}
+    for label in labels:
+        by_answer.setdefault(label["row_key"], []).append(label["label"] == "supported")
+    by_row: dict[str, list[bool]] = {}
+    for key, flags in by_answer.items():
+        record = entries.get(key) or {}
+        if record.get("sentences") == len(flags):
+            by_row.setdefault(f"{record['dataset']}:{record['pipeline']}", []).append(
+                not all(flags)
+            )
+    for row, flags in sorted(by_row.items()):
+        lines.append(f"hallucination by hand, {row}: {sum(flags)}/{len(flags)} answers with an "
+                     "unsupported sentence")  # fmt: skip
+    data["hand hallucination"] = {row: [sum(f), len(f)] for row, f in by_row.items()}
     positives = [p for t, p in scored if t]
     negatives = [p for t, p in scored if not t]
     if positives and negatives:  # threshold-free: how well P(yes) ranks the labels
@@ -617,12 +632,12 @@ def server_stats(log: Path) -> dict[str, Any] | None:
     under half its prompt (the rest was the generation's cached prefix)."""
     if not log.is_file():
         return None
-    kinds: dict[str, list[tuple[int, int, float]]] = {"judgement": [], "generation": []}
+    kinds: dict[str, list[tuple[int, int, float]]] = {"prefix judgement": [], "full prompt": []}
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         match = _SERVER_LINE.search(line)
         if match:
             prompt, evaluated, _, seconds = match.groups()
-            kind = "judgement" if int(evaluated) < int(prompt) / 2 else "generation"
+            kind = "prefix judgement" if int(evaluated) < int(prompt) / 2 else "full prompt"
             kinds[kind].append((int(prompt), int(evaluated), float(seconds)))
     return {kind: {"calls": len(rows),
                    "mean_prompt_tokens": sum(r[0] for r in rows) / len(rows),
@@ -727,7 +742,10 @@ def report(args: argparse.Namespace) -> int:
     else:
         stats = entries.get(cache_key("server-stats"))
     if stats:
-        lines.append("## prompt tokens evaluated per call (llm_server.py's log, this machine)")
+        lines.append(
+            "## prompt tokens evaluated per call (llm_server.py's log, this machine; "
+            "full prompts are generations and FaithfulnessEvaluator audits)"
+        )
         for kind, row in stats.items():
             lines.append(f"{kind}: {row['calls']} calls, prompt {row['mean_prompt_tokens']:.0f} "
                          f"tokens, evaluated {row['mean_evaluated_tokens']:.1f}, "
