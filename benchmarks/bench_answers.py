@@ -400,6 +400,12 @@ def run(args: argparse.Namespace) -> int:
     from llama_index_ext_advrag.evaluation.answers import AnswerEvaluator, pipeline_key
 
     cache_dir = WORK_DIR / "cache"
+    running = WORK_DIR / "run.pid"
+    if running.is_file() and running.read_text().strip().isdigit():
+        pid = int(running.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        if pid != os.getpid() and cmdline.is_file() and b"bench_answers" in cmdline.read_bytes():
+            raise SystemExit(f"a run is going on (pid {pid}): stop it first (kill {pid})")
     restore(cache_dir)
     server = None
     if not server_up(args.port):
