@@ -184,6 +184,16 @@ def add_compare_command(sub: Any) -> None:
         "the baseline's mean tokens at --k)",
     )
     answers.add_argument(
+        "--support-judge",
+        default="faithfulness",
+        choices=("faithfulness", "prefix"),
+        help="how each answer sentence is judged: faithfulness = LlamaIndex's "
+        "FaithfulnessEvaluator (a new prompt with the whole context per sentence); prefix = the "
+        "generation's chat continued with one yes/no question (first-token log-probabilities), "
+        "so a local server that keeps its last prompt evaluates only the question (default "
+        "%(default)s)",
+    )
+    answers.add_argument(
         "--answer-cache",
         default=None,
         help="folder of the generation/judgement cache (default: STATE_DIR/answers)",
@@ -309,6 +319,7 @@ def command_compare(args: argparse.Namespace) -> int:
         answer_budget=args.answer_budget,
         llm_timeout=timeout,
         answer_cache=args.answer_cache,
+        support_judge=args.support_judge,
     )
     check_compare_options(options)  # every flag named with its value, before the LLM is built
     if args.llm_url:

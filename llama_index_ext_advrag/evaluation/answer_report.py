@@ -45,6 +45,7 @@ class AnswerSummary:
     mean_answer_tokens: float | None
     llm_calls: int
     cached: int
+    truncated: int = 0  # answers cut at the LLM's output limit
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -78,6 +79,7 @@ def summarize_answers(results: Sequence[AnswerResult]) -> list[AnswerSummary]:
                 mean_answer_tokens=_mean([r.answer_tokens for r in ok]),
                 llm_calls=sum(r.llm_calls for r in rows),
                 cached=sum(r.cached for r in rows),
+                truncated=sum(r.truncated for r in ok),
             )
         )
     return out
@@ -150,7 +152,7 @@ def _fmt(value: float | None, digits: int = 3, percent: bool = False) -> str:
 def answer_rows(summaries: Sequence[AnswerSummary]) -> tuple[list[str], list[list[str]]]:
     headers = ["pipeline", "k", "n", "hallucination rate", "fact recall (EM)", "token F1",
                "latency p50 ms", "context tokens", "answer tokens", "judged", "errors",
-               "LLM calls", "cached"]  # fmt: skip
+               "LLM calls", "cached", "truncated"]  # fmt: skip
     rows = [
         [
             s.pipeline,
@@ -166,6 +168,7 @@ def answer_rows(summaries: Sequence[AnswerSummary]) -> tuple[list[str], list[lis
             str(s.errors),
             str(s.llm_calls),
             str(s.cached),
+            str(s.truncated),
         ]  # fmt: skip
         for s in summaries
     ]

@@ -37,6 +37,11 @@ from llama_index_ext_advrag.evaluation.answer_metrics import (
 )
 from llama_index_ext_advrag.evaluation.compare import context_text
 from llama_index_ext_advrag.evaluation.questions import Question
+from llama_index_ext_advrag.evaluation.support_judge import (
+    PrefixSupportJudge,
+    SupportVerdict,
+    generation_messages,
+)
 from llama_index_ext_advrag.llm_calls import call_within, counting_llm_calls
 from llama_index_ext_advrag.plan import StepTimeoutError, arun_within
 from llama_index_ext_advrag.text import count_tokens
@@ -77,6 +82,13 @@ class AnswerResult:
     cached: bool  # the answer came from the cache
     llm_calls: int  # calls made in this run (0 when everything was cached)
     error: str | None = None
+    truncated: bool = False  # the generation stopped at its token limit
+    verdicts: tuple[SupportVerdict, ...] = ()  # one per sentence, in order
+    context: str = ""  # the context the answer was made from (for reading and labelling)
+
+
+class EmptyAnswerError(RuntimeError):
+    """The LLM returned no text: the row is an error, never a "not hallucinated" answer."""
 
 
 class _Answered(NamedTuple):
@@ -86,6 +98,20 @@ class _Answered(NamedTuple):
     context: str
     latency_ms: float  # retrieval + generation
     cached: bool
+    truncated: bool = False
+
+
+class Generated(NamedTuple):
+    """A generation: its text, milliseconds, whether it came from the cache and whether it
+    stopped at the token limit."""
+
+    answer: str
+    ms: float
+    cached: bool
+    truncated: bool = False
+
+
+SUPPORT_JUDGES = ("prefix", "faithfulness")
 
 
 def choose_k(tokens_by_k: dict[int, float], budget: float) -> int:
@@ -112,13 +138,21 @@ class AnswerEvaluator:
         cache_dir: folder of the cache (created when missing).
         timeout: seconds one LLM call (a generation, one sentence's judgement) may take.
         support_evaluator: a LlamaIndex ``BaseEvaluator`` whose ``passing`` says a sentence is
-            supported by the context; default ``FaithfulnessEvaluator(llm=llm)``.
+            supported by the context (used with ``support_judge="faithfulness"``); default
+            ``FaithfulnessEvaluator(llm=llm)``.
         prompt: the answer prompt, with ``{context_str}`` and ``{query_str}``; default
             LlamaIndex's ``DEFAULT_TEXT_QA_PROMPT``.
+        support_judge: ``"faithfulness"`` (default: ``support_evaluator``, a new prompt with
+            the whole context per sentence), ``"prefix"`` (a
+            :class:`~llama_index_ext_advrag.evaluation.support_judge.PrefixSupportJudge` on
+            the same LLM: the generation's chat continued, so a server that keeps its last
+            prompt evaluates only the judge's own tokens; needs a chat model) or a
+            ``PrefixSupportJudge``.
 
     Raises:
         NoLLMError: no LLM (the message says how to set one).
-        ValueError: ``timeout`` not > 0.
+        ValueError: ``timeout`` not > 0, an unknown ``support_judge``, or ``"prefix"`` with an
+            LLM that is not a chat model.
     """
 
     def __init__(
@@ -129,6 +163,7 @@ class AnswerEvaluator:
         timeout: float = DEFAULT_LLM_TIMEOUT,
         support_evaluator: Any = None,
         prompt: Any = None,
+        support_judge: str | PrefixSupportJudge = "faithfulness",
     ) -> None:
         from llama_index.core.evaluation import FaithfulnessEvaluator
         from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT
@@ -143,17 +178,42 @@ class AnswerEvaluator:
         self.llm = resolved
         self.timeout = float(timeout)
         self.prompt = prompt if prompt is not None else DEFAULT_TEXT_QA_PROMPT
-        # a copy: the evaluator's query engine sets its LLM's callback manager to the global one
-        self.support_evaluator = support_evaluator or FaithfulnessEvaluator(
-            llm=resolved.model_copy()
-        )
         self.cache = AnswerCache(cache_dir)
         self._identity = llm_identity(resolved)
-        prompts: dict[str, Any] = getattr(self.support_evaluator, "get_prompts", dict)()
-        self._judge_identity = {
-            "evaluator": type(self.support_evaluator).__name__,
-            "prompts": {name: _template_text(p) for name, p in sorted(prompts.items())},
-        }
+        self._chat = bool(getattr(resolved.metadata, "is_chat_model", False))
+        self.prefix_judge: PrefixSupportJudge | None = None
+        self.support_evaluator: Any = None
+        if isinstance(support_judge, PrefixSupportJudge) or support_judge == "prefix":
+            if not self._chat:
+                raise ValueError(
+                    "support_judge='prefix' continues the generation's chat: it needs a chat "
+                    f"model, and {type(resolved).__name__} is not one; use 'faithfulness'"
+                )
+            self.prefix_judge = (
+                support_judge
+                if isinstance(support_judge, PrefixSupportJudge)
+                else PrefixSupportJudge(resolved, timeout=self.timeout)
+            )
+            self._judge_identity: dict[str, Any] = {
+                "evaluator": self.prefix_judge.class_name(),
+                **self.prefix_judge.identity(),
+            }
+        elif support_judge == "faithfulness":
+            # a copy: the evaluator's query engine sets its LLM's callback manager to the
+            # global one
+            self.support_evaluator = support_evaluator or FaithfulnessEvaluator(
+                llm=resolved.model_copy()
+            )
+            prompts: dict[str, Any] = getattr(self.support_evaluator, "get_prompts", dict)()
+            self._judge_identity = {
+                "evaluator": type(self.support_evaluator).__name__,
+                "prompts": {name: _template_text(p) for name, p in sorted(prompts.items())},
+            }
+        else:
+            raise ValueError(
+                f"support_judge must be one of {SUPPORT_JUDGES} or a PrefixSupportJudge, "
+                f"got {support_judge!r}"
+            )
 
     def identity(self) -> dict[str, Any]:
         """The LLM, prompt and judge that the cache keys name (for the report)."""
@@ -168,47 +228,65 @@ class AnswerEvaluator:
     def _self_answer_key(self, pipeline_key: str, k: int, question: str) -> str:
         return cache_key("self-answer", self._identity, pipeline_key, k, question)
 
-    def _support_key(self, sentence: str, context: str) -> str:
-        return cache_key("support", self._identity, self._judge_identity, sentence, context)
+    def _support_key(self, sentence: str, context: str, question: str, answer: str) -> str:
+        if self.prefix_judge is None:
+            return cache_key("support", self._identity, self._judge_identity, sentence, context)
+        # the prefix judge reads the whole chat: prompt, question and the answer so far
+        return cache_key("support", self._identity, self._judge_identity,
+                         _template_text(self.prompt), question, answer, sentence, context)  # fmt: skip
 
-    def _cached_answer(self, key: str) -> tuple[str, float, bool] | None:
+    def _cached_answer(self, key: str) -> Generated | None:
         hit = self.cache.get(key)
-        return None if hit is None else (str(hit["answer"]), float(hit["ms"]), True)
+        if hit is None:
+            return None
+        return Generated(str(hit["answer"]), float(hit["ms"]), True, bool(hit.get("truncated")))
 
-    def _store_answer(self, key: str, answer: Any, started: float) -> tuple[str, float, bool]:
+    def _store_answer(self, key: str, response: Any, started: float) -> Generated:
         ms = _ms_since(started)
-        self.cache.put(key, {"answer": str(answer), "ms": ms})
-        return str(answer), ms, False
+        answer, truncated = _completion_text(response)
+        self.cache.put(key, {"answer": answer, "ms": ms, "truncated": truncated})
+        return Generated(answer, ms, False, truncated)
 
     def _cached_self_answer(self, key: str) -> tuple[str, str, float, bool] | None:
         hit = self.cache.get(key)
-        if hit is None:
+        if hit is None or "context" not in hit:  # a copy without its context: answer again
             return None
         return str(hit["answer"]), str(hit["context"]), float(hit["ms"]), True
 
     def _store_self_answer(
-        self, key: str, answered: tuple[str, Any], started: float
+        self, key: str, answered: tuple[str, Any], started: float, calls: int
     ) -> tuple[str, str, float, bool]:
         ms = _ms_since(started)
         answer, nodes = answered
         context = context_text(nodes)
-        self.cache.put(key, {"answer": answer, "context": context, "ms": ms})
-        return answer, context, ms, False
+        self.cache.put(key, {"answer": str(answer), "context": context, "ms": ms, "calls": calls})
+        return str(answer), context, ms, False
 
-    def _cached_support(self, key: str) -> bool | None:
+    def _cached_support(self, key: str) -> SupportVerdict | None:
         hit = self.cache.get(key)
-        return None if hit is None else bool(hit["supported"])
-
-    def _judged(self, key: str, result: Any) -> bool | None:
-        if result is None or result.passing is None:
+        if hit is None:
             return None
+        p_yes = hit.get("p_yes")
+        return SupportVerdict(bool(hit["supported"]), p_yes, str(hit.get("reason", "cached")))
+
+    def _judged(self, key: str, result: Any) -> SupportVerdict:
+        if result is None or result.passing is None:
+            return SupportVerdict(None, None, "the evaluator gave no verdict")
         self.cache.put(key, {"supported": bool(result.passing)})
-        return bool(result.passing)
+        return SupportVerdict(bool(result.passing), None, type(self.support_evaluator).__name__)
+
+    def _prefix_judged(self, key: str, verdict: SupportVerdict, started: float) -> SupportVerdict:
+        if verdict.supported is not None:  # an unjudged sentence is tried again by a re-run
+            self.cache.put(key, {**verdict.as_dict(), "ms": _ms_since(started)})
+        return verdict
+
+    def _messages(self, question: str, context: str) -> list[Any]:
+        return generation_messages(self.llm, self.prompt, context_str=context, query_str=question)
 
     # --- generation -----------------------------------------------------------------------
 
-    def generate(self, pipeline_key: str, question: str, context: str) -> tuple[str, float, bool]:
-        """``(answer, generation ms, cached)`` for ``question`` over ``context``.
+    def generate(self, pipeline_key: str, question: str, context: str) -> Generated:
+        """``(answer, generation ms, cached, truncated)`` for ``question`` over ``context``.
 
         Raises:
             TimeoutError: the LLM took longer than ``timeout``; the LLM's own errors unchanged.
@@ -217,27 +295,27 @@ class AnswerEvaluator:
         if (hit := self._cached_answer(key)) is not None:
             return hit
         started = time.perf_counter()
-        answer = call_within(
-            lambda: self.llm.predict(self.prompt, context_str=context, query_str=question),
-            self.timeout,
-            "the answer LLM",
-        )
-        return self._store_answer(key, answer, started)
+        if self._chat:  # chat directly: the same messages as predict, and the stop reason
+            messages = self._messages(question, context)
+            call: Any = lambda: self.llm.chat(messages)  # noqa: E731
+        else:
+            call = lambda: self.llm.predict(self.prompt, context_str=context, query_str=question)  # noqa: E731
+        response = call_within(call, self.timeout, "the answer LLM")
+        return self._store_answer(key, response, started)
 
-    async def agenerate(
-        self, pipeline_key: str, question: str, context: str
-    ) -> tuple[str, float, bool]:
+    async def agenerate(self, pipeline_key: str, question: str, context: str) -> Generated:
         """Async :meth:`generate`."""
         key = self._answer_key(pipeline_key, question, context)
         if (hit := self._cached_answer(key)) is not None:
             return hit
         started = time.perf_counter()
-        answer = await _abounded(
-            lambda: self.llm.apredict(self.prompt, context_str=context, query_str=question),
-            self.timeout,
-            "the answer LLM",
-        )
-        return self._store_answer(key, answer, started)
+        if self._chat:
+            messages = self._messages(question, context)
+            call: Any = lambda: self.llm.achat(messages)  # noqa: E731
+        else:
+            call = lambda: self.llm.apredict(self.prompt, context_str=context, query_str=question)  # noqa: E731
+        response = await _abounded(call, self.timeout, "the answer LLM")
+        return self._store_answer(key, response, started)
 
     def generate_with(
         self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
@@ -247,10 +325,11 @@ class AnswerEvaluator:
         if (hit := self._cached_self_answer(key)) is not None:
             return hit
         started = time.perf_counter()
-        answered = call_within(
-            lambda: pipeline.answer(bundle, k), self.timeout, f"pipeline {pipeline.name}"
-        )
-        return self._store_self_answer(key, answered, started)
+        with counting_llm_calls() as counter:
+            answered = call_within(
+                lambda: pipeline.answer(bundle, k), self.timeout, f"pipeline {pipeline.name}"
+            )
+        return self._store_self_answer(key, answered, started, counter.calls)
 
     async def agenerate_with(
         self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
@@ -260,21 +339,29 @@ class AnswerEvaluator:
         if (hit := self._cached_self_answer(key)) is not None:
             return hit
         started = time.perf_counter()
-        answered = await _abounded(
-            lambda: asyncio.to_thread(pipeline.answer, bundle, k),
-            self.timeout,
-            f"pipeline {pipeline.name}",
-        )
-        return self._store_self_answer(key, answered, started)
+        with counting_llm_calls() as counter:
+            answered = await _abounded(
+                lambda: asyncio.to_thread(pipeline.answer, bundle, k),
+                self.timeout,
+                f"pipeline {pipeline.name}",
+            )
+        return self._store_self_answer(key, answered, started, counter.calls)
 
     # --- support judgements ---------------------------------------------------------------
 
-    def supported(self, question: str, sentence: str, context: str) -> bool | None:
-        """Whether the support evaluator passes ``sentence`` against ``context`` (``None``: it
-        failed or timed out; not cached, so a re-run tries again)."""
-        key = self._support_key(sentence, context)
+    def judge_sentence(
+        self, question: str, sentence: str, context: str, answer: str = ""
+    ) -> SupportVerdict:
+        """The verdict on ``sentence`` of ``answer`` against ``context`` (``supported=None``:
+        the judge failed or timed out; not cached, so a re-run tries again)."""
+        key = self._support_key(sentence, context, question, answer)
         if (hit := self._cached_support(key)) is not None:
             return hit
+        if self.prefix_judge is not None:
+            started = time.perf_counter()
+            messages = self._messages(question, context)
+            verdict = self.prefix_judge.judge(messages, answer, sentence)
+            return self._prefix_judged(key, verdict, started)
         try:
             result = call_within(
                 lambda: self.support_evaluator.evaluate(
@@ -285,14 +372,21 @@ class AnswerEvaluator:
             )
         except Exception as exc:  # a judge that fails leaves the sentence unjudged, logged
             logger.warning("support judgement failed (%s): sentence left unjudged", exc)
-            return None
+            return SupportVerdict(None, None, f"judge error: {exc!r}"[:200])
         return self._judged(key, result)
 
-    async def asupported(self, question: str, sentence: str, context: str) -> bool | None:
-        """Async :meth:`supported`."""
-        key = self._support_key(sentence, context)
+    async def ajudge_sentence(
+        self, question: str, sentence: str, context: str, answer: str = ""
+    ) -> SupportVerdict:
+        """Async :meth:`judge_sentence`."""
+        key = self._support_key(sentence, context, question, answer)
         if (hit := self._cached_support(key)) is not None:
             return hit
+        if self.prefix_judge is not None:
+            started = time.perf_counter()
+            messages = self._messages(question, context)
+            verdict = await self.prefix_judge.ajudge(messages, answer, sentence)
+            return self._prefix_judged(key, verdict, started)
         try:
             result = await _abounded(
                 lambda: self.support_evaluator.aevaluate(
@@ -303,8 +397,21 @@ class AnswerEvaluator:
             )
         except Exception as exc:  # a judge that fails leaves the sentence unjudged, logged
             logger.warning("support judgement failed (%s): sentence left unjudged", exc)
-            return None
+            return SupportVerdict(None, None, f"judge error: {exc!r}"[:200])
         return self._judged(key, result)
+
+    def supported(
+        self, question: str, sentence: str, context: str, answer: str = ""
+    ) -> bool | None:
+        """Whether the judge passes ``sentence`` against ``context`` (``None``: it failed or
+        timed out; not cached, so a re-run tries again)."""
+        return self.judge_sentence(question, sentence, context, answer).supported
+
+    async def asupported(
+        self, question: str, sentence: str, context: str, answer: str = ""
+    ) -> bool | None:
+        """Async :meth:`supported`."""
+        return (await self.ajudge_sentence(question, sentence, context, answer)).supported
 
     # --- one question ---------------------------------------------------------------------
 
@@ -318,8 +425,8 @@ class AnswerEvaluator:
         nodes = pipeline.retrieve(bundle, k)
         retrieval_ms = _ms_since(started)
         context = context_text(nodes)
-        answer, ms, cached = self.generate(pipeline_key, question.question, context)
-        return _Answered(answer, context, retrieval_ms + ms, cached)
+        made = self.generate(pipeline_key, question.question, context)
+        return _Answered(made.answer, context, retrieval_ms + made.ms, made.cached, made.truncated)
 
     async def _aanswer(
         self, pipeline: Any, question: Question, bundle: QueryBundle, k: int, pipeline_key: str
@@ -331,8 +438,8 @@ class AnswerEvaluator:
         nodes = await asyncio.to_thread(pipeline.retrieve, bundle, k)
         retrieval_ms = _ms_since(started)
         context = context_text(nodes)
-        answer, ms, cached = await self.agenerate(pipeline_key, question.question, context)
-        return _Answered(answer, context, retrieval_ms + ms, cached)
+        made = await self.agenerate(pipeline_key, question.question, context)
+        return _Answered(made.answer, context, retrieval_ms + made.ms, made.cached, made.truncated)
 
     def score(
         self,
@@ -342,13 +449,15 @@ class AnswerEvaluator:
         k: int,
         pipeline_key: str,
     ) -> AnswerResult:
-        """Retrieve (timed), answer and score ``question`` with ``pipeline`` at ``k``."""
+        """Retrieve (timed), answer and score ``question`` with ``pipeline`` at ``k``; each
+        sentence is judged right after the answer is made (a prefix judge reuses its prompt)."""
         with counting_llm_calls() as counter:
             try:
-                answered = self._answer(pipeline, question, bundle, k, pipeline_key)
+                answered = _checked(self._answer(pipeline, question, bundle, k, pipeline_key))
             except Exception as exc:  # recorded on the row and counted in the report
                 return _failed(pipeline.name, question, k, exc, counter.calls)
-            verdicts = [self.supported(question.question, sentence, answered.context)
+            verdicts = [self.judge_sentence(question.question, sentence, answered.context,
+                                            answered.answer)
                         for sentence in answer_sentences(answered.answer)]  # fmt: skip
             return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
 
@@ -363,12 +472,40 @@ class AnswerEvaluator:
         """Async :meth:`score` (a sync retrieval runs in a worker thread)."""
         with counting_llm_calls() as counter:
             try:
-                answered = await self._aanswer(pipeline, question, bundle, k, pipeline_key)
+                answered = _checked(
+                    await self._aanswer(pipeline, question, bundle, k, pipeline_key)
+                )
             except Exception as exc:  # recorded on the row and counted in the report
                 return _failed(pipeline.name, question, k, exc, counter.calls)
-            verdicts = [await self.asupported(question.question, sentence, answered.context)
+            verdicts = [await self.ajudge_sentence(question.question, sentence, answered.context,
+                                                   answered.answer)
                         for sentence in answer_sentences(answered.answer)]  # fmt: skip
             return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
+
+
+def _completion_text(response: Any) -> tuple[str, bool]:
+    """``(text, truncated)`` of a chat response or a predicted string: ``truncated`` when the
+    server says the generation stopped at its token limit."""
+    from llama_index.core.base.llms.types import ChatResponse
+
+    if not isinstance(response, ChatResponse):
+        return str(response if response is not None else ""), False
+    text = str(response.message.content or "")
+    raw = response.raw
+    choices = raw.get("choices") if isinstance(raw, dict) else getattr(raw, "choices", None)
+    reason = None
+    if choices:
+        first = choices[0]
+        reason = first.get("finish_reason") if isinstance(first, dict) else first.finish_reason
+    return text, reason == "length"
+
+
+def _checked(answered: _Answered) -> _Answered:
+    """An empty answer is an error (an empty completion has no sentence to judge, and would
+    count as "not hallucinated")."""
+    if not answered.answer.strip():
+        raise EmptyAnswerError("the LLM returned an empty answer")
+    return answered
 
 
 async def _abounded(call: Any, timeout: float, what: str) -> Any:
@@ -394,12 +531,13 @@ def _scored(
     question: Question,
     k: int,
     answered: _Answered,
-    verdicts: list[bool | None],
+    judged: list[SupportVerdict],
     calls: int,
 ) -> AnswerResult:
     """The row of an answered question: its metrics against the gold answers and the verdicts
     on its sentences."""
     answer, context = answered.answer, answered.context
+    verdicts = [v.supported for v in judged]
     return AnswerResult(
         pipeline=name,
         question_id=question.id,
@@ -416,6 +554,9 @@ def _scored(
         latency_ms=answered.latency_ms,
         cached=answered.cached,
         llm_calls=calls,
+        truncated=answered.truncated,
+        verdicts=tuple(judged),
+        context=context,
     )
 
 
@@ -480,6 +621,9 @@ __all__ = [
     "aanswer_questions",
     "AnswerResult",
     "DEFAULT_LLM_TIMEOUT",
+    "EmptyAnswerError",
+    "Generated",
+    "SUPPORT_JUDGES",
     "NO_LLM_MESSAGE",
     "NoLLMError",
     "answer_questions",

@@ -189,6 +189,11 @@ def check_answer_options(options: Any) -> None:
         check_folder(options.answer_cache, "--answer-cache")
     if not options.answers and budget is not None:
         raise ValueError("--answer-budget is a setting of --answers: add --answers or drop it")
+    judge = getattr(options, "support_judge", "faithfulness")
+    if isinstance(judge, str) and judge not in ("faithfulness", "prefix"):
+        raise ValueError(f"--support-judge must be faithfulness or prefix, got {judge!r}")
+    if not options.answers and judge != "faithfulness":
+        raise ValueError("--support-judge is a setting of --answers: add --answers or drop it")
 
 
 __all__ = [

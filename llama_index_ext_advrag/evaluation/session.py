@@ -86,6 +86,7 @@ class CompareOptions:
     llm_timeout: float = DEFAULT_LLM_TIMEOUT  # seconds per LLM call of the answer evaluation
     answer_cache: str | None = None  # default: <state_dir>/answers
     support_evaluator: Any = None  # a LlamaIndex BaseEvaluator; None: FaithfulnessEvaluator
+    support_judge: Any = "faithfulness"  # or "prefix" / a PrefixSupportJudge (answers.py)
     judge: Any = None  # relevance judge of hybrid-rerank, crag, self-rag; None: offline routed
 
 
@@ -258,6 +259,7 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
             options.answer_cache or Path(options.state_dir) / "answers",
             timeout=options.llm_timeout,
             support_evaluator=options.support_evaluator,
+            support_judge=options.support_judge,
         )
         if options.answers
         else None

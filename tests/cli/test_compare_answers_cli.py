@@ -43,6 +43,8 @@ def bad_configurations(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                     "--llm-timeout must be seconds in (0, 3600], got 0.0"),
         "budget without answers": (["--answer-budget", "300"],
                                    "--answer-budget is a setting of --answers"),
+        "support judge without answers": (["--support-judge", "prefix"],
+                                          "--support-judge is a setting of --answers"),
         "budget": (["--answers", "--llm-url", "http://127.0.0.1:9/v1", "--answer-budget", "-5"],
                    "--answer-budget must be a number of tokens > 0"),
         "self-rag without answers": (["--pipelines", "baseline,self-rag", "--llm-url",
