@@ -101,7 +101,10 @@ def counting_llm_calls() -> Iterator[LLMCallCounter]:
     try:
         yield counter
     finally:
-        dispatcher.event_handlers.remove(counter)
+        # by identity: counters are pydantic models, equal when their counts are, and blocks nest
+        # (a self-answering pipeline counts inside a scored row)
+        handlers = dispatcher.event_handlers
+        handlers[:] = [handler for handler in handlers if handler is not counter]
 
 
 __all__ = [

@@ -251,7 +251,7 @@ def test_judgements_are_cached_per_llm_and_judge(tmp_path: Path) -> None:
         and len(third.calls) == 1
     )  # another LLM: judged again
     # an answer and a judgement never share a key, even with the same texts
-    assert evaluator._support_key("s", "c") != evaluator._answer_key("s", "c", "")
+    assert evaluator._support_key("s", "c", "q", "a") != evaluator._answer_key("s", "c", "")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
