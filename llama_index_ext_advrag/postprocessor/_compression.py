@@ -75,6 +75,32 @@ def standardise(values: Sequence[float | None]) -> np.ndarray:
     return z
 
 
+def standardise_within(values: Sequence[float | None], groups: Sequence[str]) -> np.ndarray:
+    """z-scores of ``values`` taken inside each group of ``groups`` (e.g. the judge that gave
+    each value: a language-routed judge mixes a cross-encoder's logits with e5's cosines, which
+    share no scale); an unknown value gets the lowest known z-score. One group: ``standardise``.
+
+    >>> standardise_within([-8.0, 4.0, 0.75, 0.85], ["ce", "ce", "e5", "e5"]).round(6).tolist()
+    [-1.0, 1.0, -1.0, 1.0]
+    >>> standardise_within([1.0, 3.0, None], ["a", "a", "b"]).tolist()
+    [-1.0, 1.0, -1.0]
+    """
+    array = np.array(
+        [np.nan if v is None or not math.isfinite(v) else float(v) for v in values], dtype=float
+    )
+    known = ~np.isnan(array)
+    indices = [int(i) for i in np.flatnonzero(known)]
+    labels = sorted({groups[i] for i in indices})
+    if len(labels) <= 1:
+        return standardise(values)
+    z = np.zeros(len(array))
+    for label in labels:
+        members = [i for i in indices if groups[i] == label]
+        z[members] = standardise([float(array[i]) for i in members])
+    z[~known] = z[known].min()
+    return z
+
+
 def combine_scores(
     candidates: Sequence[Candidate],
     judge: Sequence[float | None] | None,
@@ -82,9 +108,11 @@ def combine_scores(
     judge_weight: float,
     cosine_weight: float,
     rank_weight: float,
+    judge_groups: Sequence[str] | None = None,
 ) -> list[float]:
     """One score per candidate: weighted z-scores of the judge's values, the cosines and the
-    passage rank (earlier passages higher); a signal that is ``None`` is left out.
+    passage rank (earlier passages higher); a signal that is ``None`` is left out. With
+    ``judge_groups`` (the judge behind each value) the judge's values are z-scored per group.
 
     >>> cands = [Candidate(0, 0, 0, 1, "a"), Candidate(1, 0, 0, 1, "b")]
     >>> combine_scores(cands, [0.0, 1.0], None, 1.0, 1.0, 0.0)
@@ -92,7 +120,9 @@ def combine_scores(
     """
     total = np.zeros(len(candidates))
     if judge is not None and judge_weight:
-        total += judge_weight * standardise(judge)
+        total += judge_weight * (
+            standardise(judge) if judge_groups is None else standardise_within(judge, judge_groups)
+        )
     if cosine is not None and cosine_weight:
         total += cosine_weight * standardise(cosine)
     if rank_weight:
@@ -239,4 +269,5 @@ __all__ = [
     "passage_order",
     "select_within_budget",
     "standardise",
+    "standardise_within",
 ]

@@ -326,6 +326,7 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
             self.judge_weight,
             self.cosine_weight,
             self.rank_weight,
+            [g.judge for g in grades] if grades else None,  # a routed judge: z-scored per judge
         )
         if before <= self.max_context_tokens:  # rank_passages only: keep every sentence
             selection = Selection(

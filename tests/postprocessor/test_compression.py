@@ -379,3 +379,38 @@ def test_the_judges_raw_value_is_scored_not_its_saturated_probability(use_async:
     )
     (kept,) = run(post, use_async, retrieved)
     assert kept.node.node_id == "n1"
+
+
+class WideJudge(BaseRelevanceJudge):
+    """A logit-like scale: ten per query word the sentence shares."""
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        words = set(query.lower().strip("?").split())
+        shared = [len(words & set(t.lower().strip(".").split())) for t in texts]
+        return [self.grade(s / len(words), raw=10.0 * s) for s in shared]
+
+
+class NarrowJudge(BaseRelevanceJudge):
+    """A cosine-like scale: 0.84 for the sentence naming the tower, 0.80 for the others."""
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        return [
+            self.grade(0.9 if "埃菲尔铁塔" in t else 0.1, raw=0.84 if "埃菲尔铁塔" in t else 0.80)
+            for t in texts
+        ]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_routed_judges_values_are_scored_per_judge(use_async: bool) -> None:
+    # One judge per language (as offline_judge(): cross-encoder logits for English, e5 cosines
+    # for Chinese): pooled in one z-score the narrow scale would sink every Chinese sentence.
+    from llama_index_ext_advrag.judges import LanguageRoutedJudge
+
+    judge = LanguageRoutedJudge({"en": WideJudge(name="wide"), "zh": NarrowJudge(name="narrow")})
+    best_en, best_zh = "The Eiffel Tower is in Paris.", "埃菲尔铁塔位于巴黎。"
+    budget = count_tokens(best_en) + count_tokens("\n\n") + count_tokens(best_zh)  # as counted
+    post = compressor(
+        judge=judge, cosine_weight=0.0, rank_weight=0.0, neighbours=0, max_context_tokens=budget
+    )
+    result = run(post, use_async, hits([EN[0], ZH[0]]))
+    assert [r.node.get_content() for r in result] == [best_en, best_zh]
