@@ -16,7 +16,9 @@ the context (passages joined by a blank line), tokens = LlamaIndex's tokenizer.
 
 Differences are paired per question with a 95% bootstrap interval
 (``evaluation.paired``). ``--sweep`` runs the grid the defaults were picked from (on SQuAD
-2.0); the other sets are run with the defaults only. The cross-encoder (English only) is
+2.0); the other sets are run with the defaults, and ``--configs`` adds named variants (the
+candidate pool cut to the leading passages within a multiple of the budget, the rank prior,
+multilingual-e5 as the judge: the per-language judge picked on RGB). The cross-encoder (English only) is
 cached on disk by its raw logit (``judge_score_cache``).
 
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --questions 150 --sweep
@@ -24,9 +26,13 @@ cached on disk by its raw logit (``judge_score_cache``).
         --name compression_squad2_judge
     nice -n 5 python benchmarks/bench_compression.py --dataset covidqa --documents 10 --questions 120
     nice -n 5 python benchmarks/bench_compression.py --dataset covidqa --documents 20 \
-        --questions 200 --name compression_covidqa_20papers
-    nice -n 5 python benchmarks/bench_compression.py --dataset cmrc --documents 150 --questions 150
-    nice -n 5 python benchmarks/bench_compression.py --dataset rgb --questions 100
+        --questions 200 --name compression_covidqa_20papers --configs "pool 2.0x budget" \
+        "pool 3.0x budget" "pool 4.0x budget" "rank 1.0" "rank 2.0"
+    nice -n 5 python benchmarks/bench_compression.py --dataset cmrc --documents 150 --questions 150 \
+        --configs "e5 judge + rank" "e5 judge + cosine + rank" "rank 1.0" "pool 3.0x budget"
+    nice -n 5 python benchmarks/bench_compression.py --dataset rgb --questions 100 --configs \
+        "pool 2.0x budget" "pool 3.0x budget" "rank 1.0" "rank 2.0" "e5 judge + cosine + rank" \
+        "e5 judge + rank" "e5 judge + rank, pool 3x"
     nice -n 5 python benchmarks/bench_compression.py --dataset rgb --questions 100 --embed e5 \
         --name compression_rgb_zh_e5
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --latency 60
