@@ -82,8 +82,8 @@ def standardise_within(values: Sequence[float | None], groups: Sequence[str]) ->
 
     >>> standardise_within([-8.0, 4.0, 0.75, 0.85], ["ce", "ce", "e5", "e5"]).round(6).tolist()
     [-1.0, 1.0, -1.0, 1.0]
-    >>> standardise_within([1.0, 3.0, None], ["a", "a", "b"]).tolist()
-    [-1.0, 1.0, -1.0]
+    >>> standardise_within([1.0, 3.0, 5.0, 9.0, None], ["a", "a", "b", "b", "b"]).tolist()
+    [-1.0, 1.0, -1.0, 1.0, -1.0]
     """
     array = np.array(
         [np.nan if v is None or not math.isfinite(v) else float(v) for v in values], dtype=float

@@ -414,3 +414,10 @@ def test_a_routed_judges_values_are_scored_per_judge(use_async: bool) -> None:
     )
     result = run(post, use_async, hits([EN[0], ZH[0]]))
     assert [r.node.get_content() for r in result] == [best_en, best_zh]
+
+
+def test_an_unknown_grade_next_to_two_judges_ranks_lowest() -> None:
+    from llama_index_ext_advrag.postprocessor._compression import standardise_within
+
+    z = standardise_within([-8.0, 4.0, 0.75, 0.85, None], ["ce", "ce", "e5", "e5", "router"])
+    assert z.round(6).tolist() == [-1.0, 1.0, -1.0, 1.0, -1.0]
