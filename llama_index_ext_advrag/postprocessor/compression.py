@@ -109,6 +109,8 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
 
     - ``judge``: any :class:`~llama_index_ext_advrag.judges.base.BaseRelevanceJudge`, one call
       for all sentences (its raw value: a cross-encoder's logit, a cosine, yes/no log-odds);
+      a language-routed judge's values (e.g. ``offline_judge()``: the cross-encoder for English
+      pairs, multilingual-e5 for Chinese ones) are z-scored per judge (``Grade.judge``);
     - cosine of the query and each sentence: vectors of the index's sentence units when a
       ``vector_store`` / ``docstore`` holding them is given (the pack's sentence-unit parser,
       ``window_size=1``, in the same index: no sentence is embedded at query time), otherwise
