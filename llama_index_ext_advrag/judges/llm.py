@@ -35,6 +35,7 @@ from llama_index_ext_advrag.configuration import (
 )
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.plan import StepTimeoutError, arun_within
 
 logger = logging.getLogger(__name__)
 
@@ -236,22 +237,15 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
             return [Grade.unknown(self.name, "no LLM") for _ in texts]
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
-        async def guarded(text: str) -> tuple[Any, BaseException | None]:
-            # The LLM's own errors (a TimeoutError included) are returned, so that a
-            # TimeoutError out of wait_for is this judge's timeout and nothing else.
-            try:
-                return await self._acall(llm, self._format(query, text)), None
-            except Exception as exc:
-                return None, exc
-
         async def one(text: str) -> Grade:
+            prompt = self._format(query, text)
             async with semaphore:
                 try:
-                    response, error = await asyncio.wait_for(guarded(text), self.timeout)
-                except asyncio.TimeoutError:
+                    response = await arun_within(lambda: self._acall(llm, prompt), self.timeout)
+                except StepTimeoutError:  # the bound; the LLM's own TimeoutError is its error
                     return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
-            if error is not None:
-                return self._failed(error)
+                except Exception as exc:
+                    return self._failed(exc)
             return self._grade_response(response)
 
         return list(await asyncio.gather(*(one(text) for text in texts)))
