@@ -35,7 +35,7 @@ from llama_index_ext_advrag.configuration import (
 )
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.models import resolve_llm
-from llama_index_ext_advrag.plan import StepTimeoutError, arun_within
+from llama_index_ext_advrag.plan import StepTimeoutError, arun_within, run_within
 
 logger = logging.getLogger(__name__)
 
@@ -208,20 +208,14 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         if llm is None:
             return [Grade.unknown(self.name, "no LLM") for _ in texts]
         prompts = [self._format(query, text) for text in texts]
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.max_concurrency)
-        try:
-            futures = [pool.submit(self._call, llm, p) for p in prompts]
-            return [self._collect(future) for future in futures]
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+        # each call bounded by the one time limit (a hung call is left in a daemon thread)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            return list(pool.map(lambda prompt: self._bounded_grade(llm, prompt), prompts))
 
-    def _collect(self, future: concurrent.futures.Future[Any]) -> Grade:
+    def _bounded_grade(self, llm: LLM, prompt: str) -> Grade:
         try:
-            response = future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError as exc:
-            if future.done():  # the LLM raised a TimeoutError of its own: its error
-                return self._failed(exc)
-            future.cancel()
+            response = run_within(lambda: self._call(llm, prompt), self.timeout)
+        except StepTimeoutError:  # the bound; the LLM's own TimeoutError is its error
             return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
         except Exception as exc:  # an LLM failure is an unknown grade, never a crash
             return self._failed(exc)
