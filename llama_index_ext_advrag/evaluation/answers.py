@@ -381,13 +381,12 @@ class AnswerEvaluator:
                 )
             except Exception as exc:  # recorded on the row and counted in the report
                 return _failed(pipeline.name, question, k, exc, counter.calls)
-            verdicts = []
+            verdicts: list[SupportVerdict] = []
             for sentence in answer_sentences(answered.answer):
-                verdicts.append(
-                    (yield from self._judgement(
-                        question.question, sentence, answered.context, answered.answer
-                    ))
-                )  # fmt: skip
+                judging = self._judgement(
+                    question.question, sentence, answered.context, answered.answer
+                )
+                verdicts.append((yield from judging))
             return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
 
     # --- generation -----------------------------------------------------------------------
