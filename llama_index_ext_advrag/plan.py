@@ -247,6 +247,18 @@ async def arun_call(request: Call) -> Any:
     return await arun_within(request.async_, request.timeout, request.what, error=request.error)
 
 
+def llm_completion(llm: Any, prompt: str, timeout: float | None) -> Call:
+    """``llm.complete(prompt)`` / ``llm.acomplete(prompt)`` bounded by ``timeout``; a timeout is
+    the ``TimeoutError`` an LLM client would raise (:func:`plain_timeout`, "the LLM ...")."""
+    return Call(
+        lambda: llm.complete(prompt),
+        lambda: llm.acomplete(prompt),
+        timeout,
+        "the LLM",
+        error=plain_timeout,
+    )
+
+
 def as_failed(what: str, exc: BaseException) -> Failed:
     """The :class:`Failed` for ``exc`` raised by the request ``what`` (``"judge"``, ...)."""
     if isinstance(exc, StepTimeoutError):
@@ -289,6 +301,7 @@ __all__ = [
     "attempt",
     "drive",
     "in_daemon_thread",
+    "llm_completion",
     "plain_timeout",
     "run_call",
     "run_within",

@@ -30,12 +30,12 @@ from llama_index_ext_advrag.plan import (
     Retrieve,
     StepTimeoutError,
     aattempt,
-    arun_within,
+    arun_call,
     as_failed,
     attempt,
     in_daemon_thread,
-    plain_timeout,
-    run_within,
+    llm_completion,
+    run_call,
 )
 from llama_index_ext_advrag.queries import choose_rewrite, read_rewrite, rewrite_avoid
 
@@ -186,13 +186,7 @@ class CRAGExecutor:
             if llm is None:
                 return fallback_rewrite(request)
             try:
-                prompt = self._prompt(request)
-                reply = run_within(
-                    lambda: llm.complete(prompt),
-                    self.rewrite_timeout,
-                    "the LLM",
-                    error=plain_timeout,
-                )
+                reply = run_call(llm_completion(llm, self._prompt(request), self.rewrite_timeout))
                 return accept_rewrite(request, reply)
             except Exception as exc:
                 return self._rewrite_failed(request, exc)
@@ -218,13 +212,8 @@ class CRAGExecutor:
             if llm is None:
                 return fallback_rewrite(request)
             try:
-                prompt = self._prompt(request)
-                reply = await arun_within(
-                    lambda: llm.acomplete(prompt),
-                    self.rewrite_timeout,
-                    "the LLM",
-                    error=plain_timeout,
-                )
+                completion = llm_completion(llm, self._prompt(request), self.rewrite_timeout)
+                reply = await arun_call(completion)
                 return accept_rewrite(request, reply)
             except Exception as exc:
                 return self._rewrite_failed(request, exc)

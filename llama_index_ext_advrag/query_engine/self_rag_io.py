@@ -43,11 +43,11 @@ from llama_index_ext_advrag.plan import (
     Retrieve,
     aattempt,
     adrive,
-    arun_within,
+    arun_call,
     attempt,
     drive,
-    plain_timeout,
-    run_within,
+    llm_completion,
+    run_call,
 )
 from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, with_record
 
@@ -176,10 +176,7 @@ class SelfRAGExecutor:
     def _complete(self, prompt: str) -> Any:
         assert self.llm is not None
         try:
-            llm = self.llm
-            return run_within(
-                lambda: llm.complete(prompt), self.llm_timeout, "the LLM", error=plain_timeout
-            )
+            return run_call(llm_completion(self.llm, prompt, self.llm_timeout))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
@@ -217,10 +214,7 @@ class SelfRAGExecutor:
     async def _acomplete(self, prompt: str) -> Any:
         assert self.llm is not None
         try:
-            llm = self.llm
-            return await arun_within(
-                lambda: llm.acomplete(prompt), self.llm_timeout, "the LLM", error=plain_timeout
-            )
+            return await arun_call(llm_completion(self.llm, prompt, self.llm_timeout))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
