@@ -18,7 +18,7 @@ import concurrent.futures
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
@@ -35,7 +35,7 @@ from llama_index_ext_advrag.configuration import (
 )
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.models import resolve_llm
-from llama_index_ext_advrag.plan import StepTimeoutError, arun_within, run_within
+from llama_index_ext_advrag.plan import Call, StepTimeoutError, adrive, arun_call, drive, run_call
 
 logger = logging.getLogger(__name__)
 
@@ -203,18 +203,12 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
             return Grade.unknown(self.name, f"unparsable reply: {reply[:80]!r}")
         return self.grade(1.0 if verdict else 0.0, reason=f"parsed reply: {reply[:80]!r}")
 
-    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
-        llm = self._resolved_llm()
-        if llm is None:
-            return [Grade.unknown(self.name, "no LLM") for _ in texts]
-        prompts = [self._format(query, text) for text in texts]
-        # each call bounded by the one time limit (a hung call is left in a daemon thread)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            return list(pool.map(lambda prompt: self._bounded_grade(llm, prompt), prompts))
-
-    def _bounded_grade(self, llm: LLM, prompt: str) -> Grade:
+    def _grading(self, llm: LLM, prompt: str) -> Generator[Call, Any, Grade]:
+        """One text's grade: one LLM call bounded by ``timeout`` (sync and async alike)."""
         try:
-            response = run_within(lambda: self._call(llm, prompt), self.timeout)
+            response = yield Call(
+                lambda: self._call(llm, prompt), lambda: self._acall(llm, prompt), self.timeout
+            )
         except StepTimeoutError:  # the bound; the LLM's own TimeoutError is its error
             return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
         except Exception as exc:  # an LLM failure is an unknown grade, never a crash
@@ -225,24 +219,27 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         logger.warning("LLM judge call failed: %r", exc)
         return Grade.unknown(self.name, f"LLM error: {exc!r}"[:200])
 
+    # The fan-out differs (a thread pool; a semaphore and gather), each text's plan does not.
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        llm = self._resolved_llm()
+        if llm is None:
+            return [Grade.unknown(self.name, "no LLM") for _ in texts]
+        prompts = [self._format(query, text) for text in texts]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            return list(pool.map(lambda p: drive(self._grading(llm, p), run_call), prompts))
+
     async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
         llm = self._resolved_llm()
         if llm is None:
             return [Grade.unknown(self.name, "no LLM") for _ in texts]
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
-        async def one(text: str) -> Grade:
-            prompt = self._format(query, text)
+        async def one(prompt: str) -> Grade:
             async with semaphore:
-                try:
-                    response = await arun_within(lambda: self._acall(llm, prompt), self.timeout)
-                except StepTimeoutError:  # the bound; the LLM's own TimeoutError is its error
-                    return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
-                except Exception as exc:
-                    return self._failed(exc)
-            return self._grade_response(response)
+                return await adrive(self._grading(llm, prompt), arun_call)
 
-        return list(await asyncio.gather(*(one(text) for text in texts)))
+        return list(await asyncio.gather(*(one(self._format(query, t)) for t in texts)))
 
 
 __all__ = [
