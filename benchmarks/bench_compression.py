@@ -35,6 +35,11 @@ cached on disk by its raw logit (``judge_score_cache``).
         "e5 judge + rank" "e5 judge + rank, pool 3x"
     nice -n 5 python benchmarks/bench_compression.py --dataset rgb --questions 100 --embed e5 \
         --name compression_rgb_zh_e5
+    nice -n 5 python benchmarks/bench_compression.py --dataset covidqa --documents 20 \
+        --questions 200 --name compression_covidqa_20papers_e5 --configs \
+        "e5 judge + cosine + rank" "e5 judge + rank"
+    nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --questions 150 \
+        --name compression_squad2_e5 --configs "e5 judge + rank" "e5 judge + cosine + rank"
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --latency 60
 """
 
