@@ -121,3 +121,14 @@ def module_getattr(
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def warn_renamed(owner: object, old: str, new: str) -> None:
+    """Warn that method ``old`` of ``owner`` is kept for one release under its former name;
+    call it first thing in the old method, which then returns ``self.new(...)``."""
+    warnings.warn(
+        f"{type(owner).__name__}.{old}() is deprecated and will be removed in the next "
+        f"release: use {new}()",
+        DeprecationWarning,
+        stacklevel=3,
+    )

@@ -223,3 +223,42 @@ def test_importing_the_package_loads_no_component() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _records() -> list[tuple[object, str]]:
+    from llama_index_ext_advrag.models import EmbedModelDecision
+    from llama_index_ext_advrag.retrievers.milvus_bm25 import LexicalChoice
+    from llama_index_ext_advrag.tables import SandboxResult
+
+    decision = EmbedModelDecision(None, "m", "default", "en", True, None, "why")  # type: ignore[arg-type]
+    return [
+        (LexicalChoice("bm25s", "no sparse field"), "as_dict"),
+        (decision, "as_dict"),
+        (SandboxResult(False, error="e", limit="cpu", files_left=2), "as_record"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_a_records_former_method_name_warns_and_gives_to_dict(index: int) -> None:
+    """Records serialise with ``to_dict`` only; ``as_dict`` / ``as_record`` stay one release."""
+    record, old = _records()[index]
+    with pytest.warns(DeprecationWarning, match=rf"\.{old}\(\) is deprecated.*use to_dict\(\)"):
+        value = getattr(record, old)()
+    assert value == record.to_dict() and value  # type: ignore[attr-defined]
+
+
+def test_no_record_serialises_under_another_name() -> None:
+    """``to_dict`` is the one name: ``as_dict`` / ``as_record`` appear only as the deprecated
+    aliases above."""
+    root = Path(_package("").__file__).parent
+    found = sorted(
+        f"{path.relative_to(root)}: {line.strip()}"
+        for path in root.rglob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip().startswith(("def as_dict(", "def as_record(", "def to_record("))
+    )
+    assert found == [
+        "models.py: def as_dict(self) -> dict[str, Any]:",
+        "retrievers/milvus_bm25.py: def as_dict(self) -> LexicalChoiceRecord:",
+        "tables/pandas_sandbox.py: def as_record(self) -> dict[str, Any]:",
+    ]
