@@ -6,8 +6,15 @@ with a sync function, :func:`adrive` with an async one; the decisions are writte
 
 The requests several components share are defined here (:class:`Judge`, :class:`Retrieve`,
 :class:`Completions`), with :class:`Failed`, what a plan receives in place of a result when the
-request raised or took longer than its timeout. :func:`attempt` and :func:`aattempt` run one
-request that way; :func:`run_within` and :func:`arun_within` bound one call in time.
+request raised or took longer than its timeout. :class:`Call` is the request of a component
+whose I/O needs no executor of its own: it names the sync and the async flavour of one call,
+which :func:`run_call` and :func:`arun_call` run (``drive(plan, run_call)``). An exception
+raised by a request is thrown into the plan at its ``yield``, so a plan may catch it there.
+
+Time limits: :func:`run_within` and :func:`arun_within` are the package's one bound on a call
+(sync and async flavours); :func:`attempt` and :func:`aattempt` turn a bounded call's failure
+into a :class:`Failed`. The table sandbox's deadline is not one of them: it kills a child
+process (:mod:`~llama_index_ext_advrag.tables.pandas_sandbox`), it does not bound a call.
 
 >>> def plan():
 ...     doubled = yield 21
@@ -65,21 +72,32 @@ class Failed:
 
 
 def drive(plan: Generator[Any, Any, T], execute: Callable[[Any], Any]) -> T:
-    """Run ``plan`` to its end, answering each yielded request with ``execute(request)``."""
-    result: Any = None
+    """Run ``plan`` to its end, answering each yielded request with ``execute(request)``; an
+    exception ``execute`` raises is thrown into the plan where it yielded the request."""
     try:
+        request = plan.send(None)
         while True:
-            result = execute(plan.send(result))
+            try:
+                result = execute(request)
+            except Exception as exc:
+                request = plan.throw(exc)
+            else:
+                request = plan.send(result)
     except StopIteration as stop:
         return stop.value
 
 
 async def adrive(plan: Generator[Any, Any, T], execute: Callable[[Any], Awaitable[Any]]) -> T:
     """:func:`drive` with an async ``execute``."""
-    result: Any = None
     try:
+        request = plan.send(None)
         while True:
-            result = await execute(plan.send(result))
+            try:
+                result = await execute(request)
+            except Exception as exc:
+                request = plan.throw(exc)
+            else:
+                request = plan.send(result)
     except StopIteration as stop:
         return stop.value
 
@@ -94,17 +112,35 @@ class StepTimeoutError(TimeoutError):
         self.seconds = seconds
 
 
-def run_within(call: Callable[[], T], timeout: float | None, what: str = "the call") -> T:
-    """``call()``, or :class:`StepTimeoutError` after ``timeout`` seconds (``None``: wait).
+def plain_timeout(what: str, seconds: float) -> TimeoutError:
+    """The ``TimeoutError`` an LLM client would raise, worded as :class:`StepTimeoutError`: for
+    callers whose errors and traces name ``TimeoutError`` (an answer row, a rewrite fallback)."""
+    return TimeoutError(f"{what} gave no answer within {seconds:g} s")
+
+
+TimeoutFactory = Callable[[str, float], TimeoutError]
+
+
+def run_within(
+    call: Callable[[], T],
+    timeout: float | None,
+    what: str = "the call",
+    *,
+    thread: bool = False,
+    error: TimeoutFactory = StepTimeoutError,
+) -> T:
+    """``call()``, or ``error(what, timeout)`` (:class:`StepTimeoutError`) after ``timeout``
+    seconds (``None``: wait; the call runs in the caller's thread unless ``thread``).
 
     The call runs in a daemon thread (with the caller's context variables, so instrumentation
     spans nest): a call that never returns is abandoned, not joined, and cannot hold the
-    interpreter at exit.
+    interpreter at exit. The thread has no event loop, so ``call`` may run one. The call's own
+    errors (a ``TimeoutError`` of its own included) are raised unchanged.
 
     >>> run_within(lambda: 42, timeout=5)
     42
     """
-    if timeout is None:
+    if timeout is None and not thread:
         return call()
     outcome: dict[str, Any] = {}
     done = threading.Event()
@@ -120,7 +156,7 @@ def run_within(call: Callable[[], T], timeout: float | None, what: str = "the ca
 
     threading.Thread(target=target, name="advrag-bounded-call", daemon=True).start()
     if not done.wait(timeout):
-        raise StepTimeoutError(what, timeout)
+        raise error(what, timeout or 0.0)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
@@ -159,10 +195,16 @@ async def in_daemon_thread(call: Callable[[], T]) -> T:
 
 
 async def arun_within(
-    call: Callable[[], Awaitable[T]], timeout: float | None, what: str = "the call"
+    call: Callable[[], Awaitable[T]],
+    timeout: float | None,
+    what: str = "the call",
+    *,
+    error: TimeoutFactory = StepTimeoutError,
 ) -> T:
-    """``await call()``, or :class:`StepTimeoutError` after ``timeout`` seconds (the call's own
-    errors, a ``TimeoutError`` of its own included, are raised unchanged)."""
+    """``await call()``, or ``error(what, timeout)`` (:class:`StepTimeoutError`) after
+    ``timeout`` seconds (``None``: wait). The call's own errors, a ``TimeoutError`` of its own
+    included, are raised unchanged; a cancellation of the caller cancels the call and is
+    re-raised."""
 
     async def guarded() -> tuple[Any, BaseException | None]:
         try:
@@ -171,12 +213,50 @@ async def arun_within(
             return None, exc
 
     try:
-        value, error = await asyncio.wait_for(guarded(), timeout)
+        value, failure = await asyncio.wait_for(guarded(), timeout)
     except asyncio.TimeoutError:
-        raise StepTimeoutError(what, timeout or 0.0) from None
-    if error is not None:
-        raise error
+        raise error(what, timeout or 0.0) from None
+    if failure is not None:
+        raise failure
     return value
+
+
+@dataclass(frozen=True)
+class Call:
+    """One I/O call in its two flavours: :func:`run_call` runs ``sync()``, :func:`arun_call`
+    awaits ``async_()``, each bounded by ``timeout`` (:func:`run_within`, :func:`arun_within`,
+    with ``what``, ``thread`` and ``error`` as there)."""
+
+    sync: Callable[[], Any]
+    async_: Callable[[], Awaitable[Any]]
+    timeout: float | None = None
+    what: str = "the call"
+    thread: bool = False
+    error: TimeoutFactory = StepTimeoutError
+
+
+def run_call(request: Call) -> Any:
+    """Answer a :class:`Call` request on the sync path (``drive(plan, run_call)``)."""
+    return run_within(
+        request.sync, request.timeout, request.what, thread=request.thread, error=request.error
+    )
+
+
+async def arun_call(request: Call) -> Any:
+    """Answer a :class:`Call` request on the async path (``adrive(plan, arun_call)``)."""
+    return await arun_within(request.async_, request.timeout, request.what, error=request.error)
+
+
+def llm_completion(llm: Any, prompt: str, timeout: float | None) -> Call:
+    """``llm.complete(prompt)`` / ``llm.acomplete(prompt)`` bounded by ``timeout``; a timeout is
+    the ``TimeoutError`` an LLM client would raise (:func:`plain_timeout`, "the LLM ...")."""
+    return Call(
+        lambda: llm.complete(prompt),
+        lambda: llm.acomplete(prompt),
+        timeout,
+        "the LLM",
+        error=plain_timeout,
+    )
 
 
 def as_failed(what: str, exc: BaseException) -> Failed:
@@ -207,6 +287,7 @@ async def aattempt(
 
 
 __all__ = [
+    "Call",
     "Completions",
     "Failed",
     "Judge",
@@ -214,10 +295,14 @@ __all__ = [
     "StepTimeoutError",
     "aattempt",
     "adrive",
+    "arun_call",
     "arun_within",
     "as_failed",
     "attempt",
     "drive",
     "in_daemon_thread",
+    "llm_completion",
+    "plain_timeout",
+    "run_call",
     "run_within",
 ]

@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from llama_index.core.schema import QueryBundle
 from tqdm.auto import tqdm
@@ -42,11 +42,14 @@ from llama_index_ext_advrag.evaluation.support_judge import (
     SupportVerdict,
     generation_messages,
 )
-from llama_index_ext_advrag.llm_calls import call_within, counting_llm_calls
-from llama_index_ext_advrag.plan import StepTimeoutError, arun_within
+from llama_index_ext_advrag.llm_calls import counting_llm_calls
+from llama_index_ext_advrag.plan import Call, adrive, arun_call, drive, plain_timeout, run_call
 from llama_index_ext_advrag.text import count_tokens
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Plan = Generator[Call, Any, T]  # a plan of plan.Call requests returning T
 
 DEFAULT_LLM_TIMEOUT = 120.0
 NO_LLM_MESSAGE = (
@@ -283,6 +286,109 @@ class AnswerEvaluator:
     def _messages(self, question: str, context: str) -> list[Any]:
         return generation_messages(self.llm, self.prompt, context_str=context, query_str=question)
 
+    # --- the plans: each I/O call named in both flavours (plan.Call), driven sync or async ---
+
+    def _llm_call(self, sync: Any, async_: Any, what: str) -> Call:
+        """An LLM call bounded by ``timeout``, in a thread of its own on the sync path; a
+        timeout is a ``TimeoutError`` (the row's error names it so)."""
+        return Call(sync, async_, self.timeout, what, thread=True, error=plain_timeout)
+
+    def _generation(self, pipeline_key: str, question: str, context: str) -> Plan[Generated]:
+        key = self._answer_key(pipeline_key, question, context)
+        if (hit := self._cached_answer(key)) is not None:
+            return hit
+        started = time.perf_counter()
+        llm, prompt = self.llm, self.prompt
+        if self._chat:  # chat directly: the same messages as predict, and the stop reason
+            messages = self._messages(question, context)
+            call = self._llm_call(
+                lambda: llm.chat(messages), lambda: llm.achat(messages), "the answer LLM"
+            )
+        else:
+            call = self._llm_call(
+                lambda: llm.predict(prompt, context_str=context, query_str=question),
+                lambda: llm.apredict(prompt, context_str=context, query_str=question),
+                "the answer LLM",
+            )
+        response = yield call
+        return self._store_answer(key, response, started)
+
+    def _generation_with(
+        self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
+    ) -> Plan[tuple[str, str, float, bool]]:
+        key = self._self_answer_key(pipeline_key, k, bundle.query_str)
+        if (hit := self._cached_self_answer(key)) is not None:
+            return hit
+        started = time.perf_counter()
+        with counting_llm_calls() as counter:
+            answered = yield self._llm_call(
+                lambda: pipeline.answer(bundle, k),
+                lambda: asyncio.to_thread(pipeline.answer, bundle, k),
+                f"pipeline {pipeline.name}",
+            )
+        return self._store_self_answer(key, answered, started, counter.calls)
+
+    def _judgement(
+        self, question: str, sentence: str, context: str, answer: str
+    ) -> Plan[SupportVerdict]:
+        key = self._support_key(sentence, context, question, answer)
+        if (hit := self._cached_support(key)) is not None:
+            return hit
+        if (prefix_judge := self.prefix_judge) is not None:
+            started = time.perf_counter()
+            messages = self._messages(question, context)
+            verdict = yield Call(
+                lambda: prefix_judge.judge(messages, answer, sentence),
+                lambda: prefix_judge.ajudge(messages, answer, sentence),
+            )
+            return self._prefix_judged(key, verdict, started)
+        evaluator = self.support_evaluator
+        try:
+            result = yield self._llm_call(
+                lambda: evaluator.evaluate(query=question, response=sentence, contexts=[context]),
+                lambda: evaluator.aevaluate(query=question, response=sentence, contexts=[context]),
+                "the support judge",
+            )
+        except Exception as exc:  # a judge that fails leaves the sentence unjudged, logged
+            logger.warning("support judgement failed (%s): sentence left unjudged", exc)
+            return SupportVerdict(None, None, f"judge error: {exc!r}"[:200])
+        return self._judged(key, result)
+
+    def _answering(
+        self, pipeline: Any, question: Question, bundle: QueryBundle, k: int, pipeline_key: str
+    ) -> Plan[_Answered]:
+        """Retrieve (timed) and generate, or let a generating pipeline answer itself (a sync
+        retrieval runs in a worker thread on the async path)."""
+        if getattr(pipeline, "generates", False):
+            return _Answered(*(yield from self._generation_with(pipeline, pipeline_key, bundle, k)))
+        started = time.perf_counter()
+        nodes = yield Call(
+            lambda: pipeline.retrieve(bundle, k),
+            lambda: asyncio.to_thread(pipeline.retrieve, bundle, k),
+        )
+        retrieval_ms = _ms_since(started)
+        context = context_text(nodes)
+        made = yield from self._generation(pipeline_key, question.question, context)
+        return _Answered(made.answer, context, retrieval_ms + made.ms, made.cached, made.truncated)
+
+    def _scoring(
+        self, pipeline: Any, question: Question, bundle: QueryBundle, k: int, pipeline_key: str
+    ) -> Plan[AnswerResult]:
+        with counting_llm_calls() as counter:
+            try:
+                answered = _checked(
+                    (yield from self._answering(pipeline, question, bundle, k, pipeline_key))
+                )
+            except Exception as exc:  # recorded on the row and counted in the report
+                return _failed(pipeline.name, question, k, exc, counter.calls)
+            verdicts: list[SupportVerdict] = []
+            for sentence in answer_sentences(answered.answer):
+                judging = self._judgement(
+                    question.question, sentence, answered.context, answered.answer
+                )
+                verdicts.append((yield from judging))
+            return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
+
     # --- generation -----------------------------------------------------------------------
 
     def generate(self, pipeline_key: str, question: str, context: str) -> Generated:
@@ -291,61 +397,23 @@ class AnswerEvaluator:
         Raises:
             TimeoutError: the LLM took longer than ``timeout``; the LLM's own errors unchanged.
         """
-        key = self._answer_key(pipeline_key, question, context)
-        if (hit := self._cached_answer(key)) is not None:
-            return hit
-        started = time.perf_counter()
-        if self._chat:  # chat directly: the same messages as predict, and the stop reason
-            messages = self._messages(question, context)
-            call: Any = lambda: self.llm.chat(messages)  # noqa: E731
-        else:
-            call = lambda: self.llm.predict(self.prompt, context_str=context, query_str=question)  # noqa: E731
-        response = call_within(call, self.timeout, "the answer LLM")
-        return self._store_answer(key, response, started)
+        return drive(self._generation(pipeline_key, question, context), run_call)
 
     async def agenerate(self, pipeline_key: str, question: str, context: str) -> Generated:
         """Async :meth:`generate`."""
-        key = self._answer_key(pipeline_key, question, context)
-        if (hit := self._cached_answer(key)) is not None:
-            return hit
-        started = time.perf_counter()
-        if self._chat:
-            messages = self._messages(question, context)
-            call: Any = lambda: self.llm.achat(messages)  # noqa: E731
-        else:
-            call = lambda: self.llm.apredict(self.prompt, context_str=context, query_str=question)  # noqa: E731
-        response = await _abounded(call, self.timeout, "the answer LLM")
-        return self._store_answer(key, response, started)
+        return await adrive(self._generation(pipeline_key, question, context), arun_call)
 
     def generate_with(
         self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
     ) -> tuple[str, str, float, bool]:
         """A pipeline that answers itself: ``(answer, context, ms, cached)``."""
-        key = self._self_answer_key(pipeline_key, k, bundle.query_str)
-        if (hit := self._cached_self_answer(key)) is not None:
-            return hit
-        started = time.perf_counter()
-        with counting_llm_calls() as counter:
-            answered = call_within(
-                lambda: pipeline.answer(bundle, k), self.timeout, f"pipeline {pipeline.name}"
-            )
-        return self._store_self_answer(key, answered, started, counter.calls)
+        return drive(self._generation_with(pipeline, pipeline_key, bundle, k), run_call)
 
     async def agenerate_with(
         self, pipeline: Any, pipeline_key: str, bundle: QueryBundle, k: int
     ) -> tuple[str, str, float, bool]:
         """Async :meth:`generate_with` (the pipeline's sync ``answer`` in a worker thread)."""
-        key = self._self_answer_key(pipeline_key, k, bundle.query_str)
-        if (hit := self._cached_self_answer(key)) is not None:
-            return hit
-        started = time.perf_counter()
-        with counting_llm_calls() as counter:
-            answered = await _abounded(
-                lambda: asyncio.to_thread(pipeline.answer, bundle, k),
-                self.timeout,
-                f"pipeline {pipeline.name}",
-            )
-        return self._store_self_answer(key, answered, started, counter.calls)
+        return await adrive(self._generation_with(pipeline, pipeline_key, bundle, k), arun_call)
 
     # --- support judgements ---------------------------------------------------------------
 
@@ -354,51 +422,13 @@ class AnswerEvaluator:
     ) -> SupportVerdict:
         """The verdict on ``sentence`` of ``answer`` against ``context`` (``supported=None``:
         the judge failed or timed out; not cached, so a re-run tries again)."""
-        key = self._support_key(sentence, context, question, answer)
-        if (hit := self._cached_support(key)) is not None:
-            return hit
-        if self.prefix_judge is not None:
-            started = time.perf_counter()
-            messages = self._messages(question, context)
-            verdict = self.prefix_judge.judge(messages, answer, sentence)
-            return self._prefix_judged(key, verdict, started)
-        try:
-            result = call_within(
-                lambda: self.support_evaluator.evaluate(
-                    query=question, response=sentence, contexts=[context]
-                ),
-                self.timeout,
-                "the support judge",
-            )
-        except Exception as exc:  # a judge that fails leaves the sentence unjudged, logged
-            logger.warning("support judgement failed (%s): sentence left unjudged", exc)
-            return SupportVerdict(None, None, f"judge error: {exc!r}"[:200])
-        return self._judged(key, result)
+        return drive(self._judgement(question, sentence, context, answer), run_call)
 
     async def ajudge_sentence(
         self, question: str, sentence: str, context: str, answer: str = ""
     ) -> SupportVerdict:
         """Async :meth:`judge_sentence`."""
-        key = self._support_key(sentence, context, question, answer)
-        if (hit := self._cached_support(key)) is not None:
-            return hit
-        if self.prefix_judge is not None:
-            started = time.perf_counter()
-            messages = self._messages(question, context)
-            verdict = await self.prefix_judge.ajudge(messages, answer, sentence)
-            return self._prefix_judged(key, verdict, started)
-        try:
-            result = await _abounded(
-                lambda: self.support_evaluator.aevaluate(
-                    query=question, response=sentence, contexts=[context]
-                ),
-                self.timeout,
-                "the support judge",
-            )
-        except Exception as exc:  # a judge that fails leaves the sentence unjudged, logged
-            logger.warning("support judgement failed (%s): sentence left unjudged", exc)
-            return SupportVerdict(None, None, f"judge error: {exc!r}"[:200])
-        return self._judged(key, result)
+        return await adrive(self._judgement(question, sentence, context, answer), arun_call)
 
     def supported(
         self, question: str, sentence: str, context: str, answer: str = ""
@@ -415,32 +445,6 @@ class AnswerEvaluator:
 
     # --- one question ---------------------------------------------------------------------
 
-    def _answer(
-        self, pipeline: Any, question: Question, bundle: QueryBundle, k: int, pipeline_key: str
-    ) -> _Answered:
-        """Retrieve (timed) and generate, or let a generating pipeline answer itself."""
-        if getattr(pipeline, "generates", False):
-            return _Answered(*self.generate_with(pipeline, pipeline_key, bundle, k))
-        started = time.perf_counter()
-        nodes = pipeline.retrieve(bundle, k)
-        retrieval_ms = _ms_since(started)
-        context = context_text(nodes)
-        made = self.generate(pipeline_key, question.question, context)
-        return _Answered(made.answer, context, retrieval_ms + made.ms, made.cached, made.truncated)
-
-    async def _aanswer(
-        self, pipeline: Any, question: Question, bundle: QueryBundle, k: int, pipeline_key: str
-    ) -> _Answered:
-        """Async :meth:`_answer` (a sync retrieval runs in a worker thread)."""
-        if getattr(pipeline, "generates", False):
-            return _Answered(*await self.agenerate_with(pipeline, pipeline_key, bundle, k))
-        started = time.perf_counter()
-        nodes = await asyncio.to_thread(pipeline.retrieve, bundle, k)
-        retrieval_ms = _ms_since(started)
-        context = context_text(nodes)
-        made = await self.agenerate(pipeline_key, question.question, context)
-        return _Answered(made.answer, context, retrieval_ms + made.ms, made.cached, made.truncated)
-
     def score(
         self,
         pipeline: Any,
@@ -451,15 +455,7 @@ class AnswerEvaluator:
     ) -> AnswerResult:
         """Retrieve (timed), answer and score ``question`` with ``pipeline`` at ``k``; each
         sentence is judged right after the answer is made (a prefix judge reuses its prompt)."""
-        with counting_llm_calls() as counter:
-            try:
-                answered = _checked(self._answer(pipeline, question, bundle, k, pipeline_key))
-            except Exception as exc:  # recorded on the row and counted in the report
-                return _failed(pipeline.name, question, k, exc, counter.calls)
-            verdicts = [self.judge_sentence(question.question, sentence, answered.context,
-                                            answered.answer)
-                        for sentence in answer_sentences(answered.answer)]  # fmt: skip
-            return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
+        return drive(self._scoring(pipeline, question, bundle, k, pipeline_key), run_call)
 
     async def ascore(
         self,
@@ -470,17 +466,8 @@ class AnswerEvaluator:
         pipeline_key: str,
     ) -> AnswerResult:
         """Async :meth:`score` (a sync retrieval runs in a worker thread)."""
-        with counting_llm_calls() as counter:
-            try:
-                answered = _checked(
-                    await self._aanswer(pipeline, question, bundle, k, pipeline_key)
-                )
-            except Exception as exc:  # recorded on the row and counted in the report
-                return _failed(pipeline.name, question, k, exc, counter.calls)
-            verdicts = [await self.ajudge_sentence(question.question, sentence, answered.context,
-                                                   answered.answer)
-                        for sentence in answer_sentences(answered.answer)]  # fmt: skip
-            return _scored(pipeline.name, question, k, answered, verdicts, counter.calls)
+        plan = self._scoring(pipeline, question, bundle, k, pipeline_key)
+        return await adrive(plan, arun_call)
 
 
 def _completion_text(response: Any) -> tuple[str, bool]:
@@ -506,14 +493,6 @@ def _checked(answered: _Answered) -> _Answered:
     if not answered.answer.strip():
         raise EmptyAnswerError("the LLM returned an empty answer")
     return answered
-
-
-async def _abounded(call: Any, timeout: float, what: str) -> Any:
-    """``await call()`` within ``timeout`` seconds, else ``TimeoutError`` (as the sync path)."""
-    try:
-        return await arun_within(call, timeout, what)
-    except StepTimeoutError as exc:
-        raise TimeoutError(str(exc)) from None
 
 
 def _ms_since(started: float) -> float:

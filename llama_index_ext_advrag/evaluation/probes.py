@@ -35,7 +35,7 @@ from llama_index.core.schema import Document, TextNode
 
 from llama_index_ext_advrag._enums import parse_enum
 from llama_index_ext_advrag.evaluation.questions import Question
-from llama_index_ext_advrag.llm_calls import call_within
+from llama_index_ext_advrag.plan import plain_timeout, run_within
 from llama_index_ext_advrag.text import count_tokens, split_sentences
 
 logger = logging.getLogger(__name__)
@@ -184,7 +184,10 @@ def llm_question(llm: Any, sentence: str, timeout: float | None) -> str:
         return questions
 
     # in a thread of its own (never the caller's event loop), the wait bounded by ``timeout``
-    written = [q.strip() for q in call_within(generate, timeout)]
+    written = [
+        q.strip()
+        for q in run_within(generate, timeout, "the LLM", thread=True, error=plain_timeout)
+    ]
     written = [q for q in written if q and q != LLAMA_INDEX_EMPTY_RESPONSE]
     return written[0] if written else ""
 

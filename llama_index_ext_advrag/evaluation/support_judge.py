@@ -19,7 +19,6 @@ the reason recorded; the judge never raises for it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from llama_index_ext_advrag.judges.llm import (
     parse_yes_no,
     yes_probability,
 )
-from llama_index_ext_advrag.llm_calls import call_within
+from llama_index_ext_advrag.plan import StepTimeoutError, arun_within, plain_timeout, run_within
 
 logger = logging.getLogger(__name__)
 
@@ -188,10 +187,12 @@ class PrefixSupportJudge:
         """Whether ``sentence`` of ``answer`` is supported by the context in ``messages``."""
         prompt = self._messages(messages, answer, sentence)
         try:
-            response = call_within(
+            response = run_within(
                 lambda: self._judge_llm.chat(prompt, **self._kwargs()),
                 self.timeout,
                 "the support judge",
+                thread=True,
+                error=plain_timeout,
             )
         except Exception as exc:  # an LLM failure is an unjudged sentence, never a crash
             logger.warning("support judgement failed: %r", exc)
@@ -204,10 +205,10 @@ class PrefixSupportJudge:
         """Async :meth:`judge`."""
         prompt = self._messages(messages, answer, sentence)
         try:
-            response = await asyncio.wait_for(
-                self._judge_llm.achat(prompt, **self._kwargs()), self.timeout
+            response = await arun_within(
+                lambda: self._judge_llm.achat(prompt, **self._kwargs()), self.timeout
             )
-        except asyncio.TimeoutError:
+        except StepTimeoutError:
             return SupportVerdict(None, None, f"timeout after {self.timeout:g} s")
         except Exception as exc:  # an LLM failure is an unjudged sentence, never a crash
             logger.warning("support judgement failed: %r", exc)

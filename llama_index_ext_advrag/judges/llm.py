@@ -18,7 +18,7 @@ import concurrent.futures
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
@@ -35,6 +35,7 @@ from llama_index_ext_advrag.configuration import (
 )
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.plan import Call, StepTimeoutError, adrive, arun_call, drive, run_call
 
 logger = logging.getLogger(__name__)
 
@@ -202,25 +203,13 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
             return Grade.unknown(self.name, f"unparsable reply: {reply[:80]!r}")
         return self.grade(1.0 if verdict else 0.0, reason=f"parsed reply: {reply[:80]!r}")
 
-    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
-        llm = self._resolved_llm()
-        if llm is None:
-            return [Grade.unknown(self.name, "no LLM") for _ in texts]
-        prompts = [self._format(query, text) for text in texts]
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.max_concurrency)
+    def _grading(self, llm: LLM, prompt: str) -> Generator[Call, Any, Grade]:
+        """One text's grade: one LLM call bounded by ``timeout`` (sync and async alike)."""
         try:
-            futures = [pool.submit(self._call, llm, p) for p in prompts]
-            return [self._collect(future) for future in futures]
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    def _collect(self, future: concurrent.futures.Future[Any]) -> Grade:
-        try:
-            response = future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError as exc:
-            if future.done():  # the LLM raised a TimeoutError of its own: its error
-                return self._failed(exc)
-            future.cancel()
+            response = yield Call(
+                lambda: self._call(llm, prompt), lambda: self._acall(llm, prompt), self.timeout
+            )
+        except StepTimeoutError:  # the bound; the LLM's own TimeoutError is its error
             return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
         except Exception as exc:  # an LLM failure is an unknown grade, never a crash
             return self._failed(exc)
@@ -230,31 +219,27 @@ class LLMRelevanceJudge(BaseRelevanceJudge):
         logger.warning("LLM judge call failed: %r", exc)
         return Grade.unknown(self.name, f"LLM error: {exc!r}"[:200])
 
+    # The fan-out differs (a thread pool; a semaphore and gather), each text's plan does not.
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        llm = self._resolved_llm()
+        if llm is None:
+            return [Grade.unknown(self.name, "no LLM") for _ in texts]
+        prompts = [self._format(query, text) for text in texts]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            return list(pool.map(lambda p: drive(self._grading(llm, p), run_call), prompts))
+
     async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
         llm = self._resolved_llm()
         if llm is None:
             return [Grade.unknown(self.name, "no LLM") for _ in texts]
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
-        async def guarded(text: str) -> tuple[Any, BaseException | None]:
-            # The LLM's own errors (a TimeoutError included) are returned, so that a
-            # TimeoutError out of wait_for is this judge's timeout and nothing else.
-            try:
-                return await self._acall(llm, self._format(query, text)), None
-            except Exception as exc:
-                return None, exc
-
-        async def one(text: str) -> Grade:
+        async def one(prompt: str) -> Grade:
             async with semaphore:
-                try:
-                    response, error = await asyncio.wait_for(guarded(text), self.timeout)
-                except asyncio.TimeoutError:
-                    return Grade.unknown(self.name, f"timeout after {self.timeout:g} s")
-            if error is not None:
-                return self._failed(error)
-            return self._grade_response(response)
+                return await adrive(self._grading(llm, prompt), arun_call)
 
-        return list(await asyncio.gather(*(one(text) for text in texts)))
+        return list(await asyncio.gather(*(one(self._format(query, t)) for t in texts)))
 
 
 __all__ = [

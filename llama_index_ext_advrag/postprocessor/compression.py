@@ -14,7 +14,7 @@ their reading order; each kept span is recorded with its character offsets under
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -27,7 +27,7 @@ from llama_index_ext_advrag.events import ContextCompressionEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
 from llama_index_ext_advrag.layout import NodeLayout, deterministic_node_id
 from llama_index_ext_advrag.models import resolve_embed_model
-from llama_index_ext_advrag.plan import Failed, aattempt, attempt
+from llama_index_ext_advrag.plan import Call, adrive, arun_call, as_failed, drive, run_call
 from llama_index_ext_advrag.postprocessor._compression import (
     PASSAGE_SEPARATOR,
     Candidate,
@@ -392,21 +392,25 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         )
         return results
 
-    # --- sync ---------------------------------------------------------------------------------
+    # --- the plan: written once, its I/O (judge, store, embeddings) named in both flavours -----
 
     def _sentence_vectors(
         self, nodes: list[NodeWithScore], candidates: list[Candidate]
-    ) -> tuple[list[Vector | None], dict[str, int]]:
+    ) -> Generator[Call, Any, tuple[list[Vector | None], dict[str, int]]]:
         units: list[Any] = []
         if self.has_store:
             store = self._open_store(NodeLayout())
             ids = sentence_unit_ids(nodes, store.layout)
-            units = list(store.get_units(ids).values()) if ids else []
+            if ids:
+                found = yield Call(lambda: store.get_units(ids), lambda: store.aget_units(ids))
+                units = list(found.values())
         vectors = match_vectors(nodes, candidates, units)
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing:
-            embedded = self.embed_model.get_text_embedding_batch(
-                [candidates[i].text for i in missing]
+            embed_model, texts = self.embed_model, [candidates[i].text for i in missing]
+            embedded = yield Call(
+                lambda: embed_model.get_text_embedding_batch(texts),
+                lambda: embed_model.aget_text_embedding_batch(texts),
             )
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
@@ -414,19 +418,24 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
 
     def _signals(
         self, query_bundle: QueryBundle, nodes: list[NodeWithScore], candidates: list[Candidate]
-    ) -> tuple[list[float | None] | None, dict[str, int]]:
+    ) -> Generator[Call, Any, tuple[list[float | None] | None, dict[str, int]]]:
         if not self._uses_cosine:
             return None, {}
-        vectors, counts = self._sentence_vectors(nodes, candidates)
-        query_vector = query_bundle.embedding or self.embed_model.get_query_embedding(
-            query_bundle.query_str
-        )
+        vectors, counts = yield from self._sentence_vectors(nodes, candidates)
+        query_vector = query_bundle.embedding
+        if not query_vector:
+            embed_model, text = self.embed_model, query_bundle.query_str
+            query_vector = yield Call(
+                lambda: embed_model.get_query_embedding(text),
+                lambda: embed_model.aget_query_embedding(text),
+            )
         return self._cosines(query_vector, vectors), counts
 
-    @dispatcher.span
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
+    def _compressing(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> Generator[Call, Any, list[NodeWithScore]]:
+        """Judge the sentences (bounded by ``judge_timeout``), read or embed their vectors, then
+        select; a failing judge or embedding returns the passages as retrieved."""
         if not nodes:
             return []
         prepared = self._prepare(nodes, query_bundle)
@@ -437,71 +446,33 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         grades: list[Grade] | None = None
         judge, texts = self._judge, [c.text for c in candidates]
         if judge is not None and self._uses_judge:
-            judged = attempt("judge", lambda: judge.judge(query, texts), self.judge_timeout)
-            if isinstance(judged, Failed):
-                return self._as_retrieved(nodes, query, before, judged.error)
-            grades = judged
-        signals = attempt("embedding", lambda: self._signals(bundle, nodes, candidates), None)
-        if isinstance(signals, Failed):
-            return self._as_retrieved(nodes, query, before, signals.error)
+            try:
+                grades = yield Call(
+                    lambda: judge.judge(query, texts),
+                    lambda: judge.ajudge(query, texts),
+                    self.judge_timeout,
+                    "the judge",
+                )
+            except Exception as exc:
+                return self._as_retrieved(nodes, query, before, as_failed("judge", exc).error)
+        try:
+            signals = yield from self._signals(bundle, nodes, candidates)
+        except Exception as exc:
+            return self._as_retrieved(nodes, query, before, as_failed("embedding", exc).error)
         return self._finish(nodes, prepared, grades, *signals)
 
-    # --- async --------------------------------------------------------------------------------
-
-    async def _asentence_vectors(
-        self, nodes: list[NodeWithScore], candidates: list[Candidate]
-    ) -> tuple[list[Vector | None], dict[str, int]]:
-        units: list[Any] = []
-        if self.has_store:
-            store = self._open_store(NodeLayout())
-            ids = sentence_unit_ids(nodes, store.layout)
-            units = list((await store.aget_units(ids)).values()) if ids else []
-        vectors = match_vectors(nodes, candidates, units)
-        missing = [i for i, v in enumerate(vectors) if v is None]
-        if missing:
-            embedded = await self.embed_model.aget_text_embedding_batch(
-                [candidates[i].text for i in missing]
-            )
-            for i, vector in zip(missing, embedded, strict=True):
-                vectors[i] = vector
-        return vectors, {"stored": len(vectors) - len(missing), "embedded": len(missing)}
-
-    async def _asignals(
-        self, query_bundle: QueryBundle, nodes: list[NodeWithScore], candidates: list[Candidate]
-    ) -> tuple[list[float | None] | None, dict[str, int]]:
-        if not self._uses_cosine:
-            return None, {}
-        vectors, counts = await self._asentence_vectors(nodes, candidates)
-        query_vector = query_bundle.embedding or await self.embed_model.aget_query_embedding(
-            query_bundle.query_str
-        )
-        return self._cosines(query_vector, vectors), counts
+    @dispatcher.span
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        return drive(self._compressing(nodes, query_bundle), run_call)
 
     @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         """Async :meth:`postprocess_nodes` (the judge's ``ajudge``, async embeddings/store)."""
-        if not nodes:
-            return []
-        prepared = self._prepare(nodes, query_bundle)
-        query, _, _, candidates, before = prepared
-        if not self._needs_scores(candidates, before):
-            return self._as_retrieved(nodes, query, before, None) if candidates else []
-        bundle = query_bundle or QueryBundle(query)
-        grades: list[Grade] | None = None
-        judge, texts = self._judge, [c.text for c in candidates]
-        if judge is not None and self._uses_judge:
-            judged = await aattempt("judge", lambda: judge.ajudge(query, texts), self.judge_timeout)
-            if isinstance(judged, Failed):
-                return self._as_retrieved(nodes, query, before, judged.error)
-            grades = judged
-        signals = await aattempt(
-            "embedding", lambda: self._asignals(bundle, nodes, candidates), None
-        )
-        if isinstance(signals, Failed):
-            return self._as_retrieved(nodes, query, before, signals.error)
-        return self._finish(nodes, prepared, grades, *signals)
+        return await adrive(self._compressing(nodes, query_bundle), arun_call)
 
 
 __all__ = [

@@ -24,16 +24,18 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge
-from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.plan import (
     Failed,
     Judge,
     Retrieve,
     StepTimeoutError,
     aattempt,
+    arun_call,
     as_failed,
     attempt,
     in_daemon_thread,
+    llm_completion,
+    run_call,
 )
 from llama_index_ext_advrag.queries import choose_rewrite, read_rewrite, rewrite_avoid
 
@@ -184,7 +186,7 @@ class CRAGExecutor:
             if llm is None:
                 return fallback_rewrite(request)
             try:
-                reply = complete_within(llm, self._prompt(request), self.rewrite_timeout)
+                reply = run_call(llm_completion(llm, self._prompt(request), self.rewrite_timeout))
                 return accept_rewrite(request, reply)
             except Exception as exc:
                 return self._rewrite_failed(request, exc)
@@ -210,7 +212,8 @@ class CRAGExecutor:
             if llm is None:
                 return fallback_rewrite(request)
             try:
-                reply = await acomplete_within(llm, self._prompt(request), self.rewrite_timeout)
+                completion = llm_completion(llm, self._prompt(request), self.rewrite_timeout)
+                reply = await arun_call(completion)
                 return accept_rewrite(request, reply)
             except Exception as exc:
                 return self._rewrite_failed(request, exc)

@@ -21,17 +21,18 @@ stopped, what it added and pruned).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.events import DriftWindowEvent
 from llama_index_ext_advrag.layout import NodeLayout
 from llama_index_ext_advrag.models import resolve_embed_model, settings_embed_model
+from llama_index_ext_advrag.plan import Call, adrive, arun_call, drive, run_call
 from llama_index_ext_advrag.postprocessor._growth import (
     GrowthLimits,
     StopReason,
@@ -41,6 +42,7 @@ from llama_index_ext_advrag.postprocessor._growth import (
     window_change_limits,
 )
 from llama_index_ext_advrag.postprocessor._neighbours import (
+    NeighbourRequest,
     NeighbourStore,
     StoreBackedPostprocessor,
 )
@@ -260,51 +262,57 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
             )
         return dedupe_hits(nodes), clean_query_bundle(query_bundle, self.class_name())
 
-    # --- sync / async: only the I/O differs ----------------------------------------------------
+    # --- the plan: the session loop written once, its I/O named in both flavours -------------
+
+    def _embed_texts(self, texts: list[str]) -> Call:
+        embedder = self._embedder()
+        return Call(
+            lambda: embedder.get_text_embedding_batch(texts),
+            lambda: embedder.aget_text_embedding_batch(texts),
+        )
+
+    def _fetch(self, requests: list[NeighbourRequest], known: dict[str, BaseNode]) -> Call:
+        store = self._store
+        return Call(
+            lambda: store.fetch(requests, light=True, known=known, anchor_vectors=False),
+            lambda: store.afetch(requests, light=True, known=known, anchor_vectors=False),
+        )
+
+    def _windows(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> Generator[Call, Any, list[NodeWithScore]]:
+        """Embed the query (unless given), then fetch neighbours round by round (embedding the
+        ones stored without a vector) while any window grows."""
+        hits, query = self._start(nodes, query_bundle)
+        if not hits:
+            return []
+        query_vector = query.embedding
+        if query_vector is None:
+            embedder, strings = self._embedder(), query.embedding_strs
+            query_vector = yield Call(
+                lambda: embedder.get_agg_embedding_from_queries(strings),
+                lambda: embedder.aget_agg_embedding_from_queries(strings),
+            )
+        session = self._session(hits, query_vector, query.query_str)
+        while requests := session.requests():
+            fetched = yield self._fetch(requests, session.known())
+            if missing := session.absorb(fetched):
+                vectors = yield self._embed_texts(list(missing.values()))
+                session.add_vectors(list(missing), vectors)
+            session.grow()
+        return self._finish(session, query.embedding is None, query.query_str)
 
     @dispatcher.span
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        hits, query = self._start(nodes, query_bundle)
-        if not hits:
-            return []
-        query_vector = query.embedding
-        if query_vector is None:
-            query_vector = self._embedder().get_agg_embedding_from_queries(query.embedding_strs)
-        session = self._session(hits, query_vector, query.query_str)
-        while requests := session.requests():
-            fetched = self._store.fetch(
-                requests, light=True, known=session.known(), anchor_vectors=False
-            )
-            if missing := session.absorb(fetched):
-                vectors = self._embedder().get_text_embedding_batch(list(missing.values()))
-                session.add_vectors(list(missing), vectors)
-            session.grow()
-        return self._finish(session, query.embedding is None, query.query_str)
+        return drive(self._windows(nodes, query_bundle), run_call)
 
     @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        hits, query = self._start(nodes, query_bundle)
-        if not hits:
-            return []
-        query_vector = query.embedding
-        if query_vector is None:
-            query_vector = await self._embedder().aget_agg_embedding_from_queries(
-                query.embedding_strs
-            )
-        session = self._session(hits, query_vector, query.query_str)
-        while requests := session.requests():
-            fetched = await self._store.afetch(
-                requests, light=True, known=session.known(), anchor_vectors=False
-            )
-            if missing := session.absorb(fetched):
-                vectors = await self._embedder().aget_text_embedding_batch(list(missing.values()))
-                session.add_vectors(list(missing), vectors)
-            session.grow()
-        return self._finish(session, query.embedding is None, query.query_str)
+        return await adrive(self._windows(nodes, query_bundle), arun_call)
 
 
 __all__ = [

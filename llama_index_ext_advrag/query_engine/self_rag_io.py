@@ -35,7 +35,6 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index_ext_advrag.events import SelfRAGAnswerEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
-from llama_index_ext_advrag.llm_calls import acomplete_within, complete_within
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.plan import (
     Completions,
@@ -44,8 +43,11 @@ from llama_index_ext_advrag.plan import (
     Retrieve,
     aattempt,
     adrive,
+    arun_call,
     attempt,
     drive,
+    llm_completion,
+    run_call,
 )
 from llama_index_ext_advrag.trace import TRACE_KEY, add_trace, copy_node_with_score, with_record
 
@@ -174,7 +176,7 @@ class SelfRAGExecutor:
     def _complete(self, prompt: str) -> Any:
         assert self.llm is not None
         try:
-            return complete_within(self.llm, prompt, self.llm_timeout)
+            return run_call(llm_completion(self.llm, prompt, self.llm_timeout))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
@@ -212,7 +214,7 @@ class SelfRAGExecutor:
     async def _acomplete(self, prompt: str) -> Any:
         assert self.llm is not None
         try:
-            return await acomplete_within(self.llm, prompt, self.llm_timeout)
+            return await arun_call(llm_completion(self.llm, prompt, self.llm_timeout))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])

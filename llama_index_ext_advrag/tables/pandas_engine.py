@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,6 +31,7 @@ from llama_index.core.schema import QueryBundle
 from llama_index_ext_advrag.configuration import Configured, PromptSetting
 from llama_index_ext_advrag.events import PandasQueryEvent
 from llama_index_ext_advrag.models import resolve_llm
+from llama_index_ext_advrag.plan import Call, adrive, arun_call, drive, run_call
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.tables.pandas_check import refusal_reason
 from llama_index_ext_advrag.tables.pandas_sandbox import (
@@ -169,6 +171,11 @@ def should_retry(attempts: list[Attempt], max_retries: int) -> bool:
     if last.answered or len(attempts) > max_retries:
         return False
     return last.result is None or last.result.limit is None
+
+
+def _predict(llm: LLM, prompt: Any, variables: dict[str, Any]) -> Call:
+    """The LLM's completion of ``prompt`` with ``variables``, in both flavours."""
+    return Call(lambda: llm.predict(prompt, **variables), lambda: llm.apredict(prompt, **variables))
 
 
 class SafePandasQueryEngine(Configured, BaseQueryEngine):
@@ -384,47 +391,40 @@ class SafePandasQueryEngine(Configured, BaseQueryEngine):
             "pandas_output": output,
         }
 
-    # --- I/O -----------------------------------------------------------------------------------
+    # --- the plan: written once, its I/O (the LLM, the sandbox) named in both flavours ---------
+
+    def _run_code(self, code: str) -> Call:
+        df, limits = self._df, self.limits
+        return Call(
+            lambda: run_pandas_code(code, df, limits),
+            lambda: arun_pandas_code(code, df, limits),
+        )
+
+    def _answering(self, query_bundle: QueryBundle) -> Generator[Call, Any, Response]:
+        """Ask the LLM for code, run it in the sandbox, retry after a refusal or an error, and
+        phrase the answer when asked to."""
+        query_bundle = clean_query_bundle(query_bundle, type(self).__name__)
+        llm = resolve_code_llm(self._llm)
+        if llm is None:
+            return self._no_llm()
+        attempts: list[Attempt] = []
+        while (step := self._next_prompt(query_bundle.query_str, attempts)) is not None:
+            attempt = write_attempt((yield _predict(llm, *step)))
+            if attempt.refused is None:
+                attempt = replace(attempt, result=(yield self._run_code(attempt.code)))
+            self._log(attempt)
+            attempts.append(attempt)
+        synthesized = None
+        if self.synthesize_response and attempts[-1].answered:
+            variables = self._synthesis_variables(query_bundle, attempts)
+            synthesized = yield _predict(llm, self.response_synthesis_prompt, variables)
+        return self._respond(attempts, synthesized)
 
     def _query(self, query_bundle: QueryBundle) -> Response:
-        query_bundle = clean_query_bundle(query_bundle, type(self).__name__)
-        llm = resolve_code_llm(self._llm)
-        if llm is None:
-            return self._no_llm()
-        attempts: list[Attempt] = []
-        while (step := self._next_prompt(query_bundle.query_str, attempts)) is not None:
-            attempt = write_attempt(llm.predict(step[0], **step[1]))
-            if attempt.refused is None:
-                result = run_pandas_code(attempt.code, self._df, self.limits)
-                attempt = replace(attempt, result=result)
-            self._log(attempt)
-            attempts.append(attempt)
-        synthesized = None
-        if self.synthesize_response and attempts[-1].answered:
-            synthesized = llm.predict(
-                self.response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
-            )
-        return self._respond(attempts, synthesized)
+        return drive(self._answering(query_bundle), run_call)
 
     async def _aquery(self, query_bundle: QueryBundle) -> Response:
-        query_bundle = clean_query_bundle(query_bundle, type(self).__name__)
-        llm = resolve_code_llm(self._llm)
-        if llm is None:
-            return self._no_llm()
-        attempts: list[Attempt] = []
-        while (step := self._next_prompt(query_bundle.query_str, attempts)) is not None:
-            attempt = write_attempt(await llm.apredict(step[0], **step[1]))
-            if attempt.refused is None:
-                result = await arun_pandas_code(attempt.code, self._df, self.limits)
-                attempt = replace(attempt, result=result)
-            self._log(attempt)
-            attempts.append(attempt)
-        synthesized = None
-        if self.synthesize_response and attempts[-1].answered:
-            synthesized = await llm.apredict(
-                self.response_synthesis_prompt, **self._synthesis_variables(query_bundle, attempts)
-            )
-        return self._respond(attempts, synthesized)
+        return await adrive(self._answering(query_bundle), arun_call)
 
 
 __all__ = [

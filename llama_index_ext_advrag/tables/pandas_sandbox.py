@@ -16,7 +16,9 @@ that has numpy and pandas loaded, see below) that
   or changed only beneath its working directory, reads only beneath the Python installation and
   the system's libraries, no TCP; this holds for C code (pyarrow, numpy) the audit hook cannot
   see; without Landlock one warning is logged and the layers above remain;
-* is killed (its whole process group) when ``timeout_seconds`` of wall-clock time have passed;
+* is killed (its whole process group) when ``timeout_seconds`` of wall-clock time have passed
+  (a deadline of its own, not :func:`~llama_index_ext_advrag.plan.run_within`: that one bounds a
+  call and abandons it, this one ends a process and reads what it wrote until then);
 * answers with one JSON object on one line of stdout; nothing is ever unpickled from the child.
   On every path stdout is read up to MAX_CHILD_OUTPUT_BYTES and the rest dropped, so a child's
   output costs this process at most that, one read and MAX_CHILD_STDERR_BYTES.

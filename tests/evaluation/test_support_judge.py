@@ -213,6 +213,24 @@ def test_a_failing_or_slow_judge_leaves_the_sentence_unjudged() -> None:
     assert slow_async.supported is None and slow_async.reason == "timeout after 0.2 s"
 
 
+def test_a_clients_own_timeout_is_its_error_sync_and_async() -> None:
+    """A TimeoutError the LLM client raises is the LLM's error on both paths, never taken for
+    the judge's own bound (the async path used to call it "timeout after 120 s")."""
+
+    class ClientTimeout(ChatScript):
+        def _reply(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+            raise TimeoutError("read timed out")
+
+    messages = [ChatMessage(role="user", content="c")]
+    judge = PrefixSupportJudge(ClientTimeout())
+    verdicts = [
+        judge.judge(messages, "a", "a"),
+        asyncio.run(judge.ajudge(messages, "a", "a")),
+    ]
+    expected = "LLM error: TimeoutError('read timed out')"
+    assert [(v.supported, v.reason) for v in verdicts] == [(None, expected)] * 2
+
+
 # --- the evaluator with the prefix judge ------------------------------------------------------
 
 
