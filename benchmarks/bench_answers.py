@@ -379,7 +379,7 @@ def row_key(row: Row, question_id: str, identity: dict[str, Any], k: int) -> str
 def _record(row: Row, question: Any, result: Any, calls: int) -> dict[str, Any]:
     record = dataclasses.asdict(result)
     record["pipeline"] = row.label
-    record["verdicts"] = [v.as_dict() for v in result.verdicts]
+    record["verdicts"] = [v.to_dict() for v in result.verdicts]
     record.update(dataset=row.dataset, question=question.question,
                   gold=[list(g) for g in question.answer_groups], calls_total=calls)  # fmt: skip
     return record

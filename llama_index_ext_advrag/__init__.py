@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
-from llama_index_ext_advrag.trace import TRACE_KEY
+from llama_index_ext_advrag._lazy import Deprecated, lazy_exports
+from llama_index_ext_advrag.trace import TRACE_KEY as TRACE_KEY
 from llama_index_ext_advrag.tracing import install_span_writer
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+# The public names, written once: type checkers and editors read these imports; at run time
+# lazy_exports reads the same lines into __all__ and a __getattr__ that imports on first use.
+if TYPE_CHECKING:
     from llama_index_ext_advrag.embeddings import BgeSmallOnnxEmbedding as BgeSmallOnnxEmbedding
     from llama_index_ext_advrag.embeddings import CachedEmbedding as CachedEmbedding
     from llama_index_ext_advrag.embeddings import MultilingualE5Embedding as MultilingualE5Embedding
@@ -64,7 +66,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         WindowReplacementPostprocessor as WindowReplacementPostprocessor,
     )
     from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine as SelfRAGQueryEngine
-    from llama_index_ext_advrag.retrievers import BM25Retriever as BM25Retriever
     from llama_index_ext_advrag.retrievers import (
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
     )
@@ -85,56 +86,12 @@ __version__ = "0.1.0"
 # The pack's decisions onto OpenTelemetry spans when a tracer runs (docs/tracing.md); idle without.
 install_span_writer()
 
-_EXPORTS = {
-    "AdaptiveSlidingWindowNodeParser": "llama_index_ext_advrag.node_parser",
-    "HierarchicalSentenceNodeParser": "llama_index_ext_advrag.node_parser",
-    "UnitAnnotator": "llama_index_ext_advrag.node_parser",
-    "HierarchicalAutoMergingRetriever": "llama_index_ext_advrag.retrievers",
-    "TwoLayerMilvusRetriever": "llama_index_ext_advrag.retrievers",
-    "RecursiveIndexNodeRetriever": "llama_index_ext_advrag.retrievers",
-    "HybridFusionRetriever": "llama_index_ext_advrag.retrievers",
-    "JiebaBM25Retriever": "llama_index_ext_advrag.retrievers",
-    "MilvusBM25Retriever": "llama_index_ext_advrag.retrievers",
-    "SafePandasQueryEngine": "llama_index_ext_advrag.tables",
-    "PrevNextPostprocessor": "llama_index_ext_advrag.postprocessor",
-    "DriftAwareWindowPostprocessor": "llama_index_ext_advrag.postprocessor",
-    "ConsecutiveMergePostprocessor": "llama_index_ext_advrag.postprocessor",
-    "WindowReplacementPostprocessor": "llama_index_ext_advrag.postprocessor",
-    "IndexLayoutError": "llama_index_ext_advrag.milvus.registry",
-    "ModelResolutionError": "llama_index_ext_advrag.models",
-    "MilvusConnectionError": "llama_index_ext_advrag.milvus",
-    "MilvusAuthenticationError": "llama_index_ext_advrag.milvus",
-    "UnsafeCodeError": "llama_index_ext_advrag.tables",
-    "BgeSmallOnnxEmbedding": "llama_index_ext_advrag.embeddings",
-    "MultilingualE5Embedding": "llama_index_ext_advrag.embeddings",
-    "CachedEmbedding": "llama_index_ext_advrag.embeddings",
-    "is_english_only": "llama_index_ext_advrag.embeddings",
-    "decide_embed_model": "llama_index_ext_advrag.models",
-    "JudgeRerankPostprocessor": "llama_index_ext_advrag.postprocessor",
-    "CRAGPostprocessor": "llama_index_ext_advrag.postprocessor",
-    "BaseRelevanceJudge": "llama_index_ext_advrag.judges",
-    "Grade": "llama_index_ext_advrag.judges",
-    "GradeLabel": "llama_index_ext_advrag.judges",
-    "ColbertRelevanceJudge": "llama_index_ext_advrag.judges",
-    "CrossEncoderRelevanceJudge": "llama_index_ext_advrag.judges",
-    "EmbeddingRelevanceJudge": "llama_index_ext_advrag.judges",
-    "LLMRelevanceJudge": "llama_index_ext_advrag.judges",
-    "LanguageRoutedJudge": "llama_index_ext_advrag.judges",
-    "SelfRAGQueryEngine": "llama_index_ext_advrag.query_engine",
-    "resolve_embed_model": "llama_index_ext_advrag.models",
-    "resolve_llm": "llama_index_ext_advrag.models",
-    "split_sentences": "llama_index_ext_advrag.text",
-    "SecondHopRetriever": "llama_index_ext_advrag.retrievers",
-    "ContextCompressionPostprocessor": "llama_index_ext_advrag.postprocessor",
-}
-
-# Former names, still importable (building one warns) but not listed in __all__.
-_DEPRECATED = {"BM25Retriever": "llama_index_ext_advrag.retrievers"}
-
-__all__ = ["TRACE_KEY", "__version__", *sorted(_EXPORTS)]
-
-__getattr__ = lazy_getattr(__name__, {**_EXPORTS, **_DEPRECATED})
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    __file__,
+    eager=("TRACE_KEY", "__version__"),
+    # former names, still importable for one release (reading one warns), not in __all__
+    deprecated={
+        "BM25Retriever": Deprecated(".retrievers", "use JiebaBM25Retriever (same class)"),
+    },
+)

@@ -22,12 +22,123 @@ from __future__ import annotations
 
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field
+from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.instrumentation.events import BaseEvent
+from pydantic import with_config
+from typing_extensions import NotRequired, TypedDict  # pydantic reads these on Python 3.11
+
+# ----- payload shapes ------------------------------------------------------------------------
+# The records below are what a component builds for a payload of fixed shape. Numbers are
+# ``int | float`` because pydantic would otherwise turn an int into a float, and ``extra="allow"``
+# keeps a key a newer component adds, so an event carries exactly what the trace holds.
+_PAYLOAD = ConfigDict(extra="allow")
+
+
+@with_config(_PAYLOAD)
+class GradeRecord(TypedDict):
+    """``Grade.to_dict()``: a judge's verdict on one text."""
+
+    score: int | float | None  # calibrated to [0, 1]; None = unknown
+    label: str  # a GradeLabel value
+    judge: str
+    raw: int | float | None  # the model's own value
+    reason: str | None
+
+
+@with_config(_PAYLOAD)
+class NodeGradeRecord(GradeRecord):
+    """A retrieved node's grade (CRAG's action)."""
+
+    node_id: str
+
+
+@with_config(_PAYLOAD)
+class KeptNodeRecord(TypedDict):
+    """A node CRAG returned: where it came from (``retrieved``, ``web``...) and its score."""
+
+    node_id: str
+    source: str
+    score: int | float | None
+
+
+@with_config(_PAYLOAD)
+class DroppedNodeRecord(TypedDict):
+    """A node CRAG dropped, its grade and why (``grade``, ``margin``, ``refinement``...)."""
+
+    node_id: str
+    source: str
+    grade: GradeRecord
+    why: str
+
+
+@with_config(_PAYLOAD)
+class RerankRecord(TypedDict):
+    """A node judge rerank returned: its retrieval rank, new rank, and grade or the error."""
+
+    node_id: str
+    score: int | float | None
+    retrieval_rank: int
+    rank: int
+    grade: NotRequired[GradeRecord]
+    error: NotRequired[str]
+
+
+@with_config(_PAYLOAD)
+class FusionLegRecord(TypedDict):
+    """One leg of a hybrid retrieval: its weight, its hits and why it degraded (or None)."""
+
+    leg: str
+    weight: int | float
+    hits: int
+    degraded: str | None
+
+
+@with_config(_PAYLOAD)
+class FusedNodeRecord(TypedDict):
+    """One fused node: its score and its rank in each leg (None where the leg missed it)."""
+
+    node_id: str
+    score: int | float | None
+    ranks: list[int | None]
+
+
+@with_config(_PAYLOAD)
+class LexicalChoiceRecord(TypedDict):
+    """``LexicalChoice.to_dict()``: the lexical leg's backend and why."""
+
+    backend: str  # "milvus" or "bm25s"
+    reason: str
+
+
+@with_config(_PAYLOAD)
+class WindowRecord(TypedDict):
+    """A window replacement kept: its rank and the hits it covered."""
+
+    node_id: str
+    rank: int
+    skipped_as_covered: list[str]
+
+
+@with_config(_PAYLOAD)
+class ReturnedNodeRecord(TypedDict):
+    """A node auto-merging returned: merged or a leaf, the leaves it stands for, its level."""
+
+    node_id: str
+    merged: bool
+    leaf_ids: list[str]
+    level: int | None
+    score: int | float | None
+
+
+# ----- events --------------------------------------------------------------------------------
 
 
 class AdvragEvent(BaseEvent):
     """Base class of the pack's events (``isinstance`` filters them in a handler)."""
+
+    # Validators are built at an event class's first use, not at import (about 45 ms saved on
+    # `import llama_index_ext_advrag`; a first build costs about 1 ms).
+    model_config = ConfigDict(defer_build=True)
 
     component: str = Field(description="The trace sub-key of the component that emitted it.")
 
@@ -42,7 +153,7 @@ class JudgeGradesEvent(AdvragEvent):
     component: str = "judge"
     judge: str = Field(description="The judge's name.")
     query: str
-    grades: list[dict[str, Any]] = Field(description="Grade.to_dict() per text, in input order.")
+    grades: list[GradeRecord] = Field(description="Grade.to_dict() per text, in input order.")
 
     @classmethod
     def class_name(cls) -> str:
@@ -56,7 +167,7 @@ class CRAGActionEvent(AdvragEvent):
     component: str = "crag"
     query: str
     action: str = Field(description="correct, incorrect, ambiguous or keep_as_retrieved.")
-    grades: list[dict[str, Any]] = Field(
+    grades: list[NodeGradeRecord] = Field(
         default_factory=list, description="node_id and grade of every retrieved node."
     )
     error: str | None = Field(default=None, description="Why the nodes are kept as retrieved.")
@@ -82,10 +193,10 @@ class CRAGResultEvent(AdvragEvent):
 
     component: str = "crag"
     action: str
-    kept: list[dict[str, Any]] = Field(
+    kept: list[KeptNodeRecord] = Field(
         default_factory=list, description="node_id, source and score of every returned node."
     )
-    dropped: list[dict[str, Any]] = Field(default_factory=list)
+    dropped: list[DroppedNodeRecord] = Field(default_factory=list)
     error: str | None = None
     timed_out: str | None = Field(default=None, description="The step that timed out, if any.")
 
@@ -98,7 +209,7 @@ class JudgeRerankEvent(AdvragEvent):
     """Judge rerank's order: per returned node its retrieval rank, rank and grade score."""
 
     component: str = "judge_rerank"
-    order: list[dict[str, Any]]
+    order: list[RerankRecord]
     error: str | None = None
 
     @classmethod
@@ -111,9 +222,9 @@ class HybridFusionEvent(AdvragEvent):
 
     component: str = "hybrid_fusion"
     mode: str
-    legs: list[dict[str, Any]] = Field(description="name, weight, hits and error of each leg.")
-    fused: list[dict[str, Any]] = Field(description="node_id, score and per-leg ranks.")
-    lexical: dict[str, Any] | None = Field(
+    legs: list[FusionLegRecord] = Field(description="name, weight, hits and error of each leg.")
+    fused: list[FusedNodeRecord] = Field(description="node_id, score and per-leg ranks.")
+    lexical: LexicalChoiceRecord | None = Field(
         default=None,
         description="The lexical leg's backend ('milvus' or 'bm25s') and why it was chosen.",
     )
@@ -212,7 +323,9 @@ class AutoMergingEvent(AdvragEvent):
     skipped: list[dict[str, Any]] = Field(
         default_factory=list, description="Merges not made (max_context_tokens) and why."
     )
-    returned: list[dict[str, Any]] = Field(description="node_id, merged, leaf_ids, level, score.")
+    returned: list[ReturnedNodeRecord] = Field(
+        description="node_id, merged, leaf_ids, level, score."
+    )
     rounds: int
 
     @classmethod
@@ -305,7 +418,7 @@ class WindowReplacementEvent(AdvragEvent):
     """Window replacement: the hits whose windows were kept and the ones skipped as covered."""
 
     component: str = "window_replacement"
-    kept: list[dict[str, Any]] = Field(description="node_id, rank and skipped_as_covered.")
+    kept: list[WindowRecord] = Field(description="node_id, rank and skipped_as_covered.")
 
     @classmethod
     def class_name(cls) -> str:

@@ -21,6 +21,7 @@ from llama_index.core import Settings
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM
 
+from llama_index_ext_advrag._lazy import warn_renamed
 from llama_index_ext_advrag.embeddings.language import (
     DEFAULT_CHINESE_DOCUMENTS,
     corpus_languages,
@@ -165,11 +166,16 @@ class EmbedModelDecision:
     warning: str | None = None
     chinese_document_share: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The decision without the model object (JSON-ready)."""
         record = asdict(replace(self, model=None))  # type: ignore[arg-type]
         record.pop("model")
         return record
+
+    def as_dict(self) -> dict[str, Any]:
+        """Deprecated: use :meth:`to_dict`."""
+        warn_renamed(self, "as_dict", "to_dict")
+        return self.to_dict()
 
 
 def corpus_cjk_share(sample_texts: Iterable[str] | None) -> float | None:
@@ -316,7 +322,7 @@ def decide_embed_model(
         >>> from llama_index.core.embeddings import MockEmbedding
         >>> mine = MockEmbedding(embed_dim=4)
         >>> decision = decide_embed_model(mine, sample_texts=["潜伏期一般为三到七天。"])
-        >>> decision.model is mine, decision.as_dict()["source"]
+        >>> decision.model is mine, decision.to_dict()["source"]
         (True, 'explicit')
     """
     try:

@@ -5,8 +5,9 @@ the package's subpackages (and top-level modules) and any import of another pack
 module. ``tests/unit/test_import_graph.py`` uses the same functions to fail on such an import.
 
 A module ``a/_x.py`` is private to package ``a``: only modules inside ``a`` may import it.
-Imports inside functions (lazy imports) count like top-level ones; the lazy re-export tables
-(``_EXPORTS`` in ``__init__.py`` files) count as imports of the modules they name.
+Imports inside functions (lazy imports) and under ``TYPE_CHECKING`` (a package's lazy exports)
+count like top-level ones; so do the modules that deprecated aliases (``Deprecated(module, ...)``
+in ``__init__.py`` files) point to.
 """
 
 from __future__ import annotations
@@ -52,21 +53,17 @@ def _resolve(importer: str, is_package: bool, level: int, module: str | None) ->
 
 
 def _lazy_exports(tree: ast.Module) -> Iterator[tuple[str, int]]:
-    """Module paths named in an ``_EXPORTS = {name: module}`` table."""
-    for statement in tree.body:
-        targets = (
-            statement.targets
-            if isinstance(statement, ast.Assign)
-            else [statement.target]
-            if isinstance(statement, ast.AnnAssign)
-            else []
-        )
-        if not any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in targets):
-            continue
-        if isinstance(statement.value, ast.Dict):
-            for value in statement.value.values:
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    yield value.value, statement.lineno
+    """Module paths named by deprecated aliases: ``Deprecated("module", ...)`` calls."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "Deprecated"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value, node.lineno
 
 
 def module_imports(name: str, path: Path, known: set[str]) -> list[Import]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
+from llama_index_ext_advrag._lazy import lazy_exports
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports at run time
     from llama_index_ext_advrag.embeddings.cache import CachedEmbedding as CachedEmbedding
     from llama_index_ext_advrag.embeddings.cache import CacheStats as CacheStats
     from llama_index_ext_advrag.embeddings.cache import embedding_identity as embedding_identity
@@ -22,19 +22,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         BgeSmallOnnxEmbedding as BgeSmallOnnxEmbedding,
     )
 
-_EXPORTS = {
-    "BgeSmallOnnxEmbedding": ".onnx_bge",
-    "MultilingualE5Embedding": ".multilingual",
-    "CachedEmbedding": ".cache",
-    "CacheStats": ".cache",
-    "embedding_identity": ".cache",
-    "is_english_only": ".language",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

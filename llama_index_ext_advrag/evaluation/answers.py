@@ -280,7 +280,7 @@ class AnswerEvaluator:
 
     def _prefix_judged(self, key: str, verdict: SupportVerdict, started: float) -> SupportVerdict:
         if verdict.supported is not None:  # an unjudged sentence is tried again by a re-run
-            self.cache.put(key, {**verdict.as_dict(), "ms": _ms_since(started)})
+            self.cache.put(key, {**verdict.to_dict(), "ms": _ms_since(started)})
         return verdict
 
     def _messages(self, question: str, context: str) -> list[Any]:

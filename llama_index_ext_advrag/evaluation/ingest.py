@@ -108,7 +108,7 @@ class MemoEmbedding(BaseEmbedding):
 def close_quietly(client: Any) -> None:
     """Close a Milvus client, ignoring a connection that is already gone (imported late:
     this module loads without pymilvus)."""
-    from llama_index_ext_advrag.milvus import close_quietly as close
+    from llama_index_ext_advrag.milvus.connection import close_quietly as close
 
     close(client)
 

@@ -388,7 +388,7 @@ def _evaluate(
         probe=not options.questions,
         by_type=by_type if len(types) > 1 else [],
         skipped=list(skipped),
-        embedding=decision.as_dict(),
+        embedding=decision.to_dict(),
         answers=answers,
         answer_budget=budget if evaluator is not None else None,
         answer_identity=evaluator.identity() if evaluator is not None else {},

@@ -54,7 +54,7 @@ class SupportVerdict:
     p_yes: float | None
     reason: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"supported": self.supported, "p_yes": self.p_yes, "reason": self.reason}
 
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
+from llama_index_ext_advrag._lazy import lazy_exports
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports at run time
     from llama_index_ext_advrag.judges.base import BaseRelevanceJudge as BaseRelevanceJudge
     from llama_index_ext_advrag.judges.base import Grade as Grade
     from llama_index_ext_advrag.judges.base import GradeLabel as GradeLabel
@@ -52,24 +52,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from llama_index_ext_advrag.judges.offline import offline_judge as offline_judge
     from llama_index_ext_advrag.judges.routed import LanguageRoutedJudge as LanguageRoutedJudge
 
-_EXPORTS = {
-    "BaseRelevanceJudge": ".base",
-    "Grade": ".base",
-    "GradeLabel": ".base",
-    "ScoreCalibration": ".base",
-    "ColbertRelevanceJudge": ".colbert",
-    "CrossEncoderRelevanceJudge": ".cross_encoder",
-    "EmbeddingRelevanceJudge": ".embedding",
-    "LLMRelevanceJudge": ".llm",
-    "LanguageRoutedJudge": ".routed",
-    "multilingual_e5_judge": ".offline",
-    "offline_judge": ".offline",
-    "CRAGThresholds": ".calibration",
-    "calibrate_judge_thresholds": ".calibration",
-    "fit_calibration": ".calibration",
-    "pick_thresholds": ".calibration",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

@@ -27,7 +27,7 @@ import logging
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -37,7 +37,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import BaseComponent, MetadataMode, NodeWithScore
 
 from llama_index_ext_advrag.configuration import RefusesUnknownSettings
-from llama_index_ext_advrag.events import JudgeGradesEvent
+from llama_index_ext_advrag.events import GradeRecord, JudgeGradesEvent
 from llama_index_ext_advrag.plan import in_daemon_thread
 from llama_index_ext_advrag.text import check_text, check_texts
 
@@ -106,11 +106,15 @@ class Grade:
     def known(self) -> bool:
         return self.score is not None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GradeRecord:
         """A JSON-ready dict (label as its string value)."""
-        record = asdict(self)
-        record["label"] = self.label.value
-        return record
+        return {
+            "score": self.score,
+            "label": self.label.value,
+            "judge": self.judge,
+            "raw": self.raw,
+            "reason": self.reason,
+        }
 
     @classmethod
     def unknown(cls, judge: str, reason: str, raw: float | None = None) -> Grade:

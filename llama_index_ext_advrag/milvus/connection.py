@@ -205,7 +205,7 @@ def count_rows(client: MilvusClient, collection_name: str, filter: str = "") -> 
     return int(rows[0]["count(*)"]) if rows else 0
 
 
-def iter_collection(
+def _iter_collection(
     client: MilvusClient,
     collection_name: str,
     output_fields: Sequence[str],
@@ -252,7 +252,6 @@ __all__ = [
     "flush",
     "is_lite_client",
     "is_server_uri",
-    "iter_collection",
     "open_client",
     "resolve_uri",
     "server_version",

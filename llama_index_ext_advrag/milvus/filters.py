@@ -60,16 +60,16 @@ def validate_field_name(field: str) -> str:
     return field
 
 
-def quote_string(value: str) -> str:
+def _quote_string(value: str) -> str:
     """Render ``value`` as a double-quoted Milvus string literal.
 
-    >>> quote_string('say "hi"')
+    >>> _quote_string('say "hi"')
     '"say \\\\"hi\\\\""'
     """
     return '"' + value.translate(_STRING_ESCAPES) + '"'
 
 
-def format_literal(value: Any) -> str:
+def _format_literal(value: Any) -> str:
     """Render one scalar as a Milvus literal.
 
     Strings are quoted and escaped, bools become ``true``/``false``, integers must fit in
@@ -80,7 +80,7 @@ def format_literal(value: Any) -> str:
         TypeError: For any other type (``None``, lists, dicts, bytes, ...).
     """
     if isinstance(value, str):
-        return quote_string(value)
+        return _quote_string(value)
     if isinstance(value, (bool, np.bool_)):  # before Integral: bool is an int subclass
         return "true" if value else "false"
     if isinstance(value, numbers.Integral):
@@ -116,7 +116,7 @@ def eq_filter(field: str, value: Any) -> str:
         >>> eq_filter("page", 3)
         'page == 3'
     """
-    return f"{validate_field_name(field)} == {format_literal(value)}"
+    return f"{validate_field_name(field)} == {_format_literal(value)}"
 
 
 def in_filter(field: str, values: Iterable[Any]) -> str:
@@ -146,13 +146,11 @@ def in_filter(field: str, values: Iterable[Any]) -> str:
         raise ValueError(
             f"in_filter values for field {field!r} mix {', '.join(sorted(kinds))}: {items!r}"
         )
-    return f"{field} in [{', '.join(format_literal(value) for value in items)}]"
+    return f"{field} in [{', '.join(_format_literal(value) for value in items)}]"
 
 
 __all__ = [
     "eq_filter",
-    "format_literal",
     "in_filter",
-    "quote_string",
     "validate_field_name",
 ]

@@ -2,7 +2,7 @@
 
 Presets: ``FLAT`` (exact), ``IVF_FLAT`` (k-means cells), ``HNSW`` (graph) and ``IVF_PQ``
 (cells + product quantisation), plus ``AUTO``: ``FLAT`` below
-:data:`AUTO_FLAT_MAX_ROWS` rows or when the size is unknown, ``HNSW`` above.
+10,000 rows or when the size is unknown, ``HNSW`` above.
 
 Sizing rules:
 
@@ -39,7 +39,7 @@ from llama_index_ext_advrag.milvus.connection import is_lite_client
 
 logger = logging.getLogger(__name__)
 
-AUTO_FLAT_MAX_ROWS = 10_000
+_AUTO_FLAT_MAX_ROWS = 10_000
 DEFAULT_METRIC = "COSINE"
 DEFAULT_NLIST = 128
 MIN_NLIST = 1
@@ -53,7 +53,7 @@ PQ_SUBVECTOR_DIM = 8
 PQ_NBITS = 8
 METRICS = ("COSINE", "IP", "L2")
 # Index types Milvus Lite 3.x can build and load (faiss-cpu is one of its dependencies).
-LITE_INDEX_TYPES = frozenset({"FLAT", "IVF_FLAT", "IVF_SQ8", "HNSW", "HNSW_SQ", "AUTOINDEX"})
+_LITE_INDEX_TYPES = frozenset({"FLAT", "IVF_FLAT", "IVF_SQ8", "HNSW", "HNSW_SQ", "AUTOINDEX"})
 _LITE_FALLBACKS = {"IVF_PQ": "IVF_FLAT"}
 # Build parameters the server reports back as strings in describe_index.
 _INT_BUILD_PARAMS = ("nlist", "M", "efConstruction", "m", "nbits")
@@ -202,7 +202,7 @@ def build_search_params(
 
 
 def _auto_index_type(num_rows: int | None) -> str:
-    if num_rows is None or num_rows < AUTO_FLAT_MAX_ROWS:
+    if num_rows is None or num_rows < _AUTO_FLAT_MAX_ROWS:
         return "FLAT"
     return "HNSW"
 
@@ -236,7 +236,7 @@ def resolve_index(
         raise ValueError(f"num_rows must be >= 0 or None, got {num_rows!r}")
     index_type = _auto_index_type(num_rows) if chosen is IndexPreset.AUTO else chosen.value
     fallback_reason = None
-    if lite and index_type not in LITE_INDEX_TYPES:
+    if lite and index_type not in _LITE_INDEX_TYPES:
         replacement = _LITE_FALLBACKS.get(index_type, "FLAT")
         fallback_reason = f"Milvus Lite cannot build {index_type}; using {replacement}"
         logger.warning("%s (preset %s)", fallback_reason, chosen.value)
@@ -318,8 +318,6 @@ def plan_from_description(description: dict[str, Any], preset: IndexPreset | str
 
 
 __all__ = [
-    "AUTO_FLAT_MAX_ROWS",
-    "LITE_INDEX_TYPES",
     "IndexPlan",
     "IndexPreset",
     "build_index_params",

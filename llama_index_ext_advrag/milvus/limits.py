@@ -8,7 +8,7 @@ tuple, ``inf``, a datetime) or not at all (a key holding a lone surrogate).
 
 :func:`check_storable_nodes` finds such a node first, with a ``ValueError`` that names it. Metadata
 is checked deny by default: only values that come back from Milvus exactly as they went in are
-accepted (:data:`STORABLE_METADATA`); anything else is refused with the node, the key and the
+accepted (the allowlist `_STORABLE_METADATA`); anything else is refused with the node, the key and the
 value's type. A metadata key Milvus refuses a row for is refused by name too: ``$meta`` (its
 dynamic field) and a field a collection function fills (``sparse_embedding`` of a full-text
 collection).
@@ -33,7 +33,7 @@ MAX_TEXT_BYTES = 65_535
 # Milvus JSON numbers are 64-bit: a larger integer is refused by pymilvus or comes back rounded.
 MIN_METADATA_INT = -(2**63)
 MAX_METADATA_INT = 2**63 - 1
-STORABLE_METADATA = (
+_STORABLE_METADATA = (
     "str (no lone surrogate), int within 64 bits, finite float, bool, None, and lists and "
     "dicts with str keys of these"
 )
@@ -61,16 +61,16 @@ def _path(keys: tuple[Any, ...]) -> str:
     return "metadata" + "".join(f"[{key!r}]" for key in keys)
 
 
-def unstorable_metadata(value: Any, keys: tuple[Any, ...] = ()) -> str | None:
+def _unstorable_metadata(value: Any, keys: tuple[Any, ...] = ()) -> str | None:
     """Why metadata ``value`` would not come back from Milvus exactly, ``None`` when it would.
 
     Deny by default: exact ``str``, ``int`` (within 64 bits), ``float`` (finite), ``bool`` and
     ``None``, and ``list``/``dict`` (``str`` keys) of them; subclasses (a ``str`` enum, numpy
     scalars) are refused too, since they come back as the plain type.
 
-    >>> unstorable_metadata({"year": 2023, "tags": ["a", "b"]}) is None
+    >>> _unstorable_metadata({"year": 2023, "tags": ["a", "b"]}) is None
     True
-    >>> unstorable_metadata({"big": 2**70}).split(";")[0]
+    >>> _unstorable_metadata({"big": 2**70}).split(";")[0]
     "metadata['big'] is an int of 71 bits"
     """
     where = _path(keys)
@@ -94,7 +94,7 @@ def unstorable_metadata(value: Any, keys: tuple[Any, ...] = ()) -> str | None:
         return f"{where} is the float {value!r}, which JSON cannot hold: store None or a str"
     if kind is list:
         for index, item in enumerate(value):
-            problem = unstorable_metadata(item, (*keys, index))
+            problem = _unstorable_metadata(item, (*keys, index))
             if problem:
                 return problem
         return None
@@ -104,7 +104,7 @@ def unstorable_metadata(value: Any, keys: tuple[Any, ...] = ()) -> str | None:
                 return f"{where} has the key {key!r} of type {type(key).__name__}: keys must be str"
             if has_lone_surrogates(key):
                 return f"{where} has the key {key!r}, which holds a lone surrogate"
-            problem = unstorable_metadata(item, (*keys, key))
+            problem = _unstorable_metadata(item, (*keys, key))
             if problem:
                 return problem
         return None
@@ -129,7 +129,7 @@ def check_storable_nodes(
     Raises:
         ValueError: A node's text is longer than ``max_text_bytes`` UTF-8 bytes, or cannot be
             encoded (a lone surrogate), or its metadata holds something Milvus would refuse,
-            change or lose (see :func:`unstorable_metadata`), or a key in ``reserved_keys``;
+            change or lose (see :func:`_unstorable_metadata`), or a key in ``reserved_keys``;
             the message names the node, its document, the key, the value's type and what is
             allowed.
     """
@@ -156,11 +156,11 @@ def check_storable_nodes(
                 f"{_describe(node)} has the metadata key {clashes[0]!r}, which Milvus keeps "
                 f"for itself (reserved: {', '.join(sorted(reserved))}): rename the key"
             )
-        problem = unstorable_metadata(node.metadata)
+        problem = _unstorable_metadata(node.metadata)
         if problem is not None:
             raise ValueError(
                 f"{_describe(node)} has metadata Milvus cannot store as it is: {problem}. "
-                f"Allowed: {STORABLE_METADATA}"
+                f"Allowed: {_STORABLE_METADATA}"
             )
 
 
@@ -169,7 +169,5 @@ __all__ = [
     "MAX_METADATA_INT",
     "MAX_TEXT_BYTES",
     "MIN_METADATA_INT",
-    "STORABLE_METADATA",
     "check_storable_nodes",
-    "unstorable_metadata",
 ]

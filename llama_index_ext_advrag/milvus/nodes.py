@@ -77,7 +77,7 @@ def order_rows(wanted: Sequence[Any], rows: Iterable[Row], id_field: str) -> dic
     return {key: by_id[key] for key in wanted if key in by_id}
 
 
-def row_to_node(
+def _row_to_node(
     row: Row,
     text_key: str = "text",
     embedding_field: str | None = "embedding",
@@ -119,7 +119,7 @@ def _rows_to_nodes(
     vector_store: MilvusVectorStore, rows: dict[Any, Row], with_embeddings: bool
 ) -> dict[str, BaseNode]:
     return {
-        str(key): row_to_node(
+        str(key): _row_to_node(
             row,
             text_key=vector_store.text_key,
             embedding_field=vector_store.embedding_field if with_embeddings else None,
@@ -262,7 +262,7 @@ def _filter_fields(vector_store: MilvusVectorStore) -> list[str]:
 
 
 def _filtered_nodes(vector_store: MilvusVectorStore, rows: Sequence[Row]) -> list[BaseNode]:
-    return [row_to_node(row, text_key=vector_store.text_key, embedding_field=None) for row in rows]
+    return [_row_to_node(row, text_key=vector_store.text_key, embedding_field=None) for row in rows]
 
 
 def query_nodes(vector_store: MilvusVectorStore, expression: str, limit: int) -> list[BaseNode]:
@@ -297,5 +297,4 @@ __all__ = [
     "order_rows",
     "plan_fetch",
     "query_nodes",
-    "row_to_node",
 ]

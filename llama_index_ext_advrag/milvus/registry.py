@@ -24,7 +24,7 @@ from llama_index_ext_advrag.milvus.nodes import fetch_rows
 
 logger = logging.getLogger(__name__)
 
-LAYOUT_COLLECTION = "advrag_layouts"
+_LAYOUT_COLLECTION = "advrag_layouts"
 LAYOUT_FORMAT = 1
 PLACEHOLDER_DIM = 2
 PLACEHOLDER_VECTOR = [1.0, 0.0]
@@ -45,7 +45,7 @@ class IndexLayoutError(ValueError):
 
 
 def _ensure_layout_collection(client: Any) -> None:
-    if client.has_collection(LAYOUT_COLLECTION):
+    if client.has_collection(_LAYOUT_COLLECTION):
         return
     from pymilvus import DataType
 
@@ -55,13 +55,13 @@ def _ensure_layout_collection(client: Any) -> None:
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=PLACEHOLDER_DIM)
     index_params = build_index_params(client, "vector", preset="FLAT", metric="L2")
     try:
-        client.create_collection(LAYOUT_COLLECTION, schema=schema, index_params=index_params)
+        client.create_collection(_LAYOUT_COLLECTION, schema=schema, index_params=index_params)
     except Exception:  # another process created it between the check and the create
-        if not client.has_collection(LAYOUT_COLLECTION):
+        if not client.has_collection(_LAYOUT_COLLECTION):
             raise
 
 
-def write_layout(client: Any, name: str, layout: dict[str, Any]) -> None:
+def _write_layout(client: Any, name: str, layout: dict[str, Any]) -> None:
     """Record (or replace) the layout of the index ``name``."""
     _ensure_layout_collection(client)
     row = {
@@ -69,14 +69,14 @@ def write_layout(client: Any, name: str, layout: dict[str, Any]) -> None:
         "layout": json.dumps({"format": LAYOUT_FORMAT, **layout}, ensure_ascii=False),
         "vector": PLACEHOLDER_VECTOR,
     }
-    client.upsert(LAYOUT_COLLECTION, [row])
-    client.flush(LAYOUT_COLLECTION)
+    client.upsert(_LAYOUT_COLLECTION, [row])
+    client.flush(_LAYOUT_COLLECTION)
 
 
-def delete_layout(client: Any, name: str) -> None:
+def _delete_layout(client: Any, name: str) -> None:
     """Forget the layout of the index ``name`` (its collections are left alone)."""
-    if client.has_collection(LAYOUT_COLLECTION):
-        client.delete(LAYOUT_COLLECTION, ids=[name])
+    if client.has_collection(_LAYOUT_COLLECTION):
+        client.delete(_LAYOUT_COLLECTION, ids=[name])
 
 
 def prepare_build(
@@ -113,38 +113,38 @@ def prepare_build(
                 f"collections {existing} already exist at {uri!r}; pass overwrite=True to "
                 f"rebuild or open them with {opener}.from_uri"
             )
-        delete_layout(client, name)
+        _delete_layout(client, name)
     finally:
         client.close()
 
 
 def _recorded(client: Any, name: str) -> dict[Any, dict[str, Any]]:
     """The layout row of ``name`` (an empty dict when there is none)."""
-    if not client.has_collection(LAYOUT_COLLECTION):
+    if not client.has_collection(_LAYOUT_COLLECTION):
         return {}
-    ensure_loaded(client, LAYOUT_COLLECTION)
-    return fetch_rows(client, LAYOUT_COLLECTION, [name], ["id"])
+    ensure_loaded(client, _LAYOUT_COLLECTION)
+    return fetch_rows(client, _LAYOUT_COLLECTION, [name], ["id"])
 
 
 def record_layout(uri: str, token: str, name: str, layout: dict[str, Any]) -> None:
     """Write the layout over a short-lived dedicated connection (the last step of a build)."""
     client = open_client(uri, token=token, dedicated=True)
     try:
-        write_layout(client, name, layout)
+        _write_layout(client, name, layout)
     finally:
         client.close()
 
 
 def load_layout(uri: str, token: str, name: str, component: str) -> dict[str, Any]:
-    """:func:`read_layout` over a short-lived dedicated connection."""
+    """:func:`_read_layout` over a short-lived dedicated connection."""
     client = open_client(uri, token=token, dedicated=True)
     try:
-        return read_layout(client, name, component)
+        return _read_layout(client, name, component)
     finally:
         client.close()
 
 
-def read_layout(client: Any, name: str, component: str) -> dict[str, Any]:
+def _read_layout(client: Any, name: str, component: str) -> dict[str, Any]:
     """Return the layout of the index ``name`` built by ``component``.
 
     Raises:
@@ -152,13 +152,13 @@ def read_layout(client: Any, name: str, component: str) -> dict[str, Any]:
             it was built by another component.
     """
     rows: dict[Any, dict[str, Any]] = {}
-    if client.has_collection(LAYOUT_COLLECTION):
-        ensure_loaded(client, LAYOUT_COLLECTION)
-        rows = fetch_rows(client, LAYOUT_COLLECTION, [name], ["layout"])
+    if client.has_collection(_LAYOUT_COLLECTION):
+        ensure_loaded(client, _LAYOUT_COLLECTION)
+        rows = fetch_rows(client, _LAYOUT_COLLECTION, [name], ["layout"])
     if name not in rows:
         raise IndexLayoutError(
             f"no index named {name!r} at this uri; indexes recorded there: "
-            f"{list_layouts(client) or 'none'}"
+            f"{_list_layouts(client) or 'none'}"
         )
     layout = json.loads(rows[name]["layout"])
     if layout.get("component") != component:
@@ -168,25 +168,20 @@ def read_layout(client: Any, name: str, component: str) -> dict[str, Any]:
     return dict(layout)
 
 
-def list_layouts(client: Any) -> list[str]:
+def _list_layouts(client: Any) -> list[str]:
     """Names of the indexes recorded at this uri."""
-    if not client.has_collection(LAYOUT_COLLECTION):
+    if not client.has_collection(_LAYOUT_COLLECTION):
         return []
-    ensure_loaded(client, LAYOUT_COLLECTION)
-    rows = client.query(LAYOUT_COLLECTION, filter='id != ""', output_fields=["id"], limit=16_384)
+    ensure_loaded(client, _LAYOUT_COLLECTION)
+    rows = client.query(_LAYOUT_COLLECTION, filter='id != ""', output_fields=["id"], limit=16_384)
     return sorted(str(row["id"]) for row in rows)
 
 
 __all__ = [
-    "LAYOUT_COLLECTION",
     "PLACEHOLDER_DIM",
     "PLACEHOLDER_VECTOR",
     "IndexLayoutError",
-    "delete_layout",
-    "list_layouts",
     "load_layout",
     "prepare_build",
-    "read_layout",
     "record_layout",
-    "write_layout",
 ]

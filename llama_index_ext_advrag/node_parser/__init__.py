@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
+from llama_index_ext_advrag._lazy import lazy_exports
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports at run time
     from llama_index_ext_advrag.node_parser.annotations import UnitAnnotator as UnitAnnotator
     from llama_index_ext_advrag.node_parser.hierarchical import (
         HierarchicalSentenceNodeParser as HierarchicalSentenceNodeParser,
@@ -19,12 +19,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         AdaptiveSlidingWindowNodeParser as AdaptiveSlidingWindowNodeParser,
     )
 
-_EXPORTS = {
-    "AdaptiveSlidingWindowNodeParser": ".sliding_window",
-    "HierarchicalSentenceNodeParser": ".hierarchical",
-    "UnitAnnotator": ".annotations",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

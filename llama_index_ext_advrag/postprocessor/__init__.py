@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
+from llama_index_ext_advrag._lazy import lazy_exports
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports at run time
     from llama_index_ext_advrag.postprocessor.compression import (
         ContextCompressionPostprocessor as ContextCompressionPostprocessor,
     )
@@ -32,16 +32,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         WindowReplacementPostprocessor as WindowReplacementPostprocessor,
     )
 
-_EXPORTS = {
-    "PrevNextPostprocessor": ".prev_next",
-    "DriftAwareWindowPostprocessor": ".drift_window",
-    "ConsecutiveMergePostprocessor": ".consecutive_merge",
-    "WindowReplacementPostprocessor": ".window_replacement",
-    "JudgeRerankPostprocessor": ".judge_rerank",
-    "CRAGPostprocessor": ".crag",
-    "ContextCompressionPostprocessor": ".compression",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

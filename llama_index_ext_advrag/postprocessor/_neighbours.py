@@ -329,14 +329,14 @@ class MilvusNeighbourStore(NeighbourStore):
         return units
 
     def get_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
-        from llama_index_ext_advrag.milvus import fetch_rows
+        from llama_index_ext_advrag.milvus.nodes import fetch_rows
 
         store = self.vector_store
         rows = fetch_rows(store.client, store.collection_name, node_ids, self._unit_fields()[0])
         return self._rows_to_units(rows)
 
     async def aget_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
-        from llama_index_ext_advrag.milvus import afetch_rows
+        from llama_index_ext_advrag.milvus.nodes import afetch_rows
 
         store = self.vector_store
         if getattr(store, "aclient", None) is None:

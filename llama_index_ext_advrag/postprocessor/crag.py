@@ -68,7 +68,13 @@ from llama_index_ext_advrag.configuration import (
     prompt_fields,
     update_prompt_fields,
 )
-from llama_index_ext_advrag.events import CRAGActionEvent, CRAGResultEvent, CRAGRoundEvent
+from llama_index_ext_advrag.events import (
+    CRAGActionEvent,
+    CRAGResultEvent,
+    CRAGRoundEvent,
+    KeptNodeRecord,
+    NodeGradeRecord,
+)
 from llama_index_ext_advrag.judges.base import (
     MAX_KEEP_WITHIN,
     BaseRelevanceJudge,
@@ -414,10 +420,7 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin, RefusesUnknownSettin
             CRAGActionEvent(
                 query=query,
                 action=action.value,
-                grades=[
-                    {"node_id": n.node.node_id, **g.to_dict()}
-                    for n, g in zip(nodes, grades, strict=True)
-                ],
+                grades=[_graded_entry(n, g) for n, g in zip(nodes, grades, strict=True)],
             )
         )
         # keep_retrieved(..., keep_within) is the thresholds' verdict and the margin's together;
@@ -695,8 +698,20 @@ class CRAGPostprocessor(BaseNodePostprocessor, PromptMixin, RefusesUnknownSettin
         return await adrive(plan, self._executor().aexecute)
 
 
-def _kept_entry(node: NodeWithScore, source: str) -> dict[str, Any]:
+def _kept_entry(node: NodeWithScore, source: str) -> KeptNodeRecord:
     return {"node_id": node.node.node_id, "source": source, "score": node.score}
+
+
+def _graded_entry(node: NodeWithScore, grade: Grade) -> NodeGradeRecord:
+    record = grade.to_dict()
+    return {
+        "node_id": node.node.node_id,
+        "score": record["score"],
+        "label": record["label"],
+        "judge": record["judge"],
+        "raw": record["raw"],
+        "reason": record["reason"],
+    }
 
 
 __all__ = [

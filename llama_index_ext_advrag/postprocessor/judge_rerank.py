@@ -20,7 +20,7 @@ from llama_index.core.prompts.mixin import PromptMixin, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.configuration import RefusesUnknownSettings
-from llama_index_ext_advrag.events import JudgeRerankEvent
+from llama_index_ext_advrag.events import JudgeRerankEvent, RerankRecord
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
 from llama_index_ext_advrag.plan import Failed, aattempt, attempt
 from llama_index_ext_advrag.queries import query_text
@@ -98,19 +98,26 @@ class JudgeRerankPostprocessor(BaseNodePostprocessor, PromptMixin, RefusesUnknow
             order = list(range(len(nodes)))
         else:
             order = rerank_order(grades)
-        results, ranks = [], []
+        results: list[NodeWithScore] = []
+        ranks: list[RerankRecord] = []
         for rank, index in enumerate(order[: self.top_n]):
             result = copy_node_with_score(nodes[index])
-            record: dict[str, Any] = {"retrieval_rank": index, "rank": rank}
+            if not isinstance(grades, Failed) and grades[index].score is not None:
+                result.score = grades[index].score
+            entry: RerankRecord = {
+                "node_id": result.node.node_id,
+                "score": result.score,
+                "retrieval_rank": index,
+                "rank": rank,
+            }
             if isinstance(grades, Failed):
-                record["error"] = grades.error
+                entry["error"] = grades.error
             else:
-                record["grade"] = grades[index].to_dict()
-                if grades[index].score is not None:
-                    result.score = grades[index].score
+                entry["grade"] = grades[index].to_dict()
+            record = {key: value for key, value in entry.items() if key not in ("node_id", "score")}
             add_trace(result.node, TRACE_COMPONENT, record)
             results.append(result)
-            ranks.append({"node_id": result.node.node_id, "score": result.score, **record})
+            ranks.append(entry)
         error = grades.error if isinstance(grades, Failed) else None
         dispatcher.event(JudgeRerankEvent(order=ranks, error=error))
         return results

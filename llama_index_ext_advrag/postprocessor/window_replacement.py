@@ -21,7 +21,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.configuration import RefusesUnknownSettings
-from llama_index_ext_advrag.events import WindowReplacementEvent
+from llama_index_ext_advrag.events import WindowRecord, WindowReplacementEvent
 from llama_index_ext_advrag.layout import DOCUMENT_ID_KEY, ORIGINAL_TEXT_KEY, WINDOW_KEY
 from llama_index_ext_advrag.trace import add_trace, copy_node_with_score
 
@@ -104,7 +104,7 @@ class WindowReplacementPostprocessor(BaseNodePostprocessor, RefusesUnknownSettin
         triples = [self._triple(hit) for hit in nodes]
         kept, skipped = select_windows(triples, self.top_n, self.skip_covered)
         results = []
-        kept_records = []
+        kept_records: list[WindowRecord] = []
         for index in kept:
             result = copy_node_with_score(nodes[index])
             result.node.set_content(triples[index][2])
@@ -112,7 +112,9 @@ class WindowReplacementPostprocessor(BaseNodePostprocessor, RefusesUnknownSettin
             record: dict[str, Any] = {"rank": index, "skipped_as_covered": covered}
             add_trace(result.node, TRACE_COMPONENT, record)
             results.append(result)
-            kept_records.append({"node_id": result.node.node_id, **record})
+            kept_records.append(
+                {"node_id": result.node.node_id, "rank": index, "skipped_as_covered": covered}
+            )
         if skipped:
             logger.debug("skipped %d hits already inside a kept window", len(skipped))
         dispatcher.event(WindowReplacementEvent(kept=kept_records))

@@ -1,51 +1,39 @@
 """Query engines: Self-RAG by prompting (retrieve-or-not, relevance, support and usefulness
-critique, bounded re-retrieval) on any LLM or none; the safe pandas (table) engine lives in
-:mod:`llama_index_ext_advrag.tables` and is re-exported here.
+critique, bounded re-retrieval) on any LLM or none.
 
-Classes are imported lazily so that ``import llama_index_ext_advrag.query_engine`` stays cheap.
+The safe pandas (table) engine lives in :mod:`llama_index_ext_advrag.tables`; its names are
+still readable from here for one release, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
+from llama_index_ext_advrag._lazy import Deprecated, lazy_exports
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports at run time
     from llama_index_ext_advrag.query_engine.self_rag import (
         SelfRAGQueryEngine as SelfRAGQueryEngine,
     )
     from llama_index_ext_advrag.query_engine.self_rag_critique import (
         GenerationMode as GenerationMode,
     )
-    from llama_index_ext_advrag.tables.pandas_check import UnsafeCodeError as UnsafeCodeError
-    from llama_index_ext_advrag.tables.pandas_check import (
-        check_pandas_code as check_pandas_code,
-    )
-    from llama_index_ext_advrag.tables.pandas_engine import (
-        SafePandasQueryEngine as SafePandasQueryEngine,
-    )
-    from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits as SandboxLimits
-    from llama_index_ext_advrag.tables.pandas_sandbox import SandboxResult as SandboxResult
-    from llama_index_ext_advrag.tables.pandas_sandbox import (
-        arun_pandas_code as arun_pandas_code,
-    )
-    from llama_index_ext_advrag.tables.pandas_sandbox import (
-        run_pandas_code as run_pandas_code,
-    )
 
-_EXPORTS = {
-    "SafePandasQueryEngine": "llama_index_ext_advrag.tables.pandas_engine",
-    "SandboxLimits": "llama_index_ext_advrag.tables.pandas_sandbox",
-    "SandboxResult": "llama_index_ext_advrag.tables.pandas_sandbox",
-    "run_pandas_code": "llama_index_ext_advrag.tables.pandas_sandbox",
-    "arun_pandas_code": "llama_index_ext_advrag.tables.pandas_sandbox",
-    "UnsafeCodeError": "llama_index_ext_advrag.tables.pandas_check",
-    "check_pandas_code": "llama_index_ext_advrag.tables.pandas_check",
-    "SelfRAGQueryEngine": ".self_rag",
-    "GenerationMode": ".self_rag_critique",
-}
+_TABLES = "import it from llama_index_ext_advrag.tables"
 
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    __file__,
+    deprecated={
+        name: Deprecated("llama_index_ext_advrag.tables", _TABLES)
+        for name in (
+            "SafePandasQueryEngine",
+            "SandboxLimits",
+            "SandboxResult",
+            "UnsafeCodeError",
+            "arun_pandas_code",
+            "check_pandas_code",
+            "run_pandas_code",
+        )
+    },
+)

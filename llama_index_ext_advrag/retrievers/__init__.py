@@ -8,29 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
+from llama_index_ext_advrag._lazy import Deprecated, lazy_exports
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
-    from llama_index_ext_advrag.retrievers.auto_merging import (
-        AutoMergingConfig as AutoMergingConfig,
-    )
+if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports at run time
     from llama_index_ext_advrag.retrievers.auto_merging import (
         HierarchicalAutoMergingRetriever as HierarchicalAutoMergingRetriever,
     )
-    from llama_index_ext_advrag.retrievers.bm25 import BM25Config as BM25Config
-    from llama_index_ext_advrag.retrievers.bm25 import BM25Retriever as BM25Retriever
     from llama_index_ext_advrag.retrievers.bm25 import JiebaBM25Retriever as JiebaBM25Retriever
-    from llama_index_ext_advrag.retrievers.hybrid import (
-        HybridFusionConfig as HybridFusionConfig,
-    )
     from llama_index_ext_advrag.retrievers.hybrid import (
         HybridFusionRetriever as HybridFusionRetriever,
     )
     from llama_index_ext_advrag.retrievers.milvus_bm25 import (
         MilvusBM25Retriever as MilvusBM25Retriever,
-    )
-    from llama_index_ext_advrag.retrievers.recursive import (
-        RecursiveConfig as RecursiveConfig,
     )
     from llama_index_ext_advrag.retrievers.recursive import (
         RecursiveIndexNodeRetriever as RecursiveIndexNodeRetriever,
@@ -39,32 +28,23 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         SecondHopRetriever as SecondHopRetriever,
     )
     from llama_index_ext_advrag.retrievers.two_layer import (
-        TwoLayerConfig as TwoLayerConfig,
-    )
-    from llama_index_ext_advrag.retrievers.two_layer import (
         TwoLayerMilvusRetriever as TwoLayerMilvusRetriever,
     )
 
 # Every retriever is configured the same way (docs/design.md, Configuration): its settings are
 # pydantic fields on the retriever, ``to_dict``/``from_dict`` round-trip them. The ``*Config``
-# classes are deprecated models generated from those fields, kept for backwards compatibility.
-_EXPORTS = {
-    "HierarchicalAutoMergingRetriever": ".auto_merging",
-    "AutoMergingConfig": ".auto_merging",
-    "TwoLayerMilvusRetriever": ".two_layer",
-    "TwoLayerConfig": ".two_layer",
-    "RecursiveIndexNodeRetriever": ".recursive",
-    "RecursiveConfig": ".recursive",
-    "HybridFusionRetriever": ".hybrid",
-    "HybridFusionConfig": ".hybrid",
-    "JiebaBM25Retriever": ".bm25",
-    "BM25Config": ".bm25",
-    "MilvusBM25Retriever": ".milvus_bm25",
-    "SecondHopRetriever": ".second_hop",
-}
-# Former names, still importable (building one warns) but not listed in __all__.
-_DEPRECATED = {"BM25Retriever": ".bm25"}
+# models of earlier versions and the former name ``BM25Retriever`` still resolve for one release.
+_CONFIG = "set the settings on the retriever itself (to_dict/from_dict)"
 
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_getattr(__name__, {**_EXPORTS, **_DEPRECATED})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    __file__,
+    deprecated={
+        "AutoMergingConfig": Deprecated(".auto_merging", _CONFIG),
+        "BM25Config": Deprecated(".bm25", _CONFIG),
+        "BM25Retriever": Deprecated(".bm25", "use JiebaBM25Retriever (same class)"),
+        "HybridFusionConfig": Deprecated(".hybrid", _CONFIG),
+        "RecursiveConfig": Deprecated(".recursive", _CONFIG),
+        "TwoLayerConfig": Deprecated(".two_layer", _CONFIG),
+    },
+)

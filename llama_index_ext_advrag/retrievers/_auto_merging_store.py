@@ -11,13 +11,11 @@ from llama_index.core.indices.utils import embed_nodes
 from llama_index.core.node_parser import NodeParser, get_leaf_nodes
 from llama_index.core.schema import BaseNode
 
-from llama_index_ext_advrag.milvus import (
+from llama_index_ext_advrag.milvus import check_storable_nodes, flush, open_vector_store
+from llama_index_ext_advrag.milvus.registry import (
     PLACEHOLDER_DIM,
     PLACEHOLDER_VECTOR,
-    check_storable_nodes,
-    flush,
     load_layout,
-    open_vector_store,
     prepare_build,
     record_layout,
 )

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from llama_index_ext_advrag.milvus import AsyncLoopBinding, close_stores
+from llama_index_ext_advrag.milvus.connection import close_stores
+from llama_index_ext_advrag.milvus.vector_store import AsyncLoopBinding
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.retrievers._config import (
     ConfiguredRetriever,

@@ -14,14 +14,8 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import BaseNode, TextNode
 
-from llama_index_ext_advrag.milvus import (
-    check_storable_nodes,
-    flush,
-    load_layout,
-    open_vector_store,
-    prepare_build,
-    record_layout,
-)
+from llama_index_ext_advrag.milvus import check_storable_nodes, flush, open_vector_store
+from llama_index_ext_advrag.milvus.registry import load_layout, prepare_build, record_layout
 from llama_index_ext_advrag.retrievers._routing import KEY_FIELD, KIND_FIELD, NAME_FIELD, PART_FIELD
 from llama_index_ext_advrag.retrievers._units import Unit, UnitKind
 

@@ -30,7 +30,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_ext_advrag.events import AutoMergingEvent
+from llama_index_ext_advrag.events import AutoMergingEvent, ReturnedNodeRecord
 from llama_index_ext_advrag.milvus import afetch_nodes, count_reconnects, fetch_nodes
 from llama_index_ext_advrag.queries import clean_query_bundle, embedding_strings
 from llama_index_ext_advrag.retrievers._auto_merging_store import (
@@ -68,7 +68,7 @@ def merge_event(
     for entry in session.final_entries():
         merges.update((m["parent_id"], m) for m in entry.merges)
         skipped.extend(s for s in entry.skipped if s not in skipped)
-    returned = []
+    returned: list[ReturnedNodeRecord] = []
     for result in results:
         record = get_trace(result.node, TRACE_COMPONENT)
         returned.append(

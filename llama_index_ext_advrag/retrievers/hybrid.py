@@ -35,7 +35,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from llama_index_ext_advrag.events import HybridFusionEvent
+from llama_index_ext_advrag.events import HybridFusionEvent, LexicalChoiceRecord
 from llama_index_ext_advrag.queries import clean_query_bundle
 from llama_index_ext_advrag.retrievers._config import (
     ConfiguredRetriever,
@@ -155,7 +155,7 @@ def build_fused_nodes(
     degraded: Sequence[dict[str, Any]],
     language: dict[str, Any] | None = None,
     node_factors: NodeFactors | None = None,
-    lexical: dict[str, Any] | None = None,
+    lexical: LexicalChoiceRecord | None = None,
 ) -> list[NodeWithScore]:
     """Copies of the fused nodes (taken from the first leg holding each) with traces;
     ``language`` (the query's CJK share and the weights used) is recorded when given, and a
@@ -451,7 +451,7 @@ class HybridFusionRetriever(ConfiguredRetriever):
             node_factors=factors,
         )
         leg_names = self.leg_names or []
-        lexical = self._lexical.as_dict() if self._lexical else None
+        lexical = self._lexical.to_dict() if self._lexical else None
         nodes = build_fused_nodes(
             fused, legs, leg_names, self, degraded, language, factors, lexical
         )

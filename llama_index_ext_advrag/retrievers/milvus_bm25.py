@@ -25,6 +25,8 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
+from llama_index_ext_advrag._lazy import warn_renamed
+from llama_index_ext_advrag.events import LexicalChoiceRecord
 from llama_index_ext_advrag.milvus.full_text import (
     FullTextAnalyzer,
     FullTextSupport,
@@ -50,8 +52,13 @@ class LexicalChoice(NamedTuple):
     backend: str  # "milvus" (full-text search in the collection) or "bm25s" (in the process)
     reason: str
 
-    def as_dict(self) -> dict[str, str]:
+    def to_dict(self) -> LexicalChoiceRecord:
         return {"backend": self.backend, "reason": self.reason}
+
+    def as_dict(self) -> LexicalChoiceRecord:
+        """Deprecated: use :meth:`to_dict`."""
+        warn_renamed(self, "as_dict", "to_dict")
+        return self.to_dict()
 
 
 def search_data(query: str, analyzer: FullTextAnalyzer | None, tokenizer: WordTokenizer) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llama_index_ext_advrag._lazy import lazy_getattr
+from llama_index_ext_advrag._lazy import lazy_exports
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports at run time
     from llama_index_ext_advrag.tables.pandas_check import UnsafeCodeError as UnsafeCodeError
     from llama_index_ext_advrag.tables.pandas_check import (
         check_pandas_code as check_pandas_code,
@@ -28,16 +28,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         run_pandas_code as run_pandas_code,
     )
 
-_EXPORTS = {
-    "SafePandasQueryEngine": ".pandas_engine",
-    "SandboxLimits": ".pandas_sandbox",
-    "SandboxResult": ".pandas_sandbox",
-    "run_pandas_code": ".pandas_sandbox",
-    "arun_pandas_code": ".pandas_sandbox",
-    "UnsafeCodeError": ".pandas_check",
-    "check_pandas_code": ".pandas_check",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

@@ -135,12 +135,12 @@ class Attempt:
             return f"failed: {self.result.error}"
         return None
 
-    def as_record(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         record: dict[str, Any] = {"code": self.code[:MAX_TRACED_CODE_CHARS]}
         if self.refused is not None:
             record["refused"] = self.refused
         if self.result is not None:
-            record["run"] = self.result.as_record()
+            record["run"] = self.result.to_dict()
         return record
 
 
@@ -360,7 +360,7 @@ class SafePandasQueryEngine(Configured, BaseQueryEngine):
         last = attempts[-1]
         record: dict[str, Any] = {
             "table": self.name,
-            "attempts": [attempt.as_record() for attempt in attempts],
+            "attempts": [attempt.to_dict() for attempt in attempts],
         }
         if last.answered and last.result is not None:
             record.update(outcome="answered", **traced_value(last.result.value))

@@ -62,6 +62,7 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 
+from llama_index_ext_advrag._lazy import warn_renamed
 from llama_index_ext_advrag.tables import _landlock
 from llama_index_ext_advrag.tables.pandas_allowlist import BUILTIN_FUNCTIONS, BUILTIN_TYPES
 from llama_index_ext_advrag.tables.pandas_check import check_pandas_code
@@ -151,7 +152,7 @@ class SandboxResult:
     barrier: str = ""
     path: str = ""
 
-    def as_record(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         record: dict[str, Any] = {"ok": self.ok, "kind": self.kind}
         for key in ("error", "limit", "barrier", "path"):
             if getattr(self, key):
@@ -159,6 +160,11 @@ class SandboxResult:
         if self.files_left:
             record["files_left"] = self.files_left
         return record
+
+    def as_record(self) -> dict[str, Any]:
+        """Deprecated: use :meth:`to_dict`."""
+        warn_renamed(self, "as_record", "to_dict")
+        return self.to_dict()
 
 
 @dataclass

@@ -12,11 +12,13 @@ from pymilvus.client.types import LoadState
 from llama_index_ext_advrag.milvus import (
     build_index_params,
     count_rows,
-    ensure_loaded,
     flush,
     is_server_uri,
-    iter_collection,
     open_client,
+)
+from llama_index_ext_advrag.milvus.connection import (
+    _iter_collection,
+    ensure_loaded,
     resolve_uri,
     server_version,
 )
@@ -159,9 +161,9 @@ def test_count_iterate_and_flush(client, collection_name: str) -> None:
     flush(client, collection_name)
     assert count_rows(client, collection_name) == 1298
     assert count_rows(client, collection_name, filter="id < 100") == 98
-    ids = [row["id"] for row in iter_collection(client, collection_name, ["id"], batch_size=500)]
+    ids = [row["id"] for row in _iter_collection(client, collection_name, ["id"], batch_size=500)]
     assert sorted(ids) == list(range(2, 1300))
     with pytest.raises(ValueError, match="batch_size"):
-        list(iter_collection(client, collection_name, ["id"], batch_size=0))
+        list(_iter_collection(client, collection_name, ["id"], batch_size=0))
     with pytest.raises(ValueError, match="collection_name is required"):
         flush(client)

@@ -11,11 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pymilvus import DataType
 
-from llama_index_ext_advrag.milvus import (
-    eq_filter,
-    format_literal,
-    in_filter,
-    quote_string,
+from llama_index_ext_advrag.milvus import eq_filter, in_filter
+from llama_index_ext_advrag.milvus.filters import (
+    _format_literal,
+    _quote_string,
     validate_field_name,
 )
 
@@ -47,13 +46,13 @@ def test_non_string_field_names_rejected(name: object) -> None:
 
 
 def test_quote_string_escapes_backslash_quote_and_line_breaks() -> None:
-    assert quote_string("plain") == '"plain"'
-    assert quote_string('say "hi"') == '"say \\"hi\\""'
-    assert quote_string("back\\slash") == '"back\\\\slash"'
-    assert quote_string("a\nb\rc\td") == '"a\\nb\\rc\\td"'
-    assert quote_string("it's") == '"it\'s"'
-    assert quote_string("trailing\\") == '"trailing\\\\"'
-    assert quote_string("中文 😀") == '"中文 😀"'
+    assert _quote_string("plain") == '"plain"'
+    assert _quote_string('say "hi"') == '"say \\"hi\\""'
+    assert _quote_string("back\\slash") == '"back\\\\slash"'
+    assert _quote_string("a\nb\rc\td") == '"a\\nb\\rc\\td"'
+    assert _quote_string("it's") == '"it\'s"'
+    assert _quote_string("trailing\\") == '"trailing\\\\"'
+    assert _quote_string("中文 😀") == '"中文 😀"'
 
 
 def test_eq_filter_keeps_sql_style_injection_inside_the_literal() -> None:
@@ -81,13 +80,13 @@ def test_eq_filter_keeps_sql_style_injection_inside_the_literal() -> None:
     ],
 )
 def test_scalar_literals(value: object, literal: str) -> None:
-    assert format_literal(value) == literal
+    assert _format_literal(value) == literal
 
 
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1, float("nan"), float("inf")])
 def test_out_of_range_numbers_rejected(value: object) -> None:
     with pytest.raises(ValueError, match=re.escape(repr(value))):
-        format_literal(value)
+        _format_literal(value)
 
 
 @pytest.mark.parametrize("value", [None, [1], {"a": 1}, b"bytes", object()])
@@ -96,12 +95,12 @@ def test_unsupported_types_rejected(value: object) -> None:
     allowed = "expected str, int, float or bool"
     message = f"of type {type(value).__name__}: {allowed}"
     with pytest.raises(TypeError, match=re.escape(message)):
-        format_literal(value)
+        _format_literal(value)
 
 
 def test_int64_bounds_are_inclusive() -> None:
-    assert format_literal(-(2**63)) == str(-(2**63))
-    assert format_literal(2**63 - 1) == str(2**63 - 1)
+    assert _format_literal(-(2**63)) == str(-(2**63))
+    assert _format_literal(2**63 - 1) == str(2**63 - 1)
 
 
 def test_invalid_field_name_message_names_the_allowed_pattern() -> None:
@@ -153,7 +152,7 @@ def _decode(literal: str) -> str:
 
 @given(st.text())
 def test_quote_string_round_trips_and_never_closes_early(text: str) -> None:
-    literal = quote_string(text)
+    literal = _quote_string(text)
     assert "\n" not in literal and "\r" not in literal
     assert _decode(literal) == text
 

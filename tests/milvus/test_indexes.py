@@ -14,17 +14,17 @@ from llama_index_ext_advrag.milvus import (
     IndexPreset,
     build_index_params,
     build_search_params,
-    ensure_loaded,
     flush,
     is_server_uri,
-    resolve_index,
 )
 from llama_index_ext_advrag.milvus import connection as connection_module
 from llama_index_ext_advrag.milvus import filters as filters_module
 from llama_index_ext_advrag.milvus import indexes as indexes_module
+from llama_index_ext_advrag.milvus.connection import ensure_loaded
 from llama_index_ext_advrag.milvus.indexes import (
     parse_preset,
     plan_from_description,
+    resolve_index,
     suggest_nlist,
     suggest_nprobe,
     suggest_pq_m,

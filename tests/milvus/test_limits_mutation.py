@@ -14,11 +14,11 @@ from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
 from llama_index_ext_advrag.milvus import check_storable_nodes
 from llama_index_ext_advrag.milvus.limits import (
+    _STORABLE_METADATA,
     MAX_METADATA_INT,
     MAX_TEXT_BYTES,
     MIN_METADATA_INT,
-    STORABLE_METADATA,
-    unstorable_metadata,
+    _unstorable_metadata,
 )
 
 
@@ -27,17 +27,17 @@ from llama_index_ext_advrag.milvus.limits import (
     [None, True, False, "", "text", 0, MAX_METADATA_INT, MIN_METADATA_INT, 1.5, -0.0, [], {}],
 )
 def test_values_that_come_back_unchanged_are_accepted(value: object) -> None:
-    assert unstorable_metadata(value) is None
-    assert unstorable_metadata({"k": [value, {"inner": value}]}) is None
+    assert _unstorable_metadata(value) is None
+    assert _unstorable_metadata({"k": [value, {"inner": value}]}) is None
 
 
 def test_64_bit_bounds_are_exact() -> None:
     assert (MIN_METADATA_INT, MAX_METADATA_INT) == (-(2**63), 2**63 - 1)
-    assert unstorable_metadata(MAX_METADATA_INT + 1) == (
+    assert _unstorable_metadata(MAX_METADATA_INT + 1) == (
         "metadata is an int of 64 bits; Milvus holds 64-bit integers (-2**63 to 2**63-1): "
         "store it as a str"
     )
-    assert unstorable_metadata({"n": MIN_METADATA_INT - 1}) == (
+    assert _unstorable_metadata({"n": MIN_METADATA_INT - 1}) == (
         "metadata['n'] is an int of 64 bits; Milvus holds 64-bit integers (-2**63 to 2**63-1): "
         "store it as a str"
     )
@@ -45,29 +45,29 @@ def test_64_bit_bounds_are_exact() -> None:
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
 def test_non_finite_floats_are_refused(value: float) -> None:
-    assert unstorable_metadata({"x": value}) == (
+    assert _unstorable_metadata({"x": value}) == (
         f"metadata['x'] is the float {value!r}, which JSON cannot hold: store None or a str"
     )
 
 
 def test_lone_surrogates_in_values_and_keys() -> None:
-    assert unstorable_metadata({"t": ["ok", "a\ud800"]}) == (
+    assert _unstorable_metadata({"t": ["ok", "a\ud800"]}) == (
         "metadata['t'][1] is a str holding a lone surrogate: replace it (U+FFFD) or drop it"
     )
-    assert unstorable_metadata({"outer": {"k\udc00": 1}}) == (
+    assert _unstorable_metadata({"outer": {"k\udc00": 1}}) == (
         "metadata['outer'] has the key 'k\\udc00', which holds a lone surrogate"
     )
 
 
 def test_keys_must_be_str_and_the_first_problem_is_named() -> None:
-    assert unstorable_metadata({"a": {1: "x"}}) == (
+    assert _unstorable_metadata({"a": {1: "x"}}) == (
         "metadata['a'] has the key 1 of type int: keys must be str"
     )
     # the first unstorable item in order, not a later one
-    assert unstorable_metadata([1, (2,), {3}]) == (
+    assert _unstorable_metadata([1, (2,), {3}]) == (
         "metadata[1] is of type builtins.tuple: use a list (a tuple comes back as a list)"
     )
-    assert unstorable_metadata({"ok": 1, "bad": None, "worse": b"x"}) == (
+    assert _unstorable_metadata({"ok": 1, "bad": None, "worse": b"x"}) == (
         "metadata['worse'] is of type builtins.bytes: decode it to str, or store it base64-encoded"
     )
 
@@ -97,7 +97,7 @@ class Count(int):
     ],
 )
 def test_values_of_other_types_name_the_type_and_a_fix(value: object, expected: str) -> None:
-    assert unstorable_metadata({"v": value}) == f"metadata['v'] is of type {expected}"
+    assert _unstorable_metadata({"v": value}) == f"metadata['v'] is of type {expected}"
 
 
 def node(text: str = "fine", node_id: str = "n1", document: str | None = None, **metadata):
@@ -137,9 +137,9 @@ def test_unstorable_metadata_names_the_node_the_key_and_what_is_allowed() -> Non
         check_storable_nodes([node(when=datetime.date(2024, 1, 2))])
     assert str(error.value) == (
         "node 'n1' has metadata Milvus cannot store as it is: metadata['when'] is of type "
-        "datetime.date: store value.isoformat() (a str). Allowed: " + STORABLE_METADATA
+        "datetime.date: store value.isoformat() (a str). Allowed: " + _STORABLE_METADATA
     )
-    assert STORABLE_METADATA == (
+    assert _STORABLE_METADATA == (
         "str (no lone surrogate), int within 64 bits, finite float, bool, None, and lists and "
         "dicts with str keys of these"
     )

@@ -15,15 +15,8 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 from llama_index.vector_stores.milvus import MilvusVectorStore
 from llama_index.vector_stores.milvus.utils import BM25BuiltInFunction
 
-from llama_index_ext_advrag.milvus import (
-    afetch_nodes,
-    fetch_nodes,
-    fetch_rows,
-    flush,
-    open_vector_store,
-    row_to_node,
-)
-from llama_index_ext_advrag.milvus.nodes import order_rows, plan_fetch
+from llama_index_ext_advrag.milvus import afetch_nodes, fetch_nodes, flush, open_vector_store
+from llama_index_ext_advrag.milvus.nodes import _row_to_node, fetch_rows, order_rows, plan_fetch
 from llama_index_ext_advrag.milvus.vector_store import check_server_features
 
 DIM = 32
@@ -96,16 +89,16 @@ def test_row_to_node_rebuilds_text_metadata_and_relationships() -> None:
     expected = _related_node()
     row = _stored_row(expected, embedding=[0.25, 0.5])
     snapshot = dict(row)
-    node = row_to_node(row)
+    node = _row_to_node(row)
     _assert_same_node(node, expected)
     assert node.embedding == [0.25, 0.5]
     assert row == snapshot  # the row is not modified
-    assert row_to_node(row, embedding_field=None).embedding is None
+    assert _row_to_node(row, embedding_field=None).embedding is None
 
 
 def test_row_without_node_content_becomes_a_text_node() -> None:
     row = {"id": "ext-1", "text": "external", "author": "x", "other": 1}
-    node = row_to_node(row, metadata_fields=["author", "missing"])
+    node = _row_to_node(row, metadata_fields=["author", "missing"])
     assert isinstance(node, TextNode)
     assert (node.node_id, node.text, node.metadata) == ("ext-1", "external", {"author": "x"})
 

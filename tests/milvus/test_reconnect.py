@@ -30,10 +30,10 @@ from llama_index_ext_advrag.milvus import (
     process_reconnects,
 )
 from llama_index_ext_advrag.milvus.registry import (
-    list_layouts,
+    _list_layouts,
+    _read_layout,
+    _write_layout,
     load_layout,
-    read_layout,
-    write_layout,
 )
 
 DIM = 32
@@ -193,13 +193,13 @@ def test_registry_reads_and_writes_survive_a_fault(
 ) -> None:
     client = open_client(milvus_uri)
     layout = {"component": "Test", "leaf_collection": collection_name}
-    write_layout(client, collection_name, layout)
+    _write_layout(client, collection_name, layout)
     faults.break_channel(client)
-    assert read_layout(client, collection_name, "Test")["leaf_collection"] == collection_name
+    assert _read_layout(client, collection_name, "Test")["leaf_collection"] == collection_name
     faults.break_channel(client)
-    write_layout(client, collection_name, {**layout, "num_leaves": 3})
+    _write_layout(client, collection_name, {**layout, "num_leaves": 3})
     faults.break_channel(client)
-    assert collection_name in list_layouts(client)
+    assert collection_name in _list_layouts(client)
     assert client.reconnect_count == 3
     if milvus_uri.endswith(".db"):  # the short-lived registry clients reopen a stopped server
         faults.stop_lite_server(milvus_uri)

@@ -18,10 +18,10 @@ from llama_index_ext_advrag.milvus import (
     MilvusConnectionError,
     ReconnectingClient,
     count_reconnects,
-    is_connection_error,
-    resolve_uri,
 )
 from llama_index_ext_advrag.milvus import reconnect as module
+from llama_index_ext_advrag.milvus.connection import resolve_uri
+from llama_index_ext_advrag.milvus.reconnect import is_connection_error
 from llama_index_ext_advrag.milvus.recovery import (
     LITE_GRPC_OPTIONS,
     Call,

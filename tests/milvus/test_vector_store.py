@@ -19,13 +19,8 @@ from advrag_testing import HashEmbedding, require_full_text
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import TextNode
 
-from llama_index_ext_advrag.milvus import (
-    CheckedMilvusVectorStore,
-    count_rows,
-    fetch_nodes,
-    flush,
-    open_vector_store,
-)
+from llama_index_ext_advrag.milvus import count_rows, fetch_nodes, flush, open_vector_store
+from llama_index_ext_advrag.milvus.vector_store import CheckedMilvusVectorStore
 
 DIM = 16
 # Each kind a value can be, at its edges: all of it must come back equal and of the same type.

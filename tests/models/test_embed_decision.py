@@ -97,7 +97,7 @@ def test_settings_model_and_english_corpus(offline, caplog) -> None:
 def test_record_is_json_ready_and_english_language_never_switches(offline) -> None:
     decision = decide_embed_model(language="en", sample_texts=CHINESE)
     assert decision.model.model_name == BGE  # "en" keeps the English default
-    record = decision.as_dict()
+    record = decision.to_dict()
     assert "model" not in record and json.loads(json.dumps(record))["source"] == "default"
     assert record["warning"] and record["corpus_cjk_share"] == 1.0
 
@@ -143,7 +143,7 @@ def test_a_mixed_corpus_gets_the_multilingual_model_by_its_documents(offline) ->
     assert decision.reason == (
         "multilingual default (5 of 10 documents mostly CJK (50%); letters 3% CJK, language=auto)"
     )
-    assert decision.as_dict()["chinese_document_share"] == 0.5
+    assert decision.to_dict()["chinese_document_share"] == 0.5
 
 
 def test_a_mixed_corpus_without_the_extra_warns_naming_it(offline, monkeypatch, caplog) -> None:

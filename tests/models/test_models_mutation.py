@@ -88,7 +88,7 @@ def test_a_chinese_corpus_with_an_english_model_names_the_corpus(offline) -> Non
         f"embedding model '{BGE}' reads English only (but 1 of 1 documents mostly CJK (100%); "
         "letters 100% CJK): dense"
     )
-    assert decision.as_dict() == {
+    assert decision.to_dict() == {
         "model_name": BGE,
         "source": "explicit",
         "language": "auto",

@@ -157,8 +157,8 @@ async def test_from_defaults_chooses_the_milvus_leg_and_says_so(indexes, events)
     for result in (hybrid.retrieve("带薪年假有几天"), await hybrid.aretrieve("带薪年假有几天")):
         assert result[0].node.node_id == "leave"
         lexical = result[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["lexical"]
-        assert lexical == hybrid.lexical_choice.as_dict()
-    assert [event.lexical for event in events] == [hybrid.lexical_choice.as_dict()] * 2
+        assert lexical == hybrid.lexical_choice.to_dict()
+    assert [event.lexical for event in events] == [hybrid.lexical_choice.to_dict()] * 2
 
 
 async def test_from_defaults_falls_back_to_bm25s_without_a_bm25_function(indexes, events) -> None:
@@ -182,16 +182,16 @@ async def test_a_bm25_leg_given_by_hand_is_recorded_as_given(indexes, events) ->
     assert by_hand.lexical_choice.backend == "milvus"
     assert by_hand.lexical_choice.reason.startswith("given: ")
     assert "has a BM25 function" in by_hand.lexical_choice.reason
-    assert local.lexical_choice.as_dict() == {
+    assert local.lexical_choice.to_dict() == {
         "backend": "bm25s",
         "reason": "given: JiebaBM25Retriever",
     }
     for hybrid in (by_hand, local):
         for result in (hybrid.retrieve("带薪年假有几天"), await hybrid.aretrieve("带薪年假有几天")):
             lexical = result[0].node.metadata[TRACE_KEY]["hybrid_fusion"]["lexical"]
-            assert lexical == hybrid.lexical_choice.as_dict()
-    assert [event.lexical for event in events] == [by_hand.lexical_choice.as_dict()] * 2 + [
-        local.lexical_choice.as_dict()
+            assert lexical == hybrid.lexical_choice.to_dict()
+    assert [event.lexical for event in events] == [by_hand.lexical_choice.to_dict()] * 2 + [
+        local.lexical_choice.to_dict()
     ] * 2
 
 

@@ -172,7 +172,7 @@ def test_choosing_the_lexical_leg() -> None:
         "Milvus Lite 3.2.2 has full-text search; collection 'docs' has a BM25 function "
         "(advrag_terms -> sparse)",
     )
-    assert choice.as_dict() == {"backend": "milvus", "reason": choice.reason}
+    assert choice.to_dict() == {"backend": "milvus", "reason": choice.reason}
     leg, choice = choose_lexical_leg(Index(store_with(ScriptedClient(bm25=False))), NODES)
     assert isinstance(leg, JiebaBM25Retriever) and choice.backend == BACKEND_BM25S
     assert choice.reason.endswith(

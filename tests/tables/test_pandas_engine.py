@@ -148,7 +148,7 @@ def test_attempt_reasons_and_records() -> None:
     assert attempt(result=SandboxResult(False, error="E")).reason == "failed: E"
     assert attempt(result=SandboxResult(True)).reason is None
     assert attempt(result=SandboxResult(True)).answered
-    long_code = Attempt("o", "x" * 5000, "r").as_record()["code"]
+    long_code = Attempt("o", "x" * 5000, "r").to_dict()["code"]
     assert len(long_code) == 2000
 
 

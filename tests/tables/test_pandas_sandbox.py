@@ -291,7 +291,7 @@ def test_interpret_child_outcomes() -> None:
     memory = interpret_child(b'{"ok": false, "error": "MemoryError: x"}', b"", 0, False, 0, limits)
     assert memory.limit == "memory"
     left = interpret_child(b'{"ok": true, "text": "", "value": null}', b"", 0, False, 2, limits)
-    assert left.files_left == 2 and left.as_record()["files_left"] == 2
+    assert left.files_left == 2 and left.to_dict()["files_left"] == 2
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The sandbox's pure parts, without starting a child: how a finished child's output, exit
 status and timing become a ``SandboxResult`` (exact messages and limits), the record it leaves
 in the trace, the request the child receives, and the limits' bounds (kills the mutants of
-``interpret_child``, ``_signal_limit``, ``SandboxResult.as_record``, ``_request`` and
+``interpret_child``, ``_signal_limit``, ``SandboxResult.to_dict``, ``_request`` and
 ``_entries`` in tables/pandas_sandbox.py)."""
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def test_the_child_runs_isolated_without_bytecode() -> None:
 
 
 def test_the_trace_record() -> None:
-    assert SandboxResult(True, kind="int").as_record() == {"ok": True, "kind": "int"}
-    assert SandboxResult(False, error="e", limit="cpu", files_left=2).as_record() == {
+    assert SandboxResult(True, kind="int").to_dict() == {"ok": True, "kind": "int"}
+    assert SandboxResult(False, error="e", limit="cpu", files_left=2).to_dict() == {
         "ok": False,
         "kind": "",
         "error": "e",

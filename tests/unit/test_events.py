@@ -157,7 +157,7 @@ def test_hybrid_fusion_event_matches_its_trace(events: list[Any], mode: str) -> 
     assert in_span(event, f"HybridFusionRetriever.{method}")
     # a BM25 leg given by hand is the lexical backend, recorded with why
     given = {"backend": "bm25s", "reason": "given: JiebaBM25Retriever"}
-    assert hybrid.lexical_choice.as_dict() == event.lexical == given
+    assert hybrid.lexical_choice.to_dict() == event.lexical == given
     assert all(t["lexical"] == given for t in traces)
 
 
@@ -299,7 +299,8 @@ def test_self_rag_events_match_its_trace(events: list[Any], mode: str) -> None:
 
 def test_no_handler_no_cost_and_events_serialise() -> None:
     """Events are plain pydantic models (what tracers export)."""
-    event = CRAGActionEvent(query="q", action="correct", grades=[{"node_id": "a", "score": 0.9}])
+    grade = {"node_id": "a", "score": 0.9, "label": "relevant", "judge": "j", "raw": None}
+    event = CRAGActionEvent(query="q", action="correct", grades=[{**grade, "reason": None}])
     data = event.model_dump()
     assert data["action"] == "correct" and data["component"] == "crag"
     assert CRAGActionEvent.class_name() == "CRAGActionEvent"

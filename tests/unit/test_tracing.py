@@ -23,6 +23,7 @@ from llama_index_ext_advrag.events import (
     CRAGResultEvent,
     DriftWindowEvent,
     HybridFusionEvent,
+    TwoLayerRouteEvent,
 )
 from llama_index_ext_advrag.tracing import (
     DEFAULT_MAX_ATTRIBUTE_CHARS,
@@ -300,9 +301,11 @@ def test_other_events_still_warn(exporter: InMemorySpanExporter, caplog) -> None
 
 
 def test_attributes_are_bounded_and_json_safe() -> None:
-    legs = [{"name": f"leg{i}", "weight": 0.5, "hits": i, "error": "x" * 1000} for i in range(500)]
+    legs = [
+        {"leg": f"leg{i}", "weight": 0.5, "hits": i, "degraded": "x" * 1000} for i in range(500)
+    ]
     event = HybridFusionEvent(
-        mode="rrf", legs=legs, fused=[{"node_id": "n", "score": float("nan")}]
+        mode="rrf", legs=legs, fused=[{"node_id": "n", "score": float("nan"), "ranks": [0]}]
     )
     attributes = event_attributes(event)
     assert attributes["advrag.hybrid_fusion.mode"] == "rrf"
@@ -310,25 +313,25 @@ def test_attributes_are_bounded_and_json_safe() -> None:
     assert len(text) <= DEFAULT_MAX_ATTRIBUTE_CHARS
     parsed = json.loads(text)
     assert 0 < len(parsed) < 500
-    assert len(parsed[0]["error"]) == DEFAULT_MAX_STRING_CHARS
-    assert parsed[0]["error"].endswith("…")
+    assert len(parsed[0]["degraded"]) == DEFAULT_MAX_STRING_CHARS
+    assert parsed[0]["degraded"].endswith("…")
     assert json.loads(str(attributes["advrag.hybrid_fusion.fused"])) == [
-        {"node_id": "n", "score": None}
+        {"node_id": "n", "score": None, "ranks": [0]}
     ]
 
 
 def test_limits_are_the_writers_fields() -> None:
-    event = CRAGActionEvent(query="q" * 100, action="correct", grades=[{"s": 1}] * 10)
+    event = TwoLayerRouteEvent(query="q" * 100, route=[{"s": 1}] * 10, details_mode="search")
     attributes = event_attributes(event, AttributeLimits(20, 3, 4096))
-    assert attributes["advrag.crag.query"] == "q" * 19 + "…"
-    assert len(json.loads(str(attributes["advrag.crag.grades"]))) == 3
-    assert attributes["advrag.crag.grades_total"] == 10
+    assert attributes["advrag.two_layer.query"] == "q" * 19 + "…"
+    assert len(json.loads(str(attributes["advrag.two_layer.route"]))) == 3
+    assert attributes["advrag.two_layer.route_total"] == 10
     small = event_attributes(event, AttributeLimits(20, 3, 10))  # 3 items: 25 chars; 1: 9
-    assert json.loads(str(small["advrag.crag.grades"])) == [{"s": 1}]
-    assert small["advrag.crag.grades_total"] == 10
+    assert json.loads(str(small["advrag.two_layer.route"])) == [{"s": 1}]
+    assert small["advrag.two_layer.route_total"] == 10
     tiny = event_attributes(event, AttributeLimits(20, 3, 1))
-    assert json.loads(str(tiny["advrag.crag.grades"])) == {"truncated": True, "chars": 2}
-    assert "advrag.crag.grades_total" not in event_attributes(event)
+    assert json.loads(str(tiny["advrag.two_layer.route"])) == {"truncated": True, "chars": 2}
+    assert "advrag.two_layer.route_total" not in event_attributes(event)
     with pytest.raises(ValueError):
         AdvragSpanWriter(max_items=0)
 
@@ -362,9 +365,10 @@ def test_hybrid_hits_per_leg(mode: str, exporter: InMemorySpanExporter) -> None:
 
 
 def test_crag_counts_kept_and_dropped() -> None:
-    event = CRAGResultEvent(
-        action="ambiguous", kept=[{"node_id": "a"}, {"node_id": "b"}], dropped=[{"node_id": "c"}]
-    )
+    kept = [{"node_id": node_id, "source": "retrieved", "score": 0.8} for node_id in "ab"]
+    grade = {"score": 0.1, "label": "irrelevant", "judge": "j", "raw": None, "reason": None}
+    dropped = [{"node_id": "c", "source": "retrieved", "grade": grade, "why": "grade"}]
+    event = CRAGResultEvent(action="ambiguous", kept=kept, dropped=dropped)
     attributes = event_attributes(event)
     assert (attributes["advrag.crag.kept_count"], attributes["advrag.crag.dropped_count"]) == (2, 1)
     assert "advrag.crag.error" not in attributes  # None: left out
