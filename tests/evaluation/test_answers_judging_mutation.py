@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from advrag_testing import ScriptedLLM
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -28,8 +29,12 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_ext_advrag.evaluation.answer_cache import CACHE_FILE
-from llama_index_ext_advrag.evaluation.answers import AnswerEvaluator, answer_questions
+from llama_index_ext_advrag.evaluation.answer_cache import CACHE_FILE, cache_key, llm_identity
+from llama_index_ext_advrag.evaluation.answers import (
+    AnswerEvaluator,
+    aanswer_questions,
+    answer_questions,
+)
 from llama_index_ext_advrag.evaluation.questions import Question
 
 CONTEXT = "The pump runs at 3.5 bar."
@@ -42,6 +47,8 @@ class JudgingChat(CustomLLM):
     """A chat model that answers ``A1`` and, asked for log-probabilities, says yes with 0.8.
     No ``max_tokens``: the prefix judge then calls this very object, so ``log`` has every call."""
 
+    answer: str = A1
+    raw_reply: Any = None
     _log: list[tuple[list[ChatMessage], dict[str, Any]]] = PrivateAttr(default_factory=list)
 
     @property
@@ -61,7 +68,8 @@ class JudgingChat(CustomLLM):
             yes = [[LogProb(token="yes", logprob=math.log(0.8), bytes=[]),
                     LogProb(token="no", logprob=math.log(0.2), bytes=[])]]  # fmt: skip
             return ChatResponse(message=ChatMessage(role="assistant", content="yes"), logprobs=yes)
-        return ChatResponse(message=ChatMessage(role="assistant", content=A1))
+        reply = ChatMessage(role="assistant", content=self.answer)
+        return ChatResponse(message=reply, raw=self.raw_reply)
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -228,17 +236,96 @@ def test_a_self_answer_record_holds_its_llm_calls(mode: str, tmp_path: Path) -> 
     assert set(record) == {"answer", "context", "ms", "calls"}
 
 
-def test_a_scored_row_judges_each_sentence_in_its_answer_chat(tmp_path: Path) -> None:
+class Fixed:
+    name, spec = "fixed", "fixed"
+
+    def retrieve(self, bundle: QueryBundle, k: int) -> list[NodeWithScore]:
+        return [NodeWithScore(node=TextNode(text=CONTEXT), score=1.0)]
+
+
+def rows(mode: str, evaluator: AnswerEvaluator) -> Any:
+    question, bundles = [Question("q1", Q1, (("3.5 bar",),))], [QueryBundle(Q1)]
+    if mode == "async":
+        [row] = asyncio.run(aanswer_questions(Fixed(), question, bundles, 3, evaluator, False))
+    else:
+        [row] = answer_questions(Fixed(), question, bundles, 3, evaluator, False)
+    return row
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_scored_row_keeps_its_context_and_judges_in_its_answer_chat(
+    mode: str, tmp_path: Path
+) -> None:
     llm = JudgingChat()
-    evaluator = AnswerEvaluator(llm, tmp_path, support_judge="prefix")
+    row = rows(mode, AnswerEvaluator(llm, tmp_path, support_judge="prefix"))
+    assert (row.answer, row.hallucinated, row.sentences, row.truncated) == (A1, False, 1, False)
+    assert CONTEXT in row.context and llm.judgements()[0][-2].content == A1
 
-    class Fixed:
-        name, spec = "fixed", "fixed"
 
-        def retrieve(self, bundle: QueryBundle, k: int) -> list[NodeWithScore]:
-            return [NodeWithScore(node=TextNode(text=CONTEXT), score=1.0)]
+class Choice:
+    def __init__(self, finish_reason: str) -> None:
+        self.finish_reason = finish_reason
 
-    question = Question("q1", Q1, (("3.5 bar",),))
-    [row] = answer_questions(Fixed(), [question], [QueryBundle(Q1)], 3, evaluator, False)
-    assert (row.answer, row.hallucinated, row.sentences) == (A1, False, 1)
-    assert llm.judgements()[0][-2].content == A1
+
+class Completion:
+    """An OpenAI client's response object: ``choices`` as attributes, not a dict."""
+
+    def __init__(self, finish_reason: str) -> None:
+        self.choices = [Choice(finish_reason)]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_cut_answer_is_marked_from_a_response_object_too(mode: str, tmp_path: Path) -> None:
+    cut = rows(mode, AnswerEvaluator(JudgingChat(raw_reply=Completion("length")), tmp_path / "a"))
+    assert (cut.answer, cut.truncated, cut.error) == (A1, True, None)
+    whole = rows(mode, AnswerEvaluator(JudgingChat(raw_reply=Completion("stop")), tmp_path / "b"))
+    assert (whole.truncated, whole.error) == (False, None)
+
+
+class NoneLLM(ScriptedLLM):
+    """A completion model whose ``predict`` gives ``None``."""
+
+    def predict(self, prompt: Any, **kwargs: Any) -> Any:
+        return None
+
+    async def apredict(self, prompt: Any, **kwargs: Any) -> Any:
+        return None
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_completion_models_no_answer_and_an_answer(mode: str, tmp_path: Path) -> None:
+    empty = rows(mode, AnswerEvaluator(NoneLLM(["YES"]), tmp_path / "a"))
+    assert empty.error == "EmptyAnswerError: the LLM returned an empty answer"
+    assert (empty.answer, empty.hallucinated, empty.truncated) == ("", None, False)
+    blank = rows(mode, AnswerEvaluator(JudgingChat(answer=" "), tmp_path / "b"))
+    assert blank.error == "EmptyAnswerError: the LLM returned an empty answer"
+
+    def script(prompt: str) -> str:
+        return "YES" if prompt.startswith("Please tell if") else A1
+
+    row = rows(mode, AnswerEvaluator(ScriptedLLM(script), tmp_path / "c"))
+    assert (row.answer, row.truncated, row.hallucinated, row.error) == (A1, False, False, None)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_cache_keys_stay_readable_by_the_next_version(mode: str, tmp_path: Path) -> None:
+    """The keys of self-answers and faithfulness judgements, spelt out (the committed answer
+    cache of the long LLM run is read by them)."""
+    llm = JudgingChat()
+    evaluator = AnswerEvaluator(llm, tmp_path, support_evaluator=Faithfulness(True))
+    if mode == "async":
+        asyncio.run(evaluator.agenerate_with(CallingPipeline(llm), "p", QueryBundle(Q1), 3))
+    else:
+        evaluator.generate_with(CallingPipeline(llm), "p", QueryBundle(Q1), 3)
+    judge(evaluator, mode, Q1, SENTENCE, CONTEXT, A1)
+    lines = (tmp_path / CACHE_FILE).read_text(encoding="utf-8").splitlines()
+    keys = [json.loads(line)["key"] for line in lines]
+    identity = llm_identity(llm)
+    assert keys == [
+        cache_key("self-answer", identity, "p", 3, Q1),
+        cache_key("support", identity, {"evaluator": "Faithfulness", "prompts": {}}, SENTENCE,
+                  CONTEXT),
+    ]  # fmt: skip
+    # a faithfulness judgement does not depend on the question or the answer: cached
+    judge(evaluator, mode, Q2, SENTENCE, CONTEXT, A2)
+    assert evaluator.support_evaluator.calls == 1
