@@ -27,6 +27,8 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.evaluation import EvaluationResult
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.evaluation.answer_cache import CACHE_FILE, cache_key, llm_identity
@@ -329,3 +331,24 @@ def test_cache_keys_stay_readable_by_the_next_version(mode: str, tmp_path: Path)
     # a faithfulness judgement does not depend on the question or the answer: cached
     judge(evaluator, mode, Q2, SENTENCE, CONTEXT, A2)
     assert evaluator.support_evaluator.calls == 1
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_prefix_judgement_keys_name_the_whole_chat(mode: str, tmp_path: Path) -> None:
+    """A prefix judgement reads the prompt, the question, the answer so far and the context: its
+    key names each of them (spelt out: the committed answer cache is read by it)."""
+    llm = JudgingChat()
+    evaluator = AnswerEvaluator(llm, tmp_path, support_judge="prefix")
+    judge(evaluator, mode, Q1, SENTENCE, CONTEXT, A1)
+    judge(evaluator, mode, Q1, SENTENCE, CONTEXT + " It is blue.", A1)  # another context
+    assert len(llm.judgements()) == 2
+    lines = (tmp_path / CACHE_FILE).read_text(encoding="utf-8").splitlines()
+    judge_identity = {"evaluator": "PrefixSupportJudge", **evaluator.prefix_judge.identity()}
+    template = DEFAULT_TEXT_QA_PROMPT.template
+    assert json.loads(lines[0])["key"] == cache_key(
+        "support", llm_identity(llm), judge_identity, template, Q1, A1, SENTENCE, CONTEXT
+    )
+    other_prompt = PromptTemplate("Context: {context_str}\nQ: {query_str}\nA: ")
+    again = AnswerEvaluator(llm, tmp_path, support_judge="prefix", prompt=other_prompt)
+    judge(again, mode, Q1, SENTENCE, CONTEXT, A1)  # another prompt: judged again
+    assert len(llm.judgements()) == 3
