@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +23,13 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
 
 from llama_index_ext_advrag.evaluation.support_judge import (
     DEFAULT_SUPPORT_QUESTION,
     PrefixSupportJudge,
+    generation_messages,
     verdict_from_response,
 )
 
@@ -139,3 +143,40 @@ def test_the_identity_names_the_judge_question_and_threshold() -> None:
     }
     custom = PrefixSupportJudge(Judging(), question="Is '{sentence}' backed? yes/no")
     assert custom.identity()["question"] == "Is '{sentence}' backed? yes/no"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_each_call_asks_for_one_token_and_its_alternatives(mode: str) -> None:
+    llm = Judging(response=reply("yes", 0.8))
+    judge = PrefixSupportJudge(llm)
+    assert judge.llm is llm and judge.timeout == 120.0 and judge.top_logprobs == 5
+    judged(mode, judge)
+    assert llm._calls == [{"logprobs": True, "top_logprobs": 5, "max_tokens": 1}]
+
+
+def test_top_logprobs_accepts_its_bounds() -> None:
+    assert [PrefixSupportJudge(Judging(), top_logprobs=n).top_logprobs for n in (1, 20)] == [1, 20]
+
+
+def test_a_slow_sync_judgement_names_the_support_judge() -> None:
+    class Slow(Judging):
+        def _reply(self, **kwargs: Any) -> ChatResponse:
+            time.sleep(1.0)
+            return reply("yes", 0.9)
+
+    verdict = judged("sync", PrefixSupportJudge(Slow(), timeout=0.1))
+    assert verdict.supported is None
+    assert (
+        verdict.reason == "LLM error: TimeoutError('the support judge gave no answer within 0.1 s')"
+    )
+
+
+def test_generation_messages_follow_the_llm() -> None:
+    chat = Judging()
+    selector = DEFAULT_TEXT_QA_PROMPT_SEL
+    messages = generation_messages(chat, selector, context_str="C", query_str="Q")
+    # a prompt selector gives a chat model its chat prompt: a system turn, then the question
+    assert [m.role.value for m in messages] == ["system", "user"]
+    assert "C" in str(messages[1].content) and "Q" in str(messages[1].content)
+    plain = generation_messages(None, PromptTemplate("Say {word}."), word="hi")
+    assert [(m.role.value, m.content) for m in plain] == [("user", "Say hi.")]
