@@ -38,6 +38,7 @@ from llama_index_ext_advrag.evaluation.answers import (
     answer_questions,
 )
 from llama_index_ext_advrag.evaluation.questions import Question
+from llama_index_ext_advrag.evaluation.support_judge import PrefixSupportJudge
 
 CONTEXT = "The pump runs at 3.5 bar."
 SENTENCE = "It runs at 3.5 bar."
@@ -198,6 +199,10 @@ def test_faithfulness_verdicts_give_their_exact_reason(mode: str, tmp_path: Path
     )  # fmt: skip
     judge(evaluator, mode, Q1, SENTENCE, CONTEXT)
     assert silent.calls == 2  # no verdict: not cached
+    kept = AnswerEvaluator(JudgingChat(), tmp_path / "d", support_evaluator=Faithfulness(True))
+    assert judge(kept, mode, Q1, SENTENCE, CONTEXT).reason == "Faithfulness"
+    cached = judge(kept, mode, Q1, SENTENCE, CONTEXT)  # its record holds no reason
+    assert (cached.supported, cached.p_yes, cached.reason) == (True, None, "cached")
     passing = Faithfulness(passing=False)
     evaluator = AnswerEvaluator(JudgingChat(), tmp_path / "b", support_evaluator=passing)
     verdict = judge(evaluator, mode, Q1, SENTENCE, CONTEXT)
@@ -320,13 +325,19 @@ def test_cache_keys_stay_readable_by_the_next_version(mode: str, tmp_path: Path)
     else:
         evaluator.generate_with(CallingPipeline(llm), "p", QueryBundle(Q1), 3)
     judge(evaluator, mode, Q1, SENTENCE, CONTEXT, A1)
+    if mode == "async":
+        asyncio.run(evaluator.agenerate("p", Q1, CONTEXT))
+    else:
+        evaluator.generate("p", Q1, CONTEXT)
     lines = (tmp_path / CACHE_FILE).read_text(encoding="utf-8").splitlines()
     keys = [json.loads(line)["key"] for line in lines]
     identity = llm_identity(llm)
+    template = DEFAULT_TEXT_QA_PROMPT.template
     assert keys == [
         cache_key("self-answer", identity, "p", 3, Q1),
         cache_key("support", identity, {"evaluator": "Faithfulness", "prompts": {}}, SENTENCE,
                   CONTEXT),
+        cache_key("answer", identity, template, "p", Q1, CONTEXT),
     ]  # fmt: skip
     # a faithfulness judgement does not depend on the question or the answer: cached
     judge(evaluator, mode, Q2, SENTENCE, CONTEXT, A2)
@@ -352,3 +363,16 @@ def test_prefix_judgement_keys_name_the_whole_chat(mode: str, tmp_path: Path) ->
     again = AnswerEvaluator(llm, tmp_path, support_judge="prefix", prompt=other_prompt)
     judge(again, mode, Q1, SENTENCE, CONTEXT, A1)  # another prompt: judged again
     assert len(llm.judgements()) == 3
+
+
+def test_the_prefix_judge_is_the_one_given_or_one_with_the_evaluators_timeout(
+    tmp_path: Path,
+) -> None:
+    llm = JudgingChat()
+    made = AnswerEvaluator(llm, tmp_path / "a", timeout=7.0, support_judge="prefix")
+    assert made.prefix_judge is not None and made.prefix_judge.timeout == 7.0
+    assert made.prefix_judge.llm is llm and made.support_evaluator is None
+    given = PrefixSupportJudge(llm, threshold=0.9)
+    evaluator = AnswerEvaluator(llm, tmp_path / "b", support_judge=given)
+    assert evaluator.prefix_judge is given
+    assert evaluator.judge_sentence(Q1, SENTENCE, CONTEXT, A1).supported is False  # 0.8 < 0.9
