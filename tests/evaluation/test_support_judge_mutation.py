@@ -23,7 +23,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
 
 from llama_index_ext_advrag.evaluation.support_judge import (
@@ -180,3 +180,11 @@ def test_generation_messages_follow_the_llm() -> None:
     assert "C" in str(messages[1].content) and "Q" in str(messages[1].content)
     plain = generation_messages(None, PromptTemplate("Say {word}."), word="hi")
     assert [(m.role.value, m.content) for m in plain] == [("user", "Say hi.")]
+
+
+def test_a_chat_prompt_question_is_named_by_its_text() -> None:
+    question = ChatPromptTemplate(
+        message_templates=[ChatMessage(role="user", content="Is '{sentence}' backed? yes/no")]
+    )
+    identity = PrefixSupportJudge(Judging(), question=question).identity()
+    assert identity["question"] == str(question) and "{sentence}" in identity["question"]
