@@ -353,7 +353,10 @@ def run_mutant(
     # -x: the first failing test is enough; the unit tier only (the table's own arguments).
     args = ["-x", "-q", "--no-header", "-p", "no:randomly", "-p", "no:cacheprovider"]
     args += [*config.pytest_args, *tests]
+    # not an xdist worker, and not logging its tests' CPU into the outer run's log (the outer
+    # test's record already holds its children's CPU)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env.pop("ADVRAG_TEST_CPU_LOG", None)
     env["OMP_NUM_THREADS"] = "1"
     with tempfile.TemporaryDirectory(prefix="advrag-mutant-") as scratch:
         source = Path(scratch) / "mutated.py"
