@@ -87,10 +87,10 @@ bench: $(VENV)/.test-deps
 # call the mutated function. MUTANTS narrows a run (MUTANTS='llama_index_ext_advrag.text.*');
 # MUTATION_JOBS is the number of parallel workers. mutants/ is rebuilt on every run (mutmut does
 # not refresh the unmutated files it copied before). The report goes to
-# benchmarks/results/mutation.txt. `make test` runs only the scope check
+# benchmarks/results/mutation.txt. `make test` runs the scope check
 # (tests/unit/test_mutation_scope.py: every module mutated or excluded with a reason in
 # benchmarks/mutation_equivalents.toml [not_mutated], and every mutated module imported by a
-# selected test), not mutmut itself.
+# selected test), and a seeded sample of real mutants (tests/unit/test_mutation_sample.py, below).
 MUTATION_JOBS ?= 2
 MUTANTS ?=
 mutation: $(VENV)/.test-deps
@@ -100,3 +100,11 @@ mutation: $(VENV)/.test-deps
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .advrag build dist mutants
+
+# The sample `make test` runs (tests/mutation_sample.py): a few mutants drawn from mutmut's generator
+# (the most recently changed modules first), each run against the selected tests that import its
+# module; it prints the seed. ADVRAG_MUTATION_SEED, ADVRAG_MUTATION_SAMPLE (size) and
+# ADVRAG_MUTATION_MUTANTS (names) change the draw.
+.PHONY: mutation-sample
+mutation-sample: $(VENV)/.test-deps
+	OMP_NUM_THREADS=1 $(BIN)/python tests/mutation_sample.py

@@ -7,11 +7,11 @@ second or less); benchmarks/results/mutation.txt holds the measured survival per
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 from pathlib import Path
 
 import tomllib
+from mutation_sample import dotted_name, imported_modules
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "llama_index_ext_advrag"
@@ -35,10 +35,6 @@ def _modules() -> list[str]:
 
 def _listed(path: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatch(path, pattern) for pattern in patterns)  # as mutmut matches
-
-
-def _dotted(path: str) -> str:
-    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
 def test_every_module_is_mutated_or_excluded_with_a_reason() -> None:
@@ -69,54 +65,15 @@ def test_every_pattern_and_selected_test_exists() -> None:
         assert (REPO_ROOT / selected).exists(), f"selected test {selected} does not exist"
 
 
-def _source(module: str) -> Path | None:
-    base = REPO_ROOT / module.replace(".", "/")
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def _defining_module(module: str, name: str, depth: int = 0) -> str:
-    """Where ``from module import name`` finds ``name``, read from the package ``__init__``
-    files' own imports (their ``TYPE_CHECKING`` blocks name every lazy re-export): static, so
-    nothing heavy is imported."""
-    path = _source(module)
-    if path is None or path.name != "__init__.py" or depth > 5:
-        return module
-    if _source(f"{module}.{name}") is not None:
-        return f"{module}.{name}"  # a submodule imported by name
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.level == 0
-            and any((alias.asname or alias.name) == name for alias in node.names)
-        ):
-            return _defining_module(node.module, name, depth + 1)
-    return module
-
-
-def _imported_modules(test_file: Path) -> set[str]:
-    """The package modules a test file imports, directly or through a re-exported name."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(test_file.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            if node.module.startswith(PACKAGE):
-                found.update(_defining_module(node.module, alias.name) for alias in node.names)
-    return found
-
-
 def test_every_mutated_module_is_imported_by_a_selected_test() -> None:
     config = _mutmut()
     files: list[Path] = []
     for selected in config["pytest_add_cli_args_test_selection"]:
         path = REPO_ROOT / selected
         files.extend(sorted(path.rglob("test_*.py")) if path.is_dir() else [path])
-    imported = set().union(*(_imported_modules(f) for f in files))
+    imported = set().union(*(imported_modules(f) for f in files))
     listed = [m for m in _modules() if _listed(m, config["only_mutate"])]
-    untested = [m for m in listed if _dotted(m) not in imported and not m.endswith("__init__.py")]
+    untested = [
+        m for m in listed if dotted_name(m) not in imported and not m.endswith("__init__.py")
+    ]
     assert not untested, f"mutated modules no selected test imports: {untested}"
