@@ -58,28 +58,39 @@ def run(args: argparse.Namespace) -> int:
 
     answers_run.WORK_DIR = WORK_DIR  # the datasets' corpora and indexes live here, not in the run's
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    if not answers_run.server_up(args.port):
+    for _ in range(60):  # a busy single-request server answers late
+        if answers_run.server_up(args.port):
+            break
+        time.sleep(10)
+    else:
         raise SystemExit(f"no LLM server at port {args.port}")
     llm = answers_run.make_llm(args.port, args.timeout)
     evaluator = AnswerEvaluator(llm, WORK_DIR / "cache", timeout=args.timeout)
     done = _rows()
-    plan = [("covidqa", args.covidqa, False), ("covidqa", 0, True), ("cmrc", args.cmrc, False),
-            ("cmrc", 0, True)]  # fmt: skip
+    # the refusals first (Self-RAG refuses without an LLM call; always-retrieve's refusals only
+    # with --unanswerable-baseline), then the answerable questions, both rows on each
+    plan = [("covidqa", slice(0, 1), False), ("covidqa", slice(None), True),
+            ("covidqa", slice(1, args.covidqa), False), ("cmrc", slice(None), True),
+            ("cmrc", slice(0, args.cmrc), False)]  # fmt: skip
     datasets: dict[str, Any] = {}
     with ROWS.open("a", encoding="utf-8") as out:
-        for name, count, unanswerable in plan:
+        for name, part, unanswerable in plan:
+            if args.only and f"{name}:{'u' if unanswerable else 'a'}" not in args.only.split(","):
+                continue
             if name not in datasets:
                 datasets[name] = answers_run.Dataset(name, args.datasets, llm)
             data = datasets[name]
-            questions = data.unanswerable if unanswerable else data.questions[:count]
+            questions = (data.unanswerable if unanswerable else data.questions)[part]
             hybrid, self_rag = data.pipeline("hybrid"), data.pipeline("self-rag")
             for question in questions:
                 if f"{name}:{question.id}" in done:
                     continue
                 bundle = data.bundle(question.id)
                 started = time.perf_counter()
-                context = context_text(hybrid.retrieve(bundle, K))
-                made = evaluator.generate(pipeline_key(hybrid), question.question, context)
+                made = None
+                if not unanswerable or args.unanswerable_baseline:
+                    context = context_text(hybrid.retrieve(bundle, K))
+                    made = evaluator.generate(pipeline_key(hybrid), question.question, context)
                 base_s = time.perf_counter() - started
                 started = time.perf_counter()
                 response = self_rag._engine(K).query(question.question)
@@ -90,11 +101,12 @@ def run(args: argparse.Namespace) -> int:
                 row = {
                     "dataset": name, "id": question.id, "question": question.question,
                     "unanswerable": unanswerable, "gold": [list(g) for g in groups],
-                    "base": {"answer": made.answer, "seconds": round(base_s, 1),
-                             "cached": made.cached, "calls": 1,
-                             "fact_recall": fact_recall(made.answer, groups),
-                             "token_f1": token_f1(made.answer, groups),
-                             "refused": bool(answers_run.REFUSAL.search(made.answer))},
+                    "base": None if made is None else {
+                        "answer": made.answer, "seconds": round(base_s, 1),
+                        "cached": made.cached, "calls": 1,
+                        "fact_recall": fact_recall(made.answer, groups),
+                        "token_f1": token_f1(made.answer, groups),
+                        "refused": bool(answers_run.REFUSAL.search(made.answer))},
                     "self_rag": {"answer": answer, "seconds": round(self_s, 1),
                                  "calls": trace["llm_calls"],
                                  "fact_recall": fact_recall(answer, groups),
@@ -105,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 out.flush()
                 logger.info("%s %s: base %.0f s %r | self-rag %.0f s, %d calls, %s: %r",
-                            name, question.id, base_s, made.answer[:60], self_s,
+                            name, question.id, base_s, made and made.answer[:60], self_s,
                             trace["llm_calls"], trace["answer_kind"], answer[:60])  # fmt: skip
     for data in datasets.values():
         data.close()
@@ -128,6 +140,8 @@ def report(args: argparse.Namespace) -> int:
             label = f"{name} {'unanswerable' if unanswerable else 'answerable'}"
             entry: dict[str, Any] = {"n": len(group)}
             for side in ("base", "self_rag"):
+                if any(r[side] is None for r in group):
+                    continue
                 entry[side] = {
                     "calls_per_question": sum(r[side]["calls"] for r in group) / len(group),
                     "seconds_per_question": sum(r[side]["seconds"] for r in group) / len(group),
@@ -145,6 +159,9 @@ def report(args: argparse.Namespace) -> int:
             entry["self_rag_answer_kinds"] = kinds
             lines.append(f"## {label} (n={len(group)})")
             for side, title in (("base", "always-retrieve"), ("self_rag", "Self-RAG")):
+                if side not in entry:
+                    lines.append(f"{title:16s} not run on these questions")
+                    continue
                 e = entry[side]
                 metrics = (f"fact recall {e['fact_recall']:.3f}, token F1 {e['token_f1']:.3f}, "
                            if not unanswerable else "")  # fmt: skip
@@ -182,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--covidqa", type=int, default=20, help="answerable COVID-QA questions")
     parser.add_argument("--cmrc", type=int, default=6, help="answerable CMRC questions")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--only", default="",
+                        help="segments to run, e.g. cmrc:u,cmrc:a (u: unanswerable)")  # fmt: skip
+    parser.add_argument("--unanswerable-baseline", action="store_true",
+                        help="always-retrieve on the unanswerable questions too")  # fmt: skip
     parser.add_argument("--name", default="self_rag_pilot", help="results name ('' : print)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
