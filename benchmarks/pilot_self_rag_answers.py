@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     done = _rows()
     # the refusals first (Self-RAG refuses without an LLM call; always-retrieve's refusals only
     # with --unanswerable-baseline), then the answerable questions, both rows on each
-    plan = [("covidqa", slice(0, 1), False), ("covidqa", slice(None), True),
-            ("covidqa", slice(1, args.covidqa), False), ("cmrc", slice(None), True),
-            ("cmrc", slice(0, args.cmrc), False)]  # fmt: skip
+    # (one process: the critique's prompt must follow its generation's on the server)
+    plan = [("covidqa", slice(None), True), ("cmrc", slice(None), True),
+            ("covidqa", slice(0, args.covidqa), False), ("cmrc", slice(0, args.cmrc), False)]  # fmt: skip
     datasets: dict[str, Any] = {}
     with ROWS.open("a", encoding="utf-8") as out:
         for name, part, unanswerable in plan:

@@ -60,24 +60,28 @@ DEFAULT_RETRIEVE_PROMPT = PromptTemplate(
 DEFAULT_DIRECT_PROMPT = PromptTemplate(
     "Answer the question concisely, in the question's language.\nQuestion: {query}\nAnswer:"
 )
-# The generation prompt's text; ISSUP and ISUSE continue it word for word, so an LLM server
-# that keeps its previous prompt's prefix (llama.cpp) evaluates only the critique's own tokens.
+# The generation prompt's text: LlamaIndex's question-answering prompt (the one its query engines
+# and always-retrieve RAG answer with), over the relevant passages. ISSUP and ISUSE continue it
+# word for word, so an LLM server that keeps its previous prompt's prefix (llama.cpp) evaluates
+# only the critique's own tokens.
 GENERATE_TEXT = (
-    "Answer the question using only the passages below, concisely and in the question's "
-    "language. If they do not contain the answer, say so.\n"
+    "Context information is below.\n"
+    "---------------------\n"
     "{passages}\n"
-    "Question: {query}\n"
-    "Answer:"
+    "---------------------\n"
+    "Given the context information and not prior knowledge, answer the query.\n"
+    "Query: {query}\n"
+    "Answer: "
 )
 DEFAULT_GENERATE_PROMPT = PromptTemplate(GENERATE_TEXT)
 DEFAULT_SUPPORT_PROMPT = PromptTemplate(
-    GENERATE_TEXT + " {answer}\n\n"
+    GENERATE_TEXT + "{answer}\n\n"
     "Is the answer above supported by the passages? Reply with one word: fully, partially, or "
     "no.\n"
     "Support:"
 )
 DEFAULT_USEFULNESS_PROMPT = PromptTemplate(
-    GENERATE_TEXT + " {answer}\n\n"
+    GENERATE_TEXT + "{answer}\n\n"
     "Rate how useful the answer above is to the question, from 1 (useless) to 5 (complete and "
     "helpful). Reply with one digit.\n"
     "Rating:"

@@ -151,7 +151,7 @@ def test_self_rag_refuses_without_a_relevant_passage_and_reads_passages_whole(
     assert (answer, nodes, llm.prompts) == (DEFAULT_INSUFFICIENT_ANSWER, [], [])
     answer, nodes = pipeline.answer(QueryBundle("At what pressure does the Ferro pump run?"), 2)
     assert answer == "The Ferro pump runs at 3.5 bar." and nodes
-    [generation] = [p for p in llm.prompts if p.endswith("Answer:")]
+    [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
     for node in nodes:
         assert node.node.get_content(metadata_mode=MetadataMode.NONE) in generation
     assert len(llm.prompts) == 3  # generation, ISSUP, ISUSE: no retrieve-decision call

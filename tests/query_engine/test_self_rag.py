@@ -74,10 +74,10 @@ def script(
             return support(prompt) if callable(support) else support
         if "Rating:" in prompt:
             return rating
+        if "passages below" in prompt or "Context information is below" in prompt:
+            return answer
         if "Query:" in prompt:
             return rewrite
-        if "passages below" in prompt:
-            return answer
         return direct
 
     return reply
@@ -91,7 +91,7 @@ def engine(llm: Any, retriever: BaseRetriever | None = None, **kwargs: Any) -> S
 
 def generations(prompts: list[str]) -> int:
     """Generation prompts among ``prompts`` (the critique prompts continue them)."""
-    return sum("passages below" in p and p.endswith("Answer:") for p in prompts)
+    return sum(p.startswith("Context information") and p.endswith("Answer: ") for p in prompts)
 
 
 def trace_of(response: Any) -> dict[str, Any]:
@@ -277,7 +277,7 @@ def test_weights_pick_the_candidate_by_hand() -> None:
             return "2" if "Every 15" in prompt else "5"
         if "Support:" in prompt:
             return "fully"
-        if "passages below" in prompt:
+        if "Context information is below" in prompt:
             return "Every 15 minutes." if "15 minutes by default" in prompt else "Port 7400."
         return script()(prompt)
 
@@ -738,11 +738,11 @@ def test_critique_prompts_continue_the_generation_prompt(use_async: bool) -> Non
     prompt's prefix evaluates only the critique's own tokens."""
     llm = ScriptedLLM(script())
     ask(engine(llm, MapRetriever({}, [FX]), retrieve_decision="scores"), QUESTION, use_async)
-    [generation] = [p for p in llm.prompts if p.endswith("Answer:")]
+    [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
     critiques = [p for p in llm.prompts if p.endswith(("Support:", "Rating:"))]
     assert len(critiques) == 2
     for prompt in critiques:
-        assert prompt.startswith(generation + " Every 15 minutes.\n")
+        assert prompt.startswith(generation + "Every 15 minutes.\n")
 
 
 @pytest.mark.parametrize("use_async", [False, True])
