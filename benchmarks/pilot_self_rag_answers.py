@@ -13,6 +13,7 @@ Usage (an LLM server must answer at ``--port``: ``benchmarks/llm_server.py``)::
 
     nice -n 5 python benchmarks/pilot_self_rag_answers.py run --port 8742
     python benchmarks/pilot_self_rag_answers.py report
+    python benchmarks/pilot_self_rag_answers.py gate     # the ISREL gate on the whole samples
 """
 
 from __future__ import annotations
@@ -124,6 +125,53 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def gate(args: argparse.Namespace) -> int:
+    """No LLM: on every sample question, whether a retrieved passage passes ISREL (else
+    Self-RAG refuses) and whether the gold answer is in the retrieved / the kept passages."""
+    from llama_index.core.schema import MetadataMode
+
+    from llama_index_ext_advrag.evaluation.compare import answer_groups_covered, context_text
+    from llama_index_ext_advrag.judges.base import GradeLabel
+
+    answers_run.WORK_DIR = WORK_DIR
+    lines = ["The ISREL gate on the answer run's samples (hybrid k=5, no LLM)", ""]
+    data_out: dict[str, Any] = {}
+    for name in ("covidqa", "cmrc"):
+        data = answers_run.Dataset(name, args.datasets, None)
+        hybrid = data.pipeline("hybrid")
+        judge = data.context().relevance_judge()
+        for unanswerable in (False, True):
+            questions = data.unanswerable if unanswerable else data.questions
+            counts = {"n": 0, "refused": 0, "gold_retrieved": 0, "gold_kept": 0,
+                      "refused_with_gold_retrieved": 0, "kept_passages": 0}  # fmt: skip
+            for question in questions:
+                nodes = hybrid.retrieve(data.bundle(question.id), K)
+                texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+                grades = judge.judge(question.question, texts)
+                kept = [n for n, g in zip(nodes, grades, strict=True)
+                        if g.label is not GradeLabel.IRRELEVANT]  # fmt: skip
+                counts["n"] += 1
+                counts["kept_passages"] += len(kept)
+                counts["refused"] += not kept
+                if not unanswerable:
+                    groups = question.answer_groups
+                    in_all = answer_groups_covered(context_text(nodes), groups)
+                    counts["gold_retrieved"] += in_all
+                    counts["gold_kept"] += bool(kept) and answer_groups_covered(
+                        context_text(kept), groups
+                    )
+                    counts["refused_with_gold_retrieved"] += (not kept) and in_all
+            label = f"{name} {'unanswerable' if unanswerable else 'answerable'}"
+            data_out[label] = counts
+            lines.append(f"{label}: {counts}")
+        data.close()
+    text = "\n".join(lines)
+    print(text)
+    if args.name:
+        write_results(args.name + "_gate", text, data_out)
+    return 0
+
+
 def report(args: argparse.Namespace) -> int:
     """The pilot's figures from its rows (no LLM)."""
     from llama_index_ext_advrag.evaluation.paired import paired_bootstrap_intervals
@@ -193,7 +241,7 @@ def report(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("run", "report"))
+    parser.add_argument("command", choices=("run", "report", "gate"))
     parser.add_argument("--port", type=int, default=8742)
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--covidqa", type=int, default=20, help="answerable COVID-QA questions")
@@ -206,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="self_rag_pilot", help="results name ('' : print)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    return run(args) if args.command == "run" else report(args)
+    return {"run": run, "report": report, "gate": gate}[args.command](args)
 
 
 if __name__ == "__main__":
