@@ -580,11 +580,16 @@ def test_candidate_score_and_normalisation_by_hand() -> None:
 
 
 @pytest.mark.local_llm
-def test_local_gemma_end_to_end_trace_is_well_formed(local_llm: Any) -> None:
+@pytest.mark.parametrize(
+    ("decision", "methods"), [("scores", {"scores"}), ("llm", {"parsed", "default", "logprobs"})]
+)
+def test_local_gemma_end_to_end_trace_is_well_formed(
+    local_llm: Any, decision: str, methods: set[str]
+) -> None:
     retriever = MapRetriever({}, [FX, CAT])
     response = SelfRAGQueryEngine(
         retriever=retriever, llm=local_llm, judge=KeywordJudge(), max_retrievals=2,
-        generation_mode="joint",
+        generation_mode="joint", retrieve_decision=decision,
     ).query(QUESTION)  # fmt: skip
     trace = trace_of(response)
     assert trace["answer_kind"] in {
@@ -593,7 +598,7 @@ def test_local_gemma_end_to_end_trace_is_well_formed(local_llm: Any) -> None:
         "partially_supported",
         "insufficient_evidence",
     }
-    assert trace["retrieve"]["method"] in {"parsed", "default", "logprobs"}
+    assert trace["retrieve"]["method"] in methods
     assert 1 <= trace["engine_llm_calls"] == sum(s.get("llm_calls", 0) for s in trace["steps"])
     assert all(s["seconds"] >= 0 for s in trace["steps"] if "seconds" in s)
     assert len(trace["iterations"]) <= 2
