@@ -447,6 +447,7 @@ def main() -> None:
         generation_mode=args.mode,
         max_retrievals=args.max_retrievals,
         corpus_description=CORPUS_DESCRIPTION,
+        retrieve_decision="llm",  # this benchmark measures the LLM's retrieve decision
     )
     name = f"bench_self_rag_{args.llm}{args.tag}"
     log_path = RESULTS_DIR / f"{name}.rows.jsonl"

@@ -22,6 +22,8 @@ from llama_index_ext_advrag.evaluation.compose import BuildContext, ComposedPipe
 logger = logging.getLogger(__name__)
 
 SELF_RAG_MAX_RETRIEVALS = 2
+# passages reach the generation uncut, as always-retrieve's context does (windows can be long)
+SELF_RAG_PASSAGE_CHARS = 1_000_000
 
 
 class SelfRAGPipeline:
@@ -42,7 +44,9 @@ class SelfRAGPipeline:
         judge = type(context.judge).__name__ if context.judge is not None else "offline-routed"
         # what the answer cache keys name besides the retrieval spec
         self.settings = (
-            f"judge={judge}, joint, always retrieve, {SELF_RAG_MAX_RETRIEVALS} retrievals"
+            f"judge={judge}, joint, retrieve decision by ISREL, refuse without evidence, "
+            f"critique continues the generation prompt, {SELF_RAG_MAX_RETRIEVALS} retrievals, "
+            f"passages uncut"
         )
 
     def retrieve(self, query: QueryBundle, k: int) -> list[NodeWithScore]:
@@ -60,9 +64,11 @@ class SelfRAGPipeline:
                 llm=self._context.llm,
                 judge=self._context.relevance_judge(),
                 generation_mode="joint",
-                always_retrieve=True,
+                retrieve_decision="scores",
+                without_evidence="refuse",
                 max_retrievals=SELF_RAG_MAX_RETRIEVALS,
                 max_passages=k,
+                max_passage_chars=SELF_RAG_PASSAGE_CHARS,
             )
         return self._engines[k]
 

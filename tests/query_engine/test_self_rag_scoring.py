@@ -161,7 +161,7 @@ def test_reply_text_and_excerpt() -> None:
 
 
 def test_format_passages_numbers_from_one_and_cuts() -> None:
-    assert critique.format_passages(["abcdef", "gh"], 3) == "[1] abc\n[2] gh"
+    assert critique.format_passages(["abcdef", "gh"], 3) == "abc\n\ngh"
     assert rewrite_avoid(["a", "b"]) == "Not: a\nNot: b\n"
     assert rewrite_avoid([]) == ""
 
