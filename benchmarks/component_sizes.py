@@ -43,7 +43,10 @@ ANCHORS: dict[str, tuple[str, str]] = {
         "MetadataReplacementPostProcessor",
     ),
     "LLMRerank": ("llama_index.core.postprocessor.llm_rerank", "LLMRerank"),
-    "QueryFusionRetriever": ("llama_index.core.retrievers.fusion_retriever", "QueryFusionRetriever"),
+    "QueryFusionRetriever": (
+        "llama_index.core.retrievers.fusion_retriever",
+        "QueryFusionRetriever",
+    ),
 }
 
 
@@ -80,7 +83,9 @@ def main() -> None:
     for component, files in COMPONENTS.items():
         counts = [[lines_at(rev, path) for path in files] for rev in revs]
         totals = [sum(c or 0 for c in per_rev) for per_rev in counts]
-        print(f"{component:34s}" + "".join(f"{t:>12d}" for t in totals) + f"   ({len(files)} files)")
+        print(
+            f"{component:34s}" + "".join(f"{t:>12d}" for t in totals) + f"   ({len(files)} files)"
+        )
         if args.files:
             for index, path in enumerate(files):
                 cells = ["-" if c[index] is None else str(c[index]) for c in counts]
