@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -32,6 +33,7 @@ from llama_index_ext_advrag.layout import (
     ids_are_computable,
     relation_id,
 )
+from llama_index_ext_advrag.plan import Call, adrive, arun_call, drive, run_call
 
 logger = logging.getLogger(__name__)
 
@@ -217,57 +219,42 @@ class NeighbourStore(ABC):
     async def aget_units(self, node_ids: Sequence[str]) -> dict[str, BaseNode]:
         return await self.aget_nodes(node_ids, True)
 
-    def _plan(
+    def fetching(
         self,
         requests: Sequence[NeighbourRequest],
-        with_embeddings: bool,
-        light: bool,
-        known: Mapping[str, BaseNode] | None,
-        anchor_vectors: bool,
-    ) -> tuple[FetchPlan, bool]:
-        """The fetch plan, and whether light rows may be read (no hit walks relationships)."""
+        with_embeddings: bool = False,
+        light: bool = False,
+        known: Mapping[str, BaseNode] | None = None,
+        anchor_vectors: bool = True,
+    ) -> Generator[Call, Any, FetchResult]:
+        """Neighbourhoods of all requests, as a plan (:mod:`~llama_index_ext_advrag.plan`) that
+        yields one batched lookup per round trip; ``light`` allows light nodes (vectors implied)
+        when no hit needs walking; ``known`` nodes (from an earlier fetch) are not fetched again;
+        with ``anchor_vectors=False`` a hit without a vector is not fetched again for it."""
         plan = FetchPlan(
             requests, self.layout, (with_embeddings or light) and anchor_vectors, known
         )
-        return plan, light and not plan.walks
-
-    def fetch(
-        self,
-        requests: Sequence[NeighbourRequest],
-        with_embeddings: bool = False,
-        light: bool = False,
-        known: Mapping[str, BaseNode] | None = None,
-        anchor_vectors: bool = True,
-    ) -> FetchResult:
-        """Neighbourhoods of all requests; ``light`` allows light nodes (vectors implied) when no
-        hit needs walking; ``known`` nodes (from an earlier fetch) are not fetched again; with
-        ``anchor_vectors=False`` a hit without a vector is not fetched again for it."""
-        plan, light = self._plan(requests, with_embeddings, light, known, anchor_vectors)
-        round_trips = fetched = 0
-        while ids := plan.pending():
-            found = self.get_units(ids) if light else self.get_nodes(ids, with_embeddings)
-            round_trips, fetched = round_trips + 1, fetched + len(found)
-            plan.receive(ids, found)
-        return FetchResult(plan.result(), round_trips, fetched)
-
-    async def afetch(
-        self,
-        requests: Sequence[NeighbourRequest],
-        with_embeddings: bool = False,
-        light: bool = False,
-        known: Mapping[str, BaseNode] | None = None,
-        anchor_vectors: bool = True,
-    ) -> FetchResult:
-        plan, light = self._plan(requests, with_embeddings, light, known, anchor_vectors)
+        light = light and not plan.walks
         round_trips = fetched = 0
         while ids := plan.pending():
             if light:
-                found = await self.aget_units(ids)
+                found = yield Call(partial(self.get_units, ids), partial(self.aget_units, ids))
             else:
-                found = await self.aget_nodes(ids, with_embeddings)
+                found = yield Call(
+                    partial(self.get_nodes, ids, with_embeddings),
+                    partial(self.aget_nodes, ids, with_embeddings),
+                )
             round_trips, fetched = round_trips + 1, fetched + len(found)
             plan.receive(ids, found)
         return FetchResult(plan.result(), round_trips, fetched)
+
+    def fetch(self, requests: Sequence[NeighbourRequest], **options: Any) -> FetchResult:
+        """Run :meth:`fetching` (same options) with the sync lookups."""
+        return drive(self.fetching(requests, **options), run_call)
+
+    async def afetch(self, requests: Sequence[NeighbourRequest], **options: Any) -> FetchResult:
+        """Run :meth:`fetching` (same options) with the async lookups."""
+        return await adrive(self.fetching(requests, **options), arun_call)
 
 
 class MilvusNeighbourStore(NeighbourStore):

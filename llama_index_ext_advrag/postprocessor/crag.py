@@ -703,15 +703,7 @@ def _kept_entry(node: NodeWithScore, source: str) -> KeptNodeRecord:
 
 
 def _graded_entry(node: NodeWithScore, grade: Grade) -> NodeGradeRecord:
-    record = grade.to_dict()
-    return {
-        "node_id": node.node.node_id,
-        "score": record["score"],
-        "label": record["label"],
-        "judge": record["judge"],
-        "raw": record["raw"],
-        "reason": record["reason"],
-    }
+    return {"node_id": node.node.node_id, **grade.to_dict()}
 
 
 __all__ = [

@@ -14,7 +14,7 @@ import hashlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +25,15 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge
 from llama_index_ext_advrag.plan import (
+    Call,
     Failed,
     Judge,
     Retrieve,
     StepTimeoutError,
-    aattempt,
+    adrive,
     arun_call,
     as_failed,
-    attempt,
+    drive,
     in_daemon_thread,
     llm_completion,
     run_call,
@@ -180,58 +181,49 @@ class CRAGExecutor:
             logger.warning("CRAG %s failed: %r", STEP_NAMES[type(request)][0], result.exception)
         return result
 
-    def execute(self, request: Any) -> Any:
+    def _answer(self, request: Any) -> Generator[Call, Any, Any]:
+        """The answer to ``request``, as a plan whose one I/O call (if any) is named in both
+        flavours; :meth:`execute` and :meth:`aexecute` run it."""
         if isinstance(request, _Rewrite):
             llm = self.llm()
             if llm is None:
                 return fallback_rewrite(request)
             try:
-                reply = run_call(llm_completion(llm, self._prompt(request), self.rewrite_timeout))
+                reply = yield llm_completion(llm, self._prompt(request), self.rewrite_timeout)
                 return accept_rewrite(request, reply)
             except Exception as exc:
                 return self._rewrite_failed(request, exc)
-        call: Callable[[], Any]
+        query, started = request.query, time.monotonic()
+        sync: Callable[[], Any]
+        async_: Callable[[], Awaitable[Any]]
         if isinstance(request, Judge):
-            left, started = self._judge_left(), time.monotonic()
-            if left is not None and left <= 0:
+            judge, texts, timeout = self.judge, request.texts, self._judge_left()
+            if timeout is not None and timeout <= 0:
                 return self._settled(request, self._judged(_out_of_time(), started))
-            judged = attempt("judge", lambda: self.judge.judge(request.query, request.texts), left)
-            return self._settled(request, self._judged(judged, started))
-        if isinstance(request, Retrieve):
-            retriever = self.retriever
+            sync, async_ = lambda: judge.judge(query, texts), lambda: judge.ajudge(query, texts)
+        elif isinstance(request, Retrieve):
+            retriever, timeout = self.retriever, self.timeouts[Retrieve]
             assert retriever is not None
-            call = lambda: retriever.retrieve(request.query)  # noqa: E731
+            sync = lambda: retriever.retrieve(query)  # noqa: E731
+            async_ = lambda: aretrieve_off_loop(retriever, query)  # noqa: E731
         else:
-            call = lambda: search_web(self.web_search, request.query)  # noqa: E731
+            web_search, timeout = self.web_search, self.timeouts[type(request)]
+            sync = lambda: search_web(web_search, query)  # noqa: E731
+            async_ = lambda: asearch_web(web_search, query)  # noqa: E731
         step = STEP_NAMES[type(request)][1]
-        return self._settled(request, attempt(step, call, self.timeouts[type(request)]))
+        try:  # plan.attempt's rule: an exception or a timeout becomes a Failed
+            result = yield Call(sync, async_, timeout, f"the {step}")
+        except Exception as exc:
+            result = as_failed(step, exc)
+        if isinstance(request, Judge):
+            result = self._judged(result, started)
+        return self._settled(request, result)
+
+    def execute(self, request: Any) -> Any:
+        return drive(self._answer(request), run_call)
 
     async def aexecute(self, request: Any) -> Any:
-        if isinstance(request, _Rewrite):
-            llm = self.llm()
-            if llm is None:
-                return fallback_rewrite(request)
-            try:
-                completion = llm_completion(llm, self._prompt(request), self.rewrite_timeout)
-                reply = await arun_call(completion)
-                return accept_rewrite(request, reply)
-            except Exception as exc:
-                return self._rewrite_failed(request, exc)
-        call: Callable[[], Awaitable[Any]]
-        if isinstance(request, Judge):
-            left, started = self._judge_left(), time.monotonic()
-            if left is not None and left <= 0:
-                return self._settled(request, self._judged(_out_of_time(), started))
-            judged = await aattempt(
-                "judge", lambda: self.judge.ajudge(request.query, request.texts), left
-            )
-            return self._settled(request, self._judged(judged, started))
-        if isinstance(request, Retrieve):
-            call = lambda: aretrieve_off_loop(self.retriever, request.query)  # noqa: E731
-        else:
-            call = lambda: asearch_web(self.web_search, request.query)  # noqa: E731
-        step = STEP_NAMES[type(request)][1]
-        return self._settled(request, await aattempt(step, call, self.timeouts[type(request)]))
+        return await adrive(self._answer(request), arun_call)
 
 
 def _out_of_time() -> Failed:

@@ -27,7 +27,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.events import DriftWindowEvent
 from llama_index_ext_advrag.layout import NodeLayout
@@ -42,7 +42,6 @@ from llama_index_ext_advrag.postprocessor._growth import (
     window_change_limits,
 )
 from llama_index_ext_advrag.postprocessor._neighbours import (
-    NeighbourRequest,
     NeighbourStore,
     StoreBackedPostprocessor,
 )
@@ -271,13 +270,6 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
             lambda: embedder.aget_text_embedding_batch(texts),
         )
 
-    def _fetch(self, requests: list[NeighbourRequest], known: dict[str, BaseNode]) -> Call:
-        store = self._store
-        return Call(
-            lambda: store.fetch(requests, light=True, known=known, anchor_vectors=False),
-            lambda: store.afetch(requests, light=True, known=known, anchor_vectors=False),
-        )
-
     def _windows(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
     ) -> Generator[Call, Any, list[NodeWithScore]]:
@@ -295,7 +287,9 @@ class DriftAwareWindowPostprocessor(StoreBackedPostprocessor):
             )
         session = self._session(hits, query_vector, query.query_str)
         while requests := session.requests():
-            fetched = yield self._fetch(requests, session.known())
+            fetched = yield from self._store.fetching(
+                requests, light=True, known=session.known(), anchor_vectors=False
+            )
             if missing := session.absorb(fetched):
                 vectors = yield self._embed_texts(list(missing.values()))
                 session.add_vectors(list(missing), vectors)

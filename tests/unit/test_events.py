@@ -105,6 +105,7 @@ def test_crag_events_match_its_trace(events: list[Any], mode: str) -> None:
     (action,) = of_type(events, CRAGActionEvent)
     assert action.action == trace["action"] == "incorrect" and action.query == "paris weather"
     assert [(g["node_id"], g["score"]) for g in action.grades] == [("n0", 0.1), ("n1", 0.1)]
+    assert [(g["label"], g["judge"]) for g in action.grades] == [("irrelevant", "words")] * 2
     (round_,) = of_type(events, CRAGRoundEvent)
     assert round_.round == trace["rounds"][0] and round_.round["kept"] == 1
     (outcome,) = of_type(events, CRAGResultEvent)
