@@ -216,9 +216,8 @@ def _hybrid(
     )
 
     def make(n: int) -> Any:
-        at_n = with_top_k(hybrid, n)
         # a leg never fetches fewer than the n fused results asked for
-        return at_n.with_settings(leg_top_k=n) if n > leg_top_k else at_n
+        return with_top_k(hybrid.with_settings(leg_top_k=n) if n > leg_top_k else hybrid, n)
 
     return make
 
