@@ -149,14 +149,9 @@ def run_questions(
     show_progress: bool = True,
     on_error: Callable[[Question, Exception], None] | None = None,
 ) -> list[QuestionResult]:
-    """Answer every question with ``pipeline`` at ``main_k`` (timed) and at each of ``ks``.
-
-    A pipeline with ``warm`` fetches the candidates of the largest k once, within the timed
-    call (a prefix-stable retriever answers every smaller k from them: one search per
-    question instead of one for the main k and one for the rest)."""
+    """Answer every question with ``pipeline`` at ``main_k`` (timed) and at each of ``ks``."""
     ks = sorted(set(ks) | {main_k})
     others = [k for k in ks if k != main_k]
-    warm = getattr(pipeline, "warm", None)
     counter = counter or LLMCallCounter()
     results = []
     for question, bundle in tqdm(
@@ -167,14 +162,14 @@ def run_questions(
     ):
         before = counter.calls
         started = time.perf_counter()
-        if others and warm is not None:
-            warm(bundle, ks[-1])
         nodes = pipeline.retrieve(bundle, main_k)
         latency = (time.perf_counter() - started) * 1000
         calls = counter.calls - before
         results.append(
             score(pipeline.name, question, main_k, nodes, latency_ms=latency, llm_calls=calls)
         )
+        if others and hasattr(pipeline, "warm"):
+            pipeline.warm(bundle, max(others))
         for k in others:
             before = counter.calls
             nodes = pipeline.retrieve(bundle, k)
