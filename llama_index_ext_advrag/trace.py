@@ -10,10 +10,26 @@ from llama_index.core.schema import BaseNode, NodeWithScore
 TRACE_KEY = "advrag_trace"
 
 
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def copy_metadata(value: Any) -> Any:
+    """A deep copy of metadata: dicts and lists of plain values are copied directly (most
+    metadata), anything else through ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_metadata(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_metadata(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
 def copy_node_with_score(node_with_score: NodeWithScore) -> NodeWithScore:
     """Return a deep-enough copy: a new node object and metadata dict, the caller's untouched."""
     node = node_with_score.node.model_copy(deep=False)
-    node.metadata = copy.deepcopy(node_with_score.node.metadata)
+    node.metadata = copy_metadata(node_with_score.node.metadata)
     node.relationships = dict(node_with_score.node.relationships)
     node.excluded_llm_metadata_keys = list(node_with_score.node.excluded_llm_metadata_keys)
     node.excluded_embed_metadata_keys = list(node_with_score.node.excluded_embed_metadata_keys)

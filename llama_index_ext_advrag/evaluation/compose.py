@@ -178,15 +178,22 @@ RetrieverFactory = Callable[[int], Any]
 
 
 def _dense(spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None) -> RetrieverFactory:
+    from llama_index_ext_advrag.retrievers.hybrid import with_top_k
+
     assert built is not None
-    return lambda n: built.index.as_retriever(similarity_top_k=n, **spec.retriever.params)
+    retriever = built.index.as_retriever(**spec.retriever.params)
+    return lambda n: with_top_k(retriever, n)
 
 
 def _hybrid(
     spec: PipelineSpec, context: BuildContext, built: BuiltIndex | None
 ) -> RetrieverFactory:
     from llama_index_ext_advrag.retrievers import HybridFusionRetriever
-    from llama_index_ext_advrag.retrievers.hybrid import FUSION_SETTINGS, default_fusion_settings
+    from llama_index_ext_advrag.retrievers.hybrid import (
+        FUSION_SETTINGS,
+        default_fusion_settings,
+        with_top_k,
+    )
 
     assert built is not None
     bm25 = context.store.bm25(built, make_parser(spec, context))
@@ -200,34 +207,35 @@ def _hybrid(
     if context.english_only_embedding:
         params.setdefault("english_only_legs", ["dense"])
     leg_top_k = int(params.pop("leg_top_k"))
+    # the legs are set to fetch leg_top_k by the hybrid itself (with_top_k on each leg)
+    hybrid = HybridFusionRetriever(
+        retrievers=[built.index.as_retriever(), bm25],
+        leg_names=["dense", "bm25"],
+        leg_top_k=leg_top_k,
+        **params,
+    )
 
     def make(n: int) -> Any:
-        legs = [built.index.as_retriever(similarity_top_k=max(leg_top_k, n)), bm25]
-        return HybridFusionRetriever(
-            retrievers=legs,
-            leg_names=["dense", "bm25"],
-            similarity_top_k=n,
-            leg_top_k=max(leg_top_k, n),
-            **params,
-        )
+        # a leg never fetches fewer than the n fused results asked for
+        return with_top_k(hybrid.with_settings(leg_top_k=n) if n > leg_top_k else hybrid, n)
 
-    make(1)  # validate the parameters now
     return make
 
 
 class LayoutRetrievers:
     """The retriever of a Milvus layout index (auto-merging, two-layer) at any k: the index is
-    opened once and each k is a :meth:`with_settings` copy on the same open collections, so no
-    client is opened per k; :meth:`close` closes the clients opened."""
+    opened once with the query settings applied, and each k is the retriever's own
+    :func:`~llama_index_ext_advrag.retrievers.with_top_k` copy on the same open collections,
+    so no client is opened per k; :meth:`close` closes the clients opened."""
 
-    def __init__(self, opened: Any, top_k_field: str, query_options: dict[str, Any]) -> None:
+    def __init__(self, opened: Any, query_options: dict[str, Any]) -> None:
         self._opened = opened
-        self._top_k_field = top_k_field
-        self._query_options = query_options
-        opened.with_settings(**query_options)  # check the query settings now
+        self._configured = opened.with_settings(**query_options)  # checked now
 
     def __call__(self, n: int) -> Any:
-        return self._opened.with_settings(**{self._top_k_field: n}, **self._query_options)
+        from llama_index_ext_advrag.retrievers.hybrid import with_top_k
+
+        return with_top_k(self._configured, n)
 
     def close(self) -> None:
         self._opened.close()
@@ -240,11 +248,10 @@ def _layout_retriever(
     settings: dict[str, Any],
     build_options: dict[str, Any],
     query_options: dict[str, Any],
-    top_k_field: str,
 ) -> LayoutRetrievers:
     """A Milvus layout retriever (auto-merging, two-layer): its own builder writes the index
-    once (reused while ``settings`` are unchanged), it is opened once, and each k is a copy
-    with ``top_k_field=k`` on the same clients."""
+    once (reused while ``settings`` are unchanged), it is opened once, and each k is the
+    retriever's own ``with_top_k`` copy on the same clients."""
     store = context.store
     location = {"embed_model": store.embed_model, "token": store.token}
     opened: list[Any] = []
@@ -272,7 +279,7 @@ def _layout_retriever(
     for extra in opened[:-1]:
         extra.close()
     try:
-        return LayoutRetrievers(opened[-1], top_k_field, query_options)
+        return LayoutRetrievers(opened[-1], query_options)
     except BaseException:
         opened[-1].close()
         raise
@@ -299,7 +306,6 @@ def _auto_merging(
         settings={"retriever": "auto-merging", "parser": parser_key, "params": params},
         build_options={"node_parser": node_parser, **params},
         query_options={k: v for k, v in params.items() if k != "chunk_sizes"},
-        top_k_field="similarity_top_k",
     )
 
 
@@ -316,7 +322,6 @@ def _two_layer(
         settings={"retriever": "two-layer", "params": build_params},
         build_options={"llm": context.llm, **build_params},
         query_options={k: v for k, v in spec.retriever.params.items() if k not in build_keys},
-        top_k_field="details_top_k",
     )
 
 
@@ -347,8 +352,11 @@ class SecondHopFactory:
 
     def __call__(self, n: int) -> Any:
         from llama_index_ext_advrag.retrievers import SecondHopRetriever
+        from llama_index_ext_advrag.retrievers.hybrid import with_top_k
 
-        return SecondHopRetriever(self._inner(n), **{"similarity_top_k": n, **self._settings})
+        hop = SecondHopRetriever(self._inner(n), **self._settings)
+        # k results, unless the settings fix the number themselves
+        return hop if hop.top_k_setting in self._settings else with_top_k(hop, n)
 
     def close(self) -> None:
         close = getattr(self._inner, "close", None)

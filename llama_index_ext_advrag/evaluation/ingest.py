@@ -38,13 +38,16 @@ HEARTBEAT_SECONDS = 4.0
 
 
 class MemoEmbedding(BaseEmbedding):
-    """An embedding model that remembers the text vectors it computed (for one run).
+    """An embedding model that remembers the vectors it computed (for one run).
 
-    Query embeddings pass through; ``embedded`` counts the texts actually sent to the model.
+    Texts and queries are remembered apart (a query may carry an instruction a passage does
+    not). A query is embedded alone, so its remembered vector is the one a new call would
+    give; ``embedded`` counts the texts actually sent to the model.
     """
 
     _inner: BaseEmbedding = PrivateAttr()
     _memo: dict[str, list[float]] = PrivateAttr(default_factory=dict)
+    _queries: dict[str, list[float]] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _embedded: int = PrivateAttr(default=0)
 
@@ -67,10 +70,22 @@ class MemoEmbedding(BaseEmbedding):
         return self._embedded
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        return self._inner.get_query_embedding(query)
+        with self._lock:
+            known = self._queries.get(query)
+        if known is None:
+            known = self._inner.get_query_embedding(query)
+            with self._lock:
+                self._queries[query] = known
+        return list(known)
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
-        return await self._inner.aget_query_embedding(query)
+        with self._lock:
+            known = self._queries.get(query)
+        if known is None:
+            known = await self._inner.aget_query_embedding(query)
+            with self._lock:
+                self._queries[query] = known
+        return list(known)
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._get_text_embeddings([text])[0]

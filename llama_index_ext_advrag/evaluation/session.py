@@ -163,15 +163,18 @@ def select_pipelines(
     return chosen
 
 
-def prepare_llm(options: CompareOptions) -> Any:
+def prepare_llm(llm: Any, use_llm: bool = True) -> Any:
     """The LLM (``None`` with ``use_llm=False`` or none set); building one loads nothing."""
     from llama_index_ext_advrag.models import resolve_llm
 
-    return resolve_llm(options.llm) if options.use_llm else None
+    return resolve_llm(llm) if use_llm else None
 
 
 def prepare_embed_model(
-    options: CompareOptions, documents: Sequence[Any] = ()
+    embed_model: Any,
+    language: Any = "auto",
+    documents: Sequence[Any] = (),
+    show_progress: bool = True,
 ) -> EmbedModelDecision:
     """The embedding model chosen for the documents' languages by
     :func:`~llama_index_ext_advrag.models.decide_embed_model` (the decision and its reason go
@@ -179,9 +182,9 @@ def prepare_embed_model(
     from llama_index_ext_advrag._progress import library_progress_bars
     from llama_index_ext_advrag.models import decide_embed_model
 
-    with library_progress_bars(options.show_progress):  # --quiet: no "Loading weights" bar
+    with library_progress_bars(show_progress):  # --quiet: no "Loading weights" bar
         return decide_embed_model(
-            options.embed_model, options.language, sample_texts=[d.text for d in documents] or None
+            embed_model, language, sample_texts=[d.text for d in documents] or None
         )
 
 
@@ -189,8 +192,10 @@ def prepare_models(
     options: CompareOptions, documents: Sequence[Any] = ()
 ) -> tuple[Any, Any, EmbedModelDecision]:
     """``(embed_model, llm, decision)``: :func:`prepare_embed_model` and :func:`prepare_llm`."""
-    decision = prepare_embed_model(options, documents)
-    return decision.model, prepare_llm(options), decision
+    decision = prepare_embed_model(
+        options.embed_model, options.language, documents, options.show_progress
+    )
+    return decision.model, prepare_llm(options.llm, options.use_llm), decision
 
 
 def build_context(
@@ -210,30 +215,33 @@ def build_context(
 
 
 def load_evaluation_questions(
-    options: CompareOptions,
+    labelled: QuestionSet | None,
+    questions_path: str | None,
     documents: Sequence[Any],
     llm: Any,
-    labelled: QuestionSet | None = None,
+    *,
+    probes: int = DEFAULT_PROBES,
+    seed: int = 0,
+    max_questions: int | None = None,
 ) -> tuple[list[Question], str]:
-    """The labelled questions (``labelled`` when read beforehand), or probe questions made
-    from the documents; with a description of where they come from for the report."""
-    if labelled is None and options.questions:
-        labelled = read_questions(options.questions, options.questions_format, options.qrels)
+    """The labelled questions (read beforehand from ``questions_path``), or ``probes`` probe
+    questions made from the documents; with a description of where they come from for the
+    report."""
     if labelled is not None:
         questions = labelled.questions
-        source = Path(str(options.questions)).name
+        source = Path(str(questions_path)).name
         if labelled.skipped:
             source += f"; {len(labelled.skipped)} rows skipped: see Skipped questions"
         if labelled.unjudged:
             source += f"; {labelled.unjudged} queries without judged documents left out"
     else:
-        questions = make_probe_questions(documents, options.probes, llm=llm, seed=options.seed)
+        questions = make_probe_questions(documents, probes, llm=llm, seed=seed)
         if not questions:
             raise ValueError("no sentence in the documents is long enough to make probe questions")
         kind = "LLM-written" if llm is not None else "offline keyword"
-        source = f"{len(questions)} {kind} probe questions from the documents (seed {options.seed})"
-    if options.max_questions is not None:
-        questions = questions[: options.max_questions]
+        source = f"{len(questions)} {kind} probe questions from the documents (seed {seed})"
+    if max_questions is not None:
+        questions = questions[:max_questions]
     return questions, source
 
 
@@ -247,7 +255,7 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
     from llama_index_ext_advrag.milvus import process_reconnects
 
     reconnects_before = process_reconnects()
-    llm = prepare_llm(options)
+    llm = prepare_llm(options.llm, options.use_llm)
     if options.answers and llm is None:
         raise NoLLMError(NO_LLM_MESSAGE)
     chosen = select_pipelines(options.pipelines, options.spec, llm, answers=options.answers)
@@ -270,16 +278,25 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
         else None
     )
     documents = load_corpus(options.docs)
-    decision = prepare_embed_model(options, documents)
+    decision = prepare_embed_model(
+        options.embed_model, options.language, documents, options.show_progress
+    )
     embed_model = decision.model
-    questions, source = load_evaluation_questions(options, documents, llm, labelled)
+    questions, source = load_evaluation_questions(
+        labelled,
+        options.questions,
+        documents,
+        llm,
+        probes=options.probes,
+        seed=options.seed,
+        max_questions=options.max_questions,
+    )
     context = build_context(options, documents, embed_model, llm)
     context.judge = options.judge
     context.store.warm_up()
     context.store.start_heartbeat()
     try:
         return _evaluate(
-            options,
             chosen=chosen,
             questions=questions,
             source=source,
@@ -290,13 +307,21 @@ def run_compare(options: CompareOptions) -> tuple[CompareRun, dict[str, Path]]:
             reconnects_before=reconnects_before,
             skipped=labelled.skipped if labelled is not None else [],
             evaluator=evaluator,
+            k=options.k,
+            ks=options.ks,
+            answer_budget=options.answer_budget,
+            show_progress=options.show_progress,
+            docs=options.docs,
+            uri=options.uri,
+            labelled=bool(options.questions),
+            extra_settings=options.extra_settings,
+            out=options.out,
         )
     finally:
         context.store.close()
 
 
 def _evaluate(
-    options: CompareOptions,
     *,
     chosen: list[RegisteredPipeline],
     questions: list[Question],
@@ -308,14 +333,23 @@ def _evaluate(
     reconnects_before: int = 0,
     skipped: Sequence[SkippedQuestion] = (),
     evaluator: AnswerEvaluator | None = None,
+    k: int,
+    ks: Sequence[int],
+    answer_budget: float | None,
+    show_progress: bool,
+    docs: Sequence[str],
+    uri: str,
+    labelled: bool,
+    extra_settings: dict[str, Any],
+    out: str,
 ) -> tuple[CompareRun, dict[str, Path]]:
     from llama_index_ext_advrag.milvus import process_reconnects
 
     counter = attach_counter(llm)
-    bundles = embed_questions(questions, context.embed_model, options.show_progress)
+    bundles = embed_questions(questions, context.embed_model, show_progress)
     results: list[QuestionResult] = []
     answers: list[AnswerResult] = []
-    budget = options.answer_budget
+    budget = answer_budget
     indexes: dict[str, list[str]] = {}
     for entry in chosen:
         context.store.used.clear()
@@ -326,19 +360,19 @@ def _evaluate(
             pipeline,
             questions,
             bundles,
-            ks=options.ks,
-            main_k=options.k,
+            ks=ks,
+            main_k=k,
             counter=counter,
-            show_progress=options.show_progress,
+            show_progress=show_progress,
         )
         results += ran
         if evaluator is not None:
             tokens = {s.k: s.mean_tokens for s in summarize_all(ran)}
             if budget is None:  # the first pipeline (the baseline when it runs) sets it
-                budget = tokens[options.k]
-            k = choose_k(tokens, budget)
+                budget = tokens[k]
+            answer_k = choose_k(tokens, budget)
             answers += answer_questions(
-                pipeline, questions, bundles, k, evaluator, options.show_progress
+                pipeline, questions, bundles, answer_k, evaluator, show_progress
             )
         if hasattr(pipeline, "close"):
             pipeline.close()
@@ -346,20 +380,20 @@ def _evaluate(
         context.store.release()
         gc.collect()  # drop the closed pipelines' channels before the next ingest
     summaries = summarize_all(results)
-    by_type = summarize_all([r for r in results if r.k == options.k], by_type=True)
+    by_type = summarize_all([r for r in results if r.k == k], by_type=True)
     types = {q.type for q in questions}
     baseline = "baseline" if any(e.name == "baseline" for e in chosen) else chosen[0].name
-    lite = not is_server_uri(options.uri)
+    lite = not is_server_uri(uri)
     settings = {
-        "documents": f"{len(documents)} from {', '.join(Path(d).name for d in options.docs)}",
+        "documents": f"{len(documents)} from {', '.join(Path(d).name for d in docs)}",
         "questions": f"{len(questions)} ({source})",
         "embedding model": embed_model_label(decision.model),
         "embedding choice": decision.reason,
         **({"embedding warning": decision.warning} if decision.warning else {}),
         "LLM": type(llm).__name__ if llm is not None else "none",
         "store": "Milvus Lite (file)" if lite else "Milvus server",
-        "k (table)": options.k,
-        "k (frontier)": sorted(set(options.ks) | {options.k}),
+        "k (table)": k,
+        "k (frontier)": sorted(set(ks) | {k}),
         "adaptive-window preset": context.doc_type,
         "Milvus reconnects": process_reconnects() - reconnects_before,
         **(
@@ -371,21 +405,21 @@ def _evaluate(
             if evaluator is not None
             else {}
         ),
-        **options.extra_settings,
+        **extra_settings,
         "pipeline_indexes": indexes,
     }
     run = CompareRun(
         title=f"advrag compare: {len(chosen)} pipelines, {len(documents)} documents, "
-        f"{len(questions)} {'probe' if not options.questions else 'labelled'} questions",
+        f"{len(questions)} {'probe' if not labelled else 'labelled'} questions",
         baseline=baseline,
-        main_k=options.k,
-        ks=sorted(set(options.ks) | {options.k}),
+        main_k=k,
+        ks=sorted(set(ks) | {k}),
         summaries=summaries,
         results=results,
         ingest=list(context.store.records.values()),
         descriptions={e.name: e.description for e in chosen},
         settings=settings,
-        probe=not options.questions,
+        probe=not labelled,
         by_type=by_type if len(types) > 1 else [],
         skipped=list(skipped),
         embedding=decision.to_dict(),
@@ -393,7 +427,7 @@ def _evaluate(
         answer_budget=budget if evaluator is not None else None,
         answer_identity=evaluator.identity() if evaluator is not None else {},
     )
-    files = write_report(run, options.out)
+    files = write_report(run, out)
     return run, files
 
 

@@ -277,7 +277,6 @@ class HybridFusionRetriever(ConfiguredRetriever):
     )
 
     _legs: list[BaseRetriever] = PrivateAttr(default_factory=list)
-    _legs_at: dict[int, list[BaseRetriever]] = PrivateAttr(default_factory=dict)
     _lexical: LexicalChoice | None = PrivateAttr(default=None)
 
     def __init__(
@@ -347,11 +346,10 @@ class HybridFusionRetriever(ConfiguredRetriever):
         return list(self._legs)
 
     def _fetching_legs(self) -> list[BaseRetriever]:
-        """The legs set to fetch :attr:`effective_leg_top_k` (copies, made once per k)."""
+        """The legs set to fetch :attr:`effective_leg_top_k` (shallow copies sharing the legs'
+        open stores, made per call: the caller keeps one retriever per k)."""
         top_k = self.effective_leg_top_k
-        if top_k not in self._legs_at:
-            self._legs_at[top_k] = [with_top_k(r, top_k) for r in self._legs]
-        return self._legs_at[top_k]
+        return [with_top_k(r, top_k) for r in self._legs]
 
     @classmethod
     def from_defaults(

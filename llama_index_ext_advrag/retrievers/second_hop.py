@@ -181,7 +181,6 @@ class SecondHopRetriever(ConfiguredRetriever):
     _retriever: BaseRetriever = PrivateAttr()
     _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
     _question_generator: BaseQuestionGenerator | None = PrivateAttr(default=None)
-    _hop2_retrievers: dict[int, BaseRetriever] = PrivateAttr(default_factory=dict)
     _english_only: bool = PrivateAttr(default=False)
 
     def __init__(
@@ -229,10 +228,8 @@ class SecondHopRetriever(ConfiguredRetriever):
         await aclose_all([self._retriever])
 
     def _hop2_retriever(self) -> BaseRetriever:
-        top_k = self.hop2_top_k
-        if top_k not in self._hop2_retrievers:
-            self._hop2_retrievers[top_k] = with_top_k(self._retriever, top_k)
-        return self._hop2_retrievers[top_k]
+        """The retriever set to fetch ``hop2_top_k`` (a shallow copy, made per call)."""
+        return with_top_k(self._retriever, self.hop2_top_k)
 
     # --- pure steps shared by sync and async -------------------------------------------------
 

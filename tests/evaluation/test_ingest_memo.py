@@ -67,11 +67,37 @@ def test_texts_seen_before_are_not_embedded_again_and_only_new_ones_are_counted(
     assert inner.calls == [["a third, new one"]]
 
 
-def test_query_embeddings_pass_through_and_are_not_remembered() -> None:
-    inner = RecordingEmbedding(model_name="rec")
+class QueryCounting(RecordingEmbedding):
+    """Counts the queries sent to the model; a query's vector differs from the passage's."""
+
+    _queries: list[str] = PrivateAttr(default_factory=list)
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        self._queries.append(query)
+        return [-x for x in self._vector(query)]
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+def test_a_query_is_embedded_once_per_run_apart_from_the_same_text_as_a_passage() -> None:
+    inner = QueryCounting(model_name="rec")
     memo = MemoEmbedding(inner)
-    assert memo.get_query_embedding("what?") == inner._vector("what?")
-    assert memo.embedded == 0 and inner.calls == []
+    first = memo.get_query_embedding("what?")
+    first.append(99.0)  # a caller changing its list does not change the remembered vector
+    assert memo.get_query_embedding("what?") == [-5.0, -119.0]
+    assert memo.get_text_embedding("what?") == [5.0, 119.0]  # the passage: its own vector
+    assert inner._queries == ["what?"]  # the second query call was answered from memory
+    assert memo.embedded == 1 and inner.calls == [["what?"]]
+
+
+async def test_an_async_query_is_embedded_once_too() -> None:
+    inner = QueryCounting(model_name="rec")
+    memo = MemoEmbedding(inner)
+    assert await memo.aget_query_embedding("why?") == [-4.0, -119.0]
+    assert await memo.aget_query_embedding("why?") == [-4.0, -119.0]
+    assert memo.get_query_embedding("why?") == [-4.0, -119.0]
+    assert inner._queries == ["why?"]
 
 
 def test_the_base_class_events_still_fire_for_every_text() -> None:
