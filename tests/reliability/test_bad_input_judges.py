@@ -427,7 +427,7 @@ def _self_rag_llm() -> ScriptedLLM:
             return "yes"
         if "Does the passage contain" in prompt:
             return "yes"
-        if "Is the answer supported" in prompt:
+        if "Is the answer above supported" in prompt:
             return "fully"
         if "Rate how useful" in prompt:
             return "4"

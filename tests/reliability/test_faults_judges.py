@@ -317,7 +317,7 @@ def _site(prompt: str) -> str:
         return "retrieve"
     if "Does the passage contain" in prompt:
         return "isrel"
-    if "Is the answer supported" in prompt:
+    if "Is the answer above supported" in prompt:
         return "issup"
     if "Rate how useful" in prompt:
         return "isuse"
@@ -382,6 +382,7 @@ def test_self_rag_llm_faults_fall_back_visibly(site: str, fault: str, mode: str)
         judge=LLMRelevanceJudge(llm=llm, timeout=TIMEOUT),
         max_retrievals=2,
         llm_timeout=TIMEOUT,
+        retrieve_decision="llm",  # the LLM's retrieve decision is one of the faulted sites
     )
 
     def run() -> Any:

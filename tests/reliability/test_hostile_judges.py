@@ -212,7 +212,7 @@ def self_rag_llm(replies: dict[str, str]) -> ScriptedLLM:
             return (
                 replies["isrel"] if hostile else ("yes" if "capital of France" in prompt else "no")
             )
-        if "Is the answer supported" in prompt:
+        if "Is the answer above supported" in prompt:
             return replies["issup"] if hostile else "partially"
         if "Rate how useful" in prompt:
             return replies["isuse"] if hostile else "3"
@@ -250,9 +250,12 @@ def _self_rag_wrong(response: Any) -> str | None:
 def test_self_rag_keeps_its_format_under_injection(case: str, hostile_query: bool) -> None:
     replies = SELF_RAG_OBEYING[case]
     query = f"{QUERY} {INJECTION}" if hostile_query else QUERY
-    engine = SelfRAGQueryEngine(
+    llm = self_rag_llm(replies)
+    engine = SelfRAGQueryEngine(  # every verdict from the obeying LLM, the retrieve decision too
         retriever=FixedRetriever([HOSTILE_DOC, *BENIGN]),
-        llm=self_rag_llm(replies),
+        llm=llm,
+        judge=LLMRelevanceJudge(llm=llm),
+        retrieve_decision="llm",
         max_retrievals=2,
     )
     outcome, response = record(
