@@ -74,3 +74,34 @@ def test_an_error_in_the_async_thread_reaches_the_task() -> None:
     with pytest.raises(KeyError, match="lost"):
         asyncio.run(in_daemon_thread(boom))
     assert asyncio.run(in_daemon_thread(lambda: 7)) == 7
+
+
+def test_an_llm_completion_call_is_bounded_and_times_out_as_a_client_would() -> None:
+    """llm_completion's Call runs complete/acomplete with the prompt, bounded by its timeout; a
+    timeout is a plain TimeoutError naming the LLM and the bound (sync and async)."""
+    import asyncio
+    import time as _time
+
+    from llama_index_ext_advrag.plan import StepTimeoutError as _Step
+    from llama_index_ext_advrag.plan import arun_call as _arun
+    from llama_index_ext_advrag.plan import llm_completion as _completion
+    from llama_index_ext_advrag.plan import run_call as _run
+
+    class SlowLLM:
+        def complete(self, prompt: str) -> str:
+            _time.sleep(0.3)
+            return prompt
+
+        async def acomplete(self, prompt: str) -> str:
+            await asyncio.sleep(0.3)
+            return prompt
+
+    call = _completion(SlowLLM(), "p", 0.05)
+    assert (call.timeout, call.what) == (0.05, "the LLM")
+    for run in (lambda: _run(call), lambda: asyncio.run(_arun(call))):
+        with pytest.raises(TimeoutError) as caught:
+            run()
+        assert not isinstance(caught.value, _Step)
+        assert str(caught.value) == "the LLM gave no answer within 0.05 s"
+    assert _run(_completion(SlowLLM(), "p", None)) == "p"
+    assert asyncio.run(_arun(_completion(SlowLLM(), "p", None))) == "p"

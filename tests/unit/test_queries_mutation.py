@@ -64,3 +64,26 @@ def test_the_keyword_rewrite() -> None:
     assert distinctive_terms("what is it") == "what"
     assert distinctive_terms("the incubation period") == "incubation period"
     assert distinctive_terms("the of and") == "the of and"  # nothing left: the query itself
+
+
+def test_a_query_bundle_holding_text_is_retrieved_and_one_holding_bytes_is_refused() -> None:
+    """A retriever takes a QueryBundle of text (sync and async) and refuses one whose query_str
+    is bytes, naming the bundle and the type (kills the query-type check's bundle mutants)."""
+    import asyncio
+
+    from llama_index.core.schema import TextNode
+
+    from llama_index_ext_advrag.retrievers import JiebaBM25Retriever
+
+    bm25 = JiebaBM25Retriever([TextNode(text="kettle boils water", id_="k")])
+    assert [hit.node.node_id for hit in bm25.retrieve(QueryBundle("kettle"))] == ["k"]
+    assert [hit.node.node_id for hit in bm25.retrieve("kettle")] == ["k"]
+    hits = asyncio.run(bm25.aretrieve(QueryBundle("kettle")))
+    assert [hit.node.node_id for hit in hits] == ["k"]
+    refused = r"^JiebaBM25Retriever takes a query as str or QueryBundle, got QueryBundle with a "
+    bad = QueryBundle("x")
+    bad.query_str = b"kettle"  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=refused + r"query_str of type bytes \(b'kettle'\): decode"):
+        bm25.retrieve(bad)
+    with pytest.raises(TypeError, match=refused + r"query_str of type bytes"):
+        asyncio.run(bm25.aretrieve(bad))
