@@ -69,7 +69,12 @@ class WordJudge(BaseRelevanceJudge):
 
     def _judge(self, query: str, texts: list[str]) -> list[Grade]:
         words = set(query.lower().split())
-        return [self.grade(0.9 if words & set(t.lower().split()) else 0.1) for t in texts]
+        return [
+            self.grade(0.9, reason="a shared word")
+            if words & set(t.lower().split())
+            else self.grade(0.1, reason="no shared word")
+            for t in texts
+        ]
 
 
 class ListRetriever(BaseRetriever):
@@ -106,6 +111,7 @@ def test_crag_events_match_its_trace(events: list[Any], mode: str) -> None:
     assert action.action == trace["action"] == "incorrect" and action.query == "paris weather"
     assert [(g["node_id"], g["score"]) for g in action.grades] == [("n0", 0.1), ("n1", 0.1)]
     assert [(g["label"], g["judge"]) for g in action.grades] == [("irrelevant", "words")] * 2
+    assert [g["reason"] for g in action.grades] == ["no shared word"] * 2
     (round_,) = of_type(events, CRAGRoundEvent)
     assert round_.round == trace["rounds"][0] and round_.round["kept"] == 1
     (outcome,) = of_type(events, CRAGResultEvent)
