@@ -463,6 +463,11 @@ class ContextCompressionEvent(AdvragEvent):
     )
     dropped: list[str] = Field(default_factory=list, description="Passages with nothing kept.")
     error: str | None = Field(default=None, description="Why the passages are as retrieved.")
+    cjk: dict[str, Any] | None = Field(
+        default=None,
+        description="Without a judge: which scorer graded the Chinese/Japanese pairs "
+        "(scorer, pairs) and why (reason); None when there were none.",
+    )
 
     @classmethod
     def class_name(cls) -> str:

@@ -109,10 +109,12 @@ def combine_scores(
     cosine_weight: float,
     rank_weight: float,
     judge_groups: Sequence[str] | None = None,
+    cosine_groups: Sequence[str] | None = None,
 ) -> list[float]:
     """One score per candidate: weighted z-scores of the judge's values, the cosines and the
     passage rank (earlier passages higher); a signal that is ``None`` is left out. With
-    ``judge_groups`` (the judge behind each value) the judge's values are z-scored per group.
+    ``judge_groups`` (the judge behind each value) the judge's values are z-scored per group;
+    likewise ``cosine_groups`` for a similarity signal whose Chinese pairs a judge scored.
 
     >>> cands = [Candidate(0, 0, 0, 1, "a"), Candidate(1, 0, 0, 1, "b")]
     >>> combine_scores(cands, [0.0, 1.0], None, 1.0, 1.0, 0.0)
@@ -124,10 +126,33 @@ def combine_scores(
             standardise(judge) if judge_groups is None else standardise_within(judge, judge_groups)
         )
     if cosine is not None and cosine_weight:
-        total += cosine_weight * standardise(cosine)
+        total += cosine_weight * (
+            standardise(cosine)
+            if cosine_groups is None
+            else standardise_within(cosine, cosine_groups)
+        )
     if rank_weight:
         total += rank_weight * standardise([-float(c.passage) for c in candidates])
     return [float(v) for v in total]
+
+
+def substitute(
+    values: Sequence[float | None],
+    indices: Sequence[int],
+    replacements: Sequence[float | None],
+    label: str,
+    default_label: str = "cosine",
+) -> tuple[list[float | None], list[str]]:
+    """``values`` with those at ``indices`` replaced by ``replacements``, and the source of each
+    value (``label`` for a replaced one, else ``default_label``) to z-score them per source.
+
+    >>> substitute([0.1, None, 0.3], [1], [0.9], "e5")
+    ([0.1, 0.9, 0.3], ['cosine', 'e5', 'cosine'])
+    """
+    merged, groups = list(values), [default_label] * len(values)
+    for index, value in zip(indices, replacements, strict=True):
+        merged[index], groups[index] = value, label
+    return merged, groups
 
 
 def assemble(
@@ -270,4 +295,5 @@ __all__ = [
     "select_within_budget",
     "standardise",
     "standardise_within",
+    "substitute",
 ]

@@ -23,8 +23,10 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
+from llama_index_ext_advrag.embeddings.language import is_english_only, model_name_of
 from llama_index_ext_advrag.events import ContextCompressionEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
+from llama_index_ext_advrag.judges.routed import pair_language
 from llama_index_ext_advrag.layout import NodeLayout, deterministic_node_id
 from llama_index_ext_advrag.models import resolve_embed_model
 from llama_index_ext_advrag.plan import Call, adrive, arun_call, as_failed, drive, run_call
@@ -37,6 +39,7 @@ from llama_index_ext_advrag.postprocessor._compression import (
     cut_passages,
     passage_order,
     select_within_budget,
+    substitute,
 )
 from llama_index_ext_advrag.postprocessor._neighbours import StoreBackedPostprocessor
 from llama_index_ext_advrag.queries import query_text
@@ -54,6 +57,9 @@ DEFAULT_MAX_CONTEXT_TOKENS = 600
 DEFAULT_NEIGHBOURS = 1
 DEFAULT_RANK_WEIGHT = 0.5
 DEFAULT_SPAN_SEPARATOR = " … "
+# Picked on RGB zh (benchmarks/results/compression_rgb_zh.txt): without a judge and with an
+# English-only embedding model, Chinese/Japanese pairs are scored by multilingual-e5.
+CJK_EXTRA_HINT = "pip install 'llama-index-ext-advrag[multilingual]'"
 
 Vector = Sequence[float]
 
@@ -118,6 +124,14 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
       the query vector is the retriever's when the query bundle carries one;
     - a prior for the passage's retrieval rank (``rank_weight``).
 
+    Without a judge, when the embedding model reads English only (bge-small-en, MiniLM:
+    :func:`~llama_index_ext_advrag.embeddings.language.is_english_only`), the Chinese and
+    Japanese query-sentence pairs (the routed judge's rule,
+    :func:`~llama_index_ext_advrag.judges.routed.pair_language`) are scored by the
+    multilingual-e5 judge in place of the cosine (``cjk_judge``; ``multilingual`` extra, else
+    the cosine with one warning), z-scored apart from the English pairs' cosines. Which scorer
+    graded those pairs, and why, is in the trace and the event (``cjk``).
+
     With ``rank_passages=True`` the passages are also reordered by their best sentence's score
     (node score = that score), so one judge pass per sentence replaces a rerank and a
     compression (as the Provence pruner does).
@@ -130,6 +144,9 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         embed_model: embeds the query and the sentences without a stored vector.
         vector_store: a ``MilvusVectorStore`` holding the sentence units (optional).
         docstore: or a LlamaIndex docstore holding them with their vectors.
+        cjk_judge: ``True`` (default: :func:`~llama_index_ext_advrag.judges.offline.
+            multilingual_e5_judge`, built when first needed), a judge to use instead (e.g. one
+            behind a cache), or ``False`` / ``None``: the cosine for every pair.
 
     Raises:
         ValueError: no signal (neither a judge nor a positive ``cosine_weight``), or a store
@@ -181,9 +198,16 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
     judge_timeout: float | None = Field(
         default=None, gt=0.0, description="Seconds the judge may take (None: no bound)."
     )
+    cjk_judge: bool = Field(
+        default=True,
+        description="Without a judge and with an English-only embedding model, score Chinese "
+        "and Japanese pairs with the multilingual-e5 judge instead of the cosine.",
+    )
 
     _judge: BaseRelevanceJudge | None = PrivateAttr(default=None)
     _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
+    _cjk_judge: BaseRelevanceJudge | None = PrivateAttr(default=None)
+    _cjk_missing: str | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -193,9 +217,14 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         docstore: Any = None,
         **data: Any,
     ) -> None:
+        cjk_judge = data.get("cjk_judge", True)
+        if isinstance(cjk_judge, BaseRelevanceJudge) or cjk_judge is None:
+            data["cjk_judge"] = cjk_judge is not None
         super().__init__(vector_store, docstore, **data)
         self._judge = judge
         self._embed_model = embed_model
+        if isinstance(cjk_judge, BaseRelevanceJudge):
+            self._cjk_judge = cjk_judge
         if judge is None and self.cosine_weight == 0:
             raise ValueError(
                 "no sentence score: pass a judge= or set cosine_weight > 0 "
@@ -267,6 +296,37 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
     def _needs_scores(self, candidates: list[Candidate], before: int) -> bool:
         return bool(candidates) and (before > self.max_context_tokens or self.rank_passages)
 
+    def _cjk_plan(
+        self, query: str, candidates: list[Candidate]
+    ) -> tuple[list[int], dict[str, Any] | None]:
+        """The candidates whose pairs the CJK judge scores, and the decision's record (``None``
+        when no pair is Chinese or Japanese, or a judge was given: it scores every pair)."""
+        if self._judge is not None:
+            return [], None
+        cjk = [i for i, c in enumerate(candidates) if pair_language(query, c.text) == "zh"]
+        if not cjk:
+            return [], None
+        record: dict[str, Any] = {"pairs": len(cjk), "scorer": "cosine"}
+        if not self.cjk_judge:
+            return [], {**record, "reason": "cjk_judge is off"}
+        model = model_name_of(self.embed_model) or type(self.embed_model).__name__
+        if not is_english_only(self.embed_model):
+            return [], {**record, "reason": f"the embedding model {model!r} reads the language"}
+        if self._cjk_missing is not None:
+            return [], {**record, "reason": self._cjk_missing}
+        if self._cjk_judge is None:
+            from llama_index_ext_advrag.judges.offline import multilingual_e5_judge
+
+            self._cjk_judge = multilingual_e5_judge()
+        reason = f"the embedding model {model!r} reads English only"
+        return cjk, {**record, "scorer": self._cjk_judge.name, "reason": reason}
+
+    def _cjk_unavailable(self, record: dict[str, Any], exc: ImportError) -> dict[str, Any]:
+        """Remember (and warn once) that the CJK judge's extra is missing: the cosine it is."""
+        self._cjk_missing = f"the multilingual extra is missing ({CJK_EXTRA_HINT}): {exc}"
+        logger.warning("context compression scores Chinese pairs by cosine: %s", self._cjk_missing)
+        return {**record, "scorer": "cosine", "reason": self._cjk_missing}
+
     def _as_retrieved(
         self, nodes: list[NodeWithScore], query: str, before: int, error: str | None
     ) -> list[NodeWithScore]:
@@ -318,6 +378,8 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         grades: list[Grade] | None,
         cosines: list[float | None] | None,
         vector_counts: dict[str, int],
+        cosine_groups: list[str] | None = None,
+        cjk: dict[str, Any] | None = None,
     ) -> list[NodeWithScore]:
         query, texts, sentences, candidates, before = prepared
         judge_values = [g.raw if g.raw is not None else g.score for g in grades] if grades else None
@@ -329,6 +391,7 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
             self.cosine_weight,
             self.rank_weight,
             [g.judge for g in grades] if grades else None,  # a routed judge: z-scored per judge
+            cosine_groups,  # Chinese pairs scored by the CJK judge: z-scored apart
         )
         if before <= self.max_context_tokens:  # rank_passages only: keep every sentence
             selection = Selection(
@@ -379,6 +442,8 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
                 "scorer": self.scorer,
                 "vectors": vector_counts,
             }
+            if cjk is not None:
+                record["cjk"] = cjk
             add_trace(result.node, TRACE_COMPONENT, record)
             results.append(result)
             records.append({"node_id": hit.node.node_id, **record})
@@ -391,6 +456,7 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
                 scorer=self.scorer,
                 nodes=records,
                 dropped=dropped,
+                cjk=cjk,
             )
         )
         return results
@@ -398,8 +464,11 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
     # --- the plan: written once, its I/O (judge, store, embeddings) named in both flavours -----
 
     def _sentence_vectors(
-        self, nodes: list[NodeWithScore], candidates: list[Candidate]
+        self, nodes: list[NodeWithScore], candidates: list[Candidate], skip: set[int]
     ) -> Generator[Call, Any, tuple[list[Vector | None], dict[str, int]]]:
+        """The vector of each candidate not in ``skip`` (stored, else embedded)."""
+        if len(skip) == len(candidates):
+            return [None] * len(candidates), {"stored": 0, "embedded": 0}
         units: list[Any] = []
         if self.has_store:
             store = self._open_store(NodeLayout())
@@ -408,7 +477,9 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
                 found = yield Call(lambda: store.get_units(ids), lambda: store.aget_units(ids))
                 units = list(found.values())
         vectors = match_vectors(nodes, candidates, units)
-        missing = [i for i, v in enumerate(vectors) if v is None]
+        for i in skip:
+            vectors[i] = None
+        missing = [i for i, v in enumerate(vectors) if v is None and i not in skip]
         if missing:
             embed_model, texts = self.embed_model, [candidates[i].text for i in missing]
             embedded = yield Call(
@@ -417,14 +488,21 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
             )
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
-        return vectors, {"stored": len(vectors) - len(missing), "embedded": len(missing)}
+        stored = len(vectors) - len(missing) - len(skip)
+        return vectors, {"stored": stored, "embedded": len(missing)}
 
     def _signals(
-        self, query_bundle: QueryBundle, nodes: list[NodeWithScore], candidates: list[Candidate]
+        self,
+        query_bundle: QueryBundle,
+        nodes: list[NodeWithScore],
+        candidates: list[Candidate],
+        skip: set[int],
     ) -> Generator[Call, Any, tuple[list[float | None] | None, dict[str, int]]]:
         if not self._uses_cosine:
             return None, {}
-        vectors, counts = yield from self._sentence_vectors(nodes, candidates)
+        vectors, counts = yield from self._sentence_vectors(nodes, candidates, skip)
+        if len(skip) == len(candidates):
+            return [None] * len(candidates), counts
         query_vector = query_bundle.embedding
         if not query_vector:
             embed_model, text = self.embed_model, query_bundle.query_str
@@ -459,10 +537,32 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
             except Exception as exc:
                 return self._as_retrieved(nodes, query, before, as_failed("judge", exc).error)
         try:
-            signals = yield from self._signals(bundle, nodes, candidates)
+            cjk, cjk_record = self._cjk_plan(query, candidates)
+        except Exception as exc:  # the embedding model could not be resolved
+            return self._as_retrieved(nodes, query, before, as_failed("embedding", exc).error)
+        cjk_values: list[float | None] = []
+        if cjk and self._cjk_judge is not None and cjk_record is not None:
+            cjk_judge, cjk_texts = self._cjk_judge, [texts[i] for i in cjk]
+            try:
+                cjk_grades = yield Call(
+                    lambda: cjk_judge.judge(query, cjk_texts),
+                    lambda: cjk_judge.ajudge(query, cjk_texts),
+                    self.judge_timeout,
+                    "the CJK judge",
+                )
+                cjk_values = [g.raw if g.raw is not None else g.score for g in cjk_grades]
+            except ImportError as exc:
+                cjk, cjk_record = [], self._cjk_unavailable(cjk_record, exc)
+            except Exception as exc:
+                return self._as_retrieved(nodes, query, before, as_failed("judge", exc).error)
+        try:
+            cosines, counts = yield from self._signals(bundle, nodes, candidates, set(cjk))
         except Exception as exc:
             return self._as_retrieved(nodes, query, before, as_failed("embedding", exc).error)
-        return self._finish(nodes, prepared, grades, *signals)
+        groups: list[str] | None = None
+        if cjk and cosines is not None and cjk_record is not None:
+            cosines, groups = substitute(cosines, cjk, cjk_values, cjk_record["scorer"])
+        return self._finish(nodes, prepared, grades, cosines, counts, groups, cjk_record)
 
     @dispatcher.span
     def _postprocess_nodes(
