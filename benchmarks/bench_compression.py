@@ -18,8 +18,10 @@ Differences are paired per question with a 95% bootstrap interval
 (``evaluation.paired``). ``--sweep`` runs the grid the defaults were picked from (on SQuAD
 2.0); the other sets are run with the defaults, and ``--configs`` adds named variants (the
 candidate pool cut to the leading passages within a multiple of the budget, the rank prior,
-multilingual-e5 as the judge: the per-language judge picked on RGB). The cross-encoder (English only) is
-cached on disk by its raw logit (``judge_score_cache``).
+multilingual-e5 as the judge: the per-language judge picked on RGB). The defaults score
+Chinese pairs with multilingual-e5 (the postprocessor's ``cjk_judge``, here behind the on-disk
+cache); ``"cosine on Chinese pairs too (cjk_judge=False)"`` is the defaults before that. The
+cross-encoder (English only) is cached on disk by its raw logit (``judge_score_cache``).
 
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --questions 150 --sweep
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --questions 60 --judge \
@@ -40,6 +42,12 @@ cached on disk by its raw logit (``judge_score_cache``).
         "e5 judge + cosine + rank" "e5 judge + rank"
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --questions 150 \
         --name compression_squad2_e5 --configs "e5 judge + rank" "e5 judge + cosine + rank"
+    nice -n 5 python benchmarks/bench_compression.py --dataset rgb --questions 100 \
+        --name compression_rgb_zh_cjk --configs "cosine on Chinese pairs too (cjk_judge=False)" \
+        "e5 judge + rank"
+    nice -n 5 python benchmarks/bench_compression.py --dataset cmrc --documents 150 --questions 150 \
+        --name compression_cmrc_cjk --configs "cosine on Chinese pairs too (cjk_judge=False)" \
+        "e5 judge + rank"
     nice -n 5 python benchmarks/bench_compression.py --dataset squad2 --latency 60
 """
 
@@ -105,9 +113,10 @@ class Config:
     judge_weight: float = 1.0
     e5: bool = False  # the judge is multilingual-e5 (cosine, cached) instead of the cross-encoder
     pool: float | None = None  # candidate passages: the leading ones within pool x budget tokens
+    cjk_judge: bool = True  # without a judge: Chinese pairs scored by multilingual-e5 (cached)
 
 
-DEFAULT = Config("default: cosine + rank prior, +-1, top 12")
+DEFAULT = Config("default: cosine (e5 on Chinese pairs) + rank prior, +-1, top 12")
 JUDGED = Config("cross-encoder + cosine + rank prior, +-1, top 12", judge=True)
 
 
@@ -120,6 +129,7 @@ EXTRA = {
         Config("e5 judge + rank", judge=True, e5=True, cosine_weight=0.0),
         Config("e5 judge + rank, pool 3x", judge=True, e5=True, cosine_weight=0.0, pool=3.0),
         Config("e5 judge + cosine + rank, pool 3x", judge=True, e5=True, pool=3.0),
+        Config("cosine on Chinese pairs too (cjk_judge=False)", cjk_judge=False),
     ]
 }
 
@@ -287,6 +297,7 @@ def compressed(
             rank_weight=config.rank_weight,
             cosine_weight=config.cosine_weight,
             judge_weight=config.judge_weight,
+            cjk_judge=e5_judge() if config.cjk_judge else False,
         )
         rows = []
         for question, top, vector in zip(corpus.questions, tops, vectors, strict=True):
