@@ -311,7 +311,10 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
             return [], {**record, "reason": "cjk_judge is off"}
         model = model_name_of(self.embed_model) or type(self.embed_model).__name__
         if not is_english_only(self.embed_model):
-            return [], {**record, "reason": f"the embedding model {model!r} reads the language"}
+            return [], {
+                **record,
+                "reason": f"the embedding model {model!r} is not known to be English-only",
+            }
         if self._cjk_missing is not None:
             return [], {**record, "reason": self._cjk_missing}
         if self._cjk_judge is None:
