@@ -470,8 +470,6 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         self, nodes: list[NodeWithScore], candidates: list[Candidate], skip: set[int]
     ) -> Generator[Call, Any, tuple[list[Vector | None], dict[str, int]]]:
         """The vector of each candidate not in ``skip`` (stored, else embedded)."""
-        if len(skip) == len(candidates):
-            return [None] * len(candidates), {"stored": 0, "embedded": 0}
         units: list[Any] = []
         if self.has_store:
             store = self._open_store(NodeLayout())
@@ -480,8 +478,6 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
                 found = yield Call(lambda: store.get_units(ids), lambda: store.aget_units(ids))
                 units = list(found.values())
         vectors = match_vectors(nodes, candidates, units)
-        for i in skip:
-            vectors[i] = None
         missing = [i for i, v in enumerate(vectors) if v is None and i not in skip]
         if missing:
             embed_model, texts = self.embed_model, [candidates[i].text for i in missing]
@@ -503,9 +499,9 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
     ) -> Generator[Call, Any, tuple[list[float | None] | None, dict[str, int]]]:
         if not self._uses_cosine:
             return None, {}
+        if len(skip) == len(candidates):  # every pair scored by the CJK judge
+            return [None] * len(candidates), {"stored": 0, "embedded": 0}
         vectors, counts = yield from self._sentence_vectors(nodes, candidates, skip)
-        if len(skip) == len(candidates):
-            return [None] * len(candidates), counts
         query_vector = query_bundle.embedding
         if not query_vector:
             embed_model, text = self.embed_model, query_bundle.query_str
