@@ -113,3 +113,22 @@ def test_the_exact_count_drops_the_lowest_scored_then_the_later_one() -> None:
     assert select(["Aa. Bb. Cc."], [5.0, 1.0, 1.0], 9) == [{0, 1}]
     # the lowest score goes first, whatever its place
     assert select(["Aa. Bb."], [1.0, 2.0], 6) == [{1}]
+
+
+def test_standardise_within_three_groups_each_on_its_own_scale() -> None:
+    from llama_index_ext_advrag.postprocessor._compression import standardise_within
+
+    # with three sources, each group's z-scores come from its own members only (with two, the
+    # members of the other group would give the same numbers)
+    z = standardise_within(
+        [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 7.0], ["a", "a", "b", "b", "c", "c", "c"]
+    )
+    assert z.round(6).tolist()[:4] == [-1.0, 1.0, -1.0, 1.0]
+    assert z[6] < z[4] < z[5]
+
+
+def test_substitute_refuses_a_length_mismatch() -> None:
+    from llama_index_ext_advrag.postprocessor._compression import substitute
+
+    with pytest.raises(ValueError):
+        substitute([0.1, 0.2, 0.3], [0, 1], [0.9], "e5")
