@@ -1,7 +1,7 @@
-"""node_parser/_documents.py beyond the parser tests: the document id kept, or made unique for
-a repeated id, ``max_sentence_chars`` reaching the cut of a long sentence (pieces of the text,
-marked as cut) and the warning naming the document (kills the module's mutants those tests
-leave)."""
+"""node_parser/_documents.py on its own (the CI mutation sample runs only the test files that
+import it): the document id kept, or made unique for a repeated id; the text without metadata;
+``max_sentence_chars`` reaching the cut of a long sentence (pieces of the text, marked as cut)
+and the warning naming the document; paragraph breaks, tokens and source worked out on demand."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 from llama_index.core import Document
 
 from llama_index_ext_advrag.node_parser._documents import DocumentPlan, plan_documents
+from llama_index_ext_advrag.node_parser._nodes import source_info
+from llama_index_ext_advrag.text import count_tokens
 
 LONG = "Short one. " + "x" * 250 + " end. Last one here."
 
@@ -41,3 +43,13 @@ def test_a_long_sentence_is_cut_at_max_sentence_chars_with_a_warning(
         "(4 sentences now)"
     ]
     assert DocumentPlan(Document(text=LONG, id_="a")).cut_sentences == 0  # the default: 4,000
+
+
+def test_the_plan_reads_the_text_alone_and_works_out_the_rest_on_demand() -> None:
+    document = Document(text="One here.\n\nTwo here. Three.", id_="a", metadata={"title": "T"})
+    plan = DocumentPlan(document)
+    assert plan.text == "One here.\n\nTwo here. Three."  # no metadata in the text planned
+    assert plan.break_after is None
+    assert plan.paragraph_breaks() == [True, False, False]
+    assert plan.tokens == [count_tokens(s.text) for s in plan.sentences] and plan.tokens[0] > 0
+    assert plan.source == source_info(plan.document) and plan.source.node_id == "a"
