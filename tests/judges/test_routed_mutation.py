@@ -46,6 +46,14 @@ def test_align_score_maps_each_piece() -> None:
     assert align_score(1.0, (0.2, 1.0), target) == 0.6  # upper 1: no piece above it
 
 
+def test_a_judges_thresholds_land_exactly_on_the_routers() -> None:
+    """Exactly, not up to rounding: CRAG compares the aligned score with the router's upper and
+    lower, so a score at a judge's threshold must stay at the router's."""
+    source, target = (0.1, 0.2), (0.1, 0.5)
+    assert align_score(0.2, source, target) == 0.5  # the middle piece would give 0.5000000000000001
+    assert align_score(0.1, source, (0.1, 0.2)) == 0.1  # the lower piece: 0.10000000000000002
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_other_thresholds_are_aligned_to_the_routers(mode: str) -> None:
     english = Fixed(name="en-judge", value=0.65, default_lower=0.2, default_upper=0.7)
