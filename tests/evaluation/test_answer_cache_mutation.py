@@ -7,6 +7,7 @@ issue #39)."""
 from __future__ import annotations
 
 import hashlib
+import locale
 import logging
 from pathlib import Path
 from types import SimpleNamespace
@@ -122,3 +123,15 @@ def test_blank_and_undecodable_lines_do_not_end_the_load(tmp_path: Path) -> None
     )
     cache = AnswerCache(tmp_path)
     assert (cache.get("a"), cache.get("b"), len(cache)) == (1, 2, 2)
+
+
+def test_the_file_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    # under the C locale open() without an encoding is ASCII (unless Python runs in UTF-8
+    # mode): writing 北京 would fail and reading it back would give replacement characters
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        AnswerCache(tmp_path).put("k", "北京")
+        assert AnswerCache(tmp_path).get("k") == "北京"
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)

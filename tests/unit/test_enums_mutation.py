@@ -8,7 +8,7 @@ from enum import Enum
 
 import pytest
 
-from llama_index_ext_advrag._enums import parse_enum
+from llama_index_ext_advrag._enums import allowed_values, parse_enum
 
 pytestmark = pytest.mark.unit
 
@@ -27,3 +27,10 @@ def test_the_error_names_the_extra_accepted_input() -> None:
     with pytest.raises(ValueError) as raised:
         parse_enum(Mode, "fast", "mode", also="None")
     assert str(raised.value) == "mode='fast' is not one of: fixed, auto, or None"
+
+
+def test_without_an_extra_input_the_error_lists_the_values_alone() -> None:
+    with pytest.raises(ValueError) as raised:
+        parse_enum(Mode, "fast", "mode")
+    assert str(raised.value) == "mode='fast' is not one of: fixed, auto"
+    assert allowed_values(Mode) == "fixed, auto"
