@@ -80,6 +80,7 @@ def test_a_nested_folder_is_created_and_hits_and_misses_are_counted(tmp_path: Pa
     assert cache.get("k") == {"answer": "3.5 bar"}
     assert cache.get("k") == {"answer": "3.5 bar"}
     assert (cache.hits, cache.misses) == (2, 1)
+    assert cache.get("j") is None and (cache.hits, cache.misses) == (2, 2)
     assert (tmp_path / "runs" / "one" / CACHE_FILE).is_file()
 
 

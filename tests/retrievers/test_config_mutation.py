@@ -49,7 +49,16 @@ def test_the_deprecated_config_argument_is_applied_and_names_the_retriever() -> 
 
 
 def test_a_bytes_query_is_refused_naming_the_retriever_sync_and_async() -> None:
-    with pytest.raises(TypeError, match=r"^PointerRetriever takes a query as str"):
+    with pytest.raises(
+        TypeError, match=r"^PointerRetriever takes a query as str or QueryBundle, got bytes"
+    ):
         Pointer().retrieve(b"kettle")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^PointerRetriever takes a query as str"):
+    with pytest.raises(
+        TypeError, match=r"^PointerRetriever takes a query as str or QueryBundle, got bytes"
+    ):
         asyncio.run(Pointer().aretrieve(b"kettle"))  # type: ignore[arg-type]
+
+
+def test_a_text_query_is_retrieved_sync_and_async() -> None:
+    assert [n.node.node_id for n in Pointer().retrieve("kettle")] == ["target"]
+    assert [n.node.node_id for n in asyncio.run(Pointer().aretrieve("kettle"))] == ["target"]
