@@ -221,3 +221,13 @@ def test_a_query_with_lone_surrogates_is_cleaned_naming_the_retriever(
         retrieve(MilvusBM25Retriever(store_with(client)), "pump \ud800", mode)
     assert client.searches[0]["data"] == ["pump \ufffd"]
     assert caplog.messages[0].startswith("MilvusBM25Retriever: the query holds 1 lone surrogate")
+
+
+def test_the_deprecated_as_dict_names_its_replacement() -> None:
+    choice = LexicalChoice("bm25s", "no sparse field")
+    with pytest.warns(DeprecationWarning) as warned:
+        assert choice.as_dict() == {"backend": "bm25s", "reason": "no sparse field"}
+    assert str(warned[0].message) == (
+        "LexicalChoice.as_dict() is deprecated and will be removed in the next release: "
+        "use to_dict()"
+    )
