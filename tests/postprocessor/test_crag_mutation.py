@@ -447,3 +447,12 @@ def test_refinement_joins_adjacent_kept_strips_with_the_source_text_between() ->
     assert result[0].node.text == "Paris has the tower.  Paris is in France."
     refinement = trace(result[0])["refinement"]
     assert refinement["strips"] == 3 and refinement["kept"] == [0, 1]
+
+
+def test_keep_back_respects_the_floor_with_real_scores() -> None:
+    from llama_index_ext_advrag.postprocessor.crag import keep_back
+
+    # the best dropped node above the floor comes back; one below the floor never does
+    assert keep_back([0.2, 0.05, 0.9], [False, False, True], 2, 0.1) == [0]
+    assert keep_back([0.3, 0.2], [False, False], 2, 0.25) == [0]
+    assert keep_back([0.05], [False], 1, 0.1) == []
