@@ -9,10 +9,20 @@ defaults: offline ISREL, the retrieve decision from ISREL, a refusal without evi
 recall and token F1 come from the gold answers (no judge); a refusal is ``bench_answers``'s
 ``REFUSAL`` pattern. Each Self-RAG answer is kept with its trace in ``--rows`` (resumable).
 
+``--tune`` swaps in the tuning set, the one to pick Self-RAG's defaults on: answerable
+questions of the same corpora outside the answer run's samples (``TUNE_COVIDQA`` COVID-QA
+questions of papers 61-98 and ``TUNE_CMRC`` CMRC questions of its last 100 paragraphs, drawn
+with ``TUNE_SEED``) and the unanswerable questions of
+``benchmarks/answers_unanswerable_tune.jsonl``; its rows go to ``rows_tune_<variant>.jsonl``.
+``--variant`` names the engine settings compared there (``VARIANTS``; ``pipeline``: the
+``self-rag`` compare pipeline as it is).
+
 Usage (an LLM server must answer at ``--port``: ``benchmarks/llm_server.py``)::
 
     nice -n 5 python benchmarks/pilot_self_rag_answers.py run --port 8742
     python benchmarks/pilot_self_rag_answers.py report
+    nice -n 5 python benchmarks/pilot_self_rag_answers.py run --tune --variant pipeline
+    python benchmarks/pilot_self_rag_answers.py report --tune --variant pipeline --name ''
     python benchmarks/pilot_self_rag_answers.py gate     # the ISREL gate on the whole samples
 """
 
@@ -36,12 +46,48 @@ logger = logging.getLogger("pilot_self_rag")
 WORK_DIR = REPO_ROOT / ".advrag" / "self-rag-pilot"
 ROWS = WORK_DIR / "rows.jsonl"
 K = answers_run.NATURAL_K
+TUNE_UNANSWERABLE = Path(__file__).with_name("answers_unanswerable_tune.jsonl")
+TUNE_SEED = 4103
+TUNE_COVIDQA = 16
+TUNE_CMRC = 8
+# engine settings compared on the tuning set, over the self-rag pipeline's own
+VARIANTS: dict[str, dict[str, Any]] = {"pipeline": {}}
 
 
-def _rows() -> dict[str, dict[str, Any]]:
-    if not ROWS.is_file():
+def _rows_path(args: argparse.Namespace) -> Path:
+    return WORK_DIR / f"rows_tune_{args.variant}.jsonl" if args.tune else ROWS
+
+
+def tuning_questions(data: Any, datasets: Path) -> None:
+    """Replace ``data``'s questions by the tuning set (before its index context is built):
+    answerable questions of the same corpus outside the run's sample, and the tuning
+    unanswerable questions."""
+    import random
+
+    from llama_index_ext_advrag.evaluation.questions import Question, read_questions
+
+    sampled = set(data.ids)
+    pool = [q for q in read_questions(str(data.corpus)).questions
+            if q.id not in sampled and any(a.strip() for g in q.answer_groups for a in g)]  # fmt: skip
+    count = TUNE_COVIDQA if data.name == "covidqa" else TUNE_CMRC
+    data.questions = random.Random(TUNE_SEED).sample(pool, count)
+    data.unanswerable = [
+        Question(x["id"], x["question"], (), lang=x["lang"])
+        for x in map(json.loads, TUNE_UNANSWERABLE.read_text(encoding="utf-8").splitlines())
+        if x["corpus"] == data.name
+    ]
+
+
+def _self_rag_engine(pipeline: Any, variant: str) -> Any:
+    """The self-rag pipeline's engine at k, with ``variant``'s settings over its own."""
+    engine = pipeline._engine(K)
+    return engine.with_settings(**VARIANTS[variant])
+
+
+def _rows(path: Path = ROWS) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
         return {}
-    rows = [json.loads(line) for line in ROWS.read_text(encoding="utf-8").splitlines() if line]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     return {f"{r['dataset']}:{r['id']}": r for r in rows}
 
 
@@ -67,22 +113,25 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"no LLM server at port {args.port}")
     llm = answers_run.make_llm(args.port, args.timeout)
     evaluator = AnswerEvaluator(llm, WORK_DIR / "cache", timeout=args.timeout)
-    done = _rows()
+    done = _rows(_rows_path(args))
     # the refusals first (Self-RAG refuses without an LLM call; always-retrieve's refusals only
     # with --unanswerable-baseline), then the answerable questions, both rows on each
     # (one process: the critique's prompt must follow its generation's on the server)
     plan = [("covidqa", slice(None), True), ("cmrc", slice(None), True),
             ("covidqa", slice(0, args.covidqa), False), ("cmrc", slice(0, args.cmrc), False)]  # fmt: skip
     datasets: dict[str, Any] = {}
-    with ROWS.open("a", encoding="utf-8") as out:
+    with _rows_path(args).open("a", encoding="utf-8") as out:
         for name, part, unanswerable in plan:
             if args.only and f"{name}:{'u' if unanswerable else 'a'}" not in args.only.split(","):
                 continue
             if name not in datasets:
                 datasets[name] = answers_run.Dataset(name, args.datasets, llm)
+                if args.tune:
+                    tuning_questions(datasets[name], args.datasets)
             data = datasets[name]
             questions = (data.unanswerable if unanswerable else data.questions)[part]
-            hybrid, self_rag = data.pipeline("hybrid"), data.pipeline("self-rag")
+            hybrid = data.pipeline("hybrid")
+            engine = _self_rag_engine(data.pipeline("self-rag"), args.variant)
             for question in questions:
                 if f"{name}:{question.id}" in done:
                     continue
@@ -94,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                     made = evaluator.generate(pipeline_key(hybrid), question.question, context)
                 base_s = time.perf_counter() - started
                 started = time.perf_counter()
-                response = self_rag._engine(K).query(question.question)
+                response = engine.query(question.question)
                 self_s = time.perf_counter() - started
                 trace = response.metadata["advrag_trace"]["self_rag"]
                 answer = str(response)
@@ -138,6 +187,8 @@ def gate(args: argparse.Namespace) -> int:
     data_out: dict[str, Any] = {}
     for name in ("covidqa", "cmrc"):
         data = answers_run.Dataset(name, args.datasets, None)
+        if args.tune:
+            tuning_questions(data, args.datasets)
         hybrid = data.pipeline("hybrid")
         judge = data.context().relevance_judge()
         for unanswerable in (False, True):
@@ -148,6 +199,12 @@ def gate(args: argparse.Namespace) -> int:
                 nodes = hybrid.retrieve(data.bundle(question.id), K)
                 texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
                 grades = judge.judge(question.question, texts)
+                scores = [g.score if g.score is not None else -1.0 for g in grades]
+                with_gold = [round(s, 3) for s, t in zip(scores, texts, strict=True)
+                             if not unanswerable
+                             and answer_groups_covered(t, question.answer_groups)]  # fmt: skip
+                lines.append(f"  {name} {'u' if unanswerable else 'a'} {question.id}: max ISREL "
+                             f"{max(scores, default=-1):.3f}, with gold {with_gold}")  # fmt: skip
                 kept = [n for n, g in zip(nodes, grades, strict=True)
                         if g.label is not GradeLabel.IRRELEVANT]  # fmt: skip
                 counts["n"] += 1
@@ -176,7 +233,7 @@ def report(args: argparse.Namespace) -> int:
     """The pilot's figures from its rows (no LLM)."""
     from llama_index_ext_advrag.evaluation.paired import paired_bootstrap_intervals
 
-    rows = list(_rows().values())
+    rows = list(_rows(_rows_path(args)).values())
     lines = ["Self-RAG against always-retrieve (hybrid k=5, one generation): a pilot", ""]
     data: dict[str, Any] = {"pilot": True, "k": K, "groups": {}}
     for name in ("covidqa", "cmrc", "all"):
@@ -252,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unanswerable-baseline", action="store_true",
                         help="always-retrieve on the unanswerable questions too")  # fmt: skip
     parser.add_argument("--name", default="self_rag_pilot", help="results name ('' : print)")
+    parser.add_argument("--tune", action="store_true",
+                        help="the tuning set (see the module docstring), not the report set")  # fmt: skip
+    parser.add_argument("--variant", default="pipeline", choices=sorted(VARIANTS),
+                        help="engine settings (VARIANTS) over the self-rag pipeline's")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     return {"run": run, "report": report, "gate": gate}[args.command](args)

@@ -124,6 +124,12 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         accept_support: ISSUP from which a candidate ends the query (fully = 1, partially = 0.5).
         min_support: ISSUP a candidate needs to be answered after the last retrieval.
         w_rel, w_sup, w_use: the score weights (paper: 1, 1, 0.5).
+        isrel_threshold: ``None`` (default): a passage passes ISREL when the judge does not
+            label it irrelevant; a number: when its calibrated score is at least this (a lower
+            bar keeps more passages and refuses less; an unscored passage passes).
+        system_prompt: a system message before the generation and critique prompts when the
+            LLM is a chat model (``QA_SYSTEM_PROMPT``: LlamaIndex's chat question-answering
+            prompt, so the generation sends always-retrieve RAG's messages); ``None``: none.
         max_passages: relevant passages used per retrieval at most (the best by ISREL, given
             to the LLM in retrieval order).
         streaming: return a streaming response (see :meth:`custom_query`).
@@ -159,6 +165,17 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
     w_rel: float = Field(default=critique.DEFAULT_WEIGHTS[0], ge=0.0, allow_inf_nan=False)
     w_sup: float = Field(default=critique.DEFAULT_WEIGHTS[1], ge=0.0, allow_inf_nan=False)
     w_use: float = Field(default=critique.DEFAULT_WEIGHTS[2], ge=0.0, allow_inf_nan=False)
+    isrel_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="ISREL score a passage needs to pass (None: the judge's label).",
+    )
+    system_prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        description="System message of the generation and critique calls to a chat model.",
+    )
     max_passages: int = Field(default=DEFAULT_MAX_PASSAGES, ge=1, le=20)
     max_passage_chars: int = Field(default=DEFAULT_MAX_PASSAGE_CHARS, ge=1)
     extractive_sentences: int = Field(default=DEFAULT_EXTRACTIVE_SENTENCES, ge=1)
@@ -336,6 +353,8 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             "accept_support": self.accept_support,
             "min_support": self.min_support,
             "max_retrievals": self.max_retrievals,
+            "isrel_threshold": self.isrel_threshold,
+            "system_prompt": self.system_prompt is not None,
             "iterations": [],
         }
 
@@ -376,7 +395,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         relevant = []
         for (node, text), grade in zip(fresh, grades, strict=True):
             state.judged[node.node.node_id] = grade
-            keep = grade.label is not GradeLabel.IRRELEVANT
+            keep = critique.passes_isrel(
+                grade.label is not GradeLabel.IRRELEVANT, grade.score, self.isrel_threshold
+            )
             isrel.append({"node_id": node.node.node_id, "kept": keep, **grade.to_dict()})
             _reflect(iteration, "isrel", node.node.node_id, grade.score, isrel[-1])
             if keep:
@@ -412,7 +433,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             self.generate_prompt.format(query=state.query, passages=self._passages_text(state, g))
             for g in groups
         ]
-        answers = yield from state.trace.step("generate", Completions(prompts))
+        answers = yield from state.trace.step(
+            "generate", Completions(prompts, system=self.system_prompt)
+        )
         candidates = []
         unanswered = []
         for group, reply in zip(groups, answers, strict=True):
@@ -464,7 +487,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             for c in candidates
         ]
         replies = yield from state.trace.step(
-            "critique", Completions(support_prompts + use_prompts)
+            "critique", Completions(support_prompts + use_prompts, system=self.system_prompt)
         )
         for index, candidate in enumerate(candidates):
             candidate.issup = critique.read_support(replies[index])

@@ -156,7 +156,7 @@ class SelfRAGExecutor:
 
     def _execute(self, request: Any) -> Any:
         if isinstance(request, Completions):
-            return [self._complete(prompt) for prompt in request.prompts]
+            return [self._complete(prompt, request.system) for prompt in request.prompts]
         if isinstance(request, Judge):
             if not request.texts:
                 return []
@@ -173,10 +173,10 @@ class SelfRAGExecutor:
             return list(nodes)
         raise TypeError(f"unknown request {type(request).__name__}")
 
-    def _complete(self, prompt: str) -> Any:
+    def _complete(self, prompt: str, system: str | None = None) -> Any:
         assert self.llm is not None
         try:
-            return run_call(llm_completion(self.llm, prompt, self.llm_timeout))
+            return run_call(llm_completion(self.llm, prompt, self.llm_timeout, system))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
@@ -193,7 +193,7 @@ class SelfRAGExecutor:
 
             async def one(prompt: str) -> Any:
                 async with semaphore:
-                    return await self._acomplete(prompt)
+                    return await self._acomplete(prompt, request.system)
 
             return list(await asyncio.gather(*(one(p) for p in request.prompts)))
         if isinstance(request, Judge):
@@ -211,10 +211,10 @@ class SelfRAGExecutor:
             return list(nodes)
         raise TypeError(f"unknown request {type(request).__name__}")
 
-    async def _acomplete(self, prompt: str) -> Any:
+    async def _acomplete(self, prompt: str, system: str | None = None) -> Any:
         assert self.llm is not None
         try:
-            return await arun_call(llm_completion(self.llm, prompt, self.llm_timeout))
+            return await arun_call(llm_completion(self.llm, prompt, self.llm_timeout, system))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
