@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import bench_answers as answers_run  # noqa: E402
 from benchmarks.common import DEFAULT_DATASETS, REPO_ROOT, write_results  # noqa: E402
+from llama_index_ext_advrag.query_engine.self_rag_critique import QA_SYSTEM_PROMPT  # noqa: E402
 
 logger = logging.getLogger("pilot_self_rag")
 
@@ -51,11 +52,20 @@ TUNE_SEED = 4103
 TUNE_COVIDQA = 16
 TUNE_CMRC = 8
 # engine settings compared on the tuning set, over the self-rag pipeline's own
-VARIANTS: dict[str, dict[str, Any]] = {"pipeline": {}}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "pipeline": {},
+    # the generation sends always-retrieve's chat messages (LlamaIndex's system message)
+    "qa-system": {"system_prompt": QA_SYSTEM_PROMPT},
+    # ISREL decides whether to answer; once it does, from always-retrieve's messages
+    "retrieved-qa": {"system_prompt": QA_SYSTEM_PROMPT, "generation_passages": "retrieved"},
+}
 
 
 def _rows_path(args: argparse.Namespace) -> Path:
-    return WORK_DIR / f"rows_tune_{args.variant}.jsonl" if args.tune else ROWS
+    """The rows of ``args``' set and variant (``rows.jsonl``: the report set's first pilot)."""
+    if args.tune:
+        return WORK_DIR / f"rows_tune_{args.variant}.jsonl"
+    return ROWS if args.variant == "pipeline" else WORK_DIR / f"rows_{args.variant}.jsonl"
 
 
 def tuning_questions(data: Any, datasets: Path) -> None:
@@ -229,12 +239,11 @@ def gate(args: argparse.Namespace) -> int:
     return 0
 
 
-def report(args: argparse.Namespace) -> int:
-    """The pilot's figures from its rows (no LLM)."""
+def summarise(rows: list[dict[str, Any]], title: str) -> tuple[list[str], dict[str, Any]]:
+    """Per dataset and kind of question: both rows' figures and the paired differences."""
     from llama_index_ext_advrag.evaluation.paired import paired_bootstrap_intervals
 
-    rows = list(_rows(_rows_path(args)).values())
-    lines = ["Self-RAG against always-retrieve (hybrid k=5, one generation): a pilot", ""]
+    lines = [title, ""]
     data: dict[str, Any] = {"pilot": True, "k": K, "groups": {}}
     for name in ("covidqa", "cmrc", "all"):
         for unanswerable in (False, True):
@@ -274,7 +283,7 @@ def report(args: argparse.Namespace) -> int:
                              f"{e['calls_per_question']:.2f} LLM calls, "
                              f"{e['seconds_per_question']:.1f} s per question")  # fmt: skip
             lines.append(f"Self-RAG answer kinds: {kinds}")
-            if not unanswerable:
+            if not unanswerable and all(r["base"] is not None for r in group):
                 for metric in ("fact_recall", "token_f1"):
                     diffs = [float(r["self_rag"][metric]) - float(r["base"][metric])
                              for r in group]  # fmt: skip
@@ -289,6 +298,23 @@ def report(args: argparse.Namespace) -> int:
                                  f" ({better} better, {worse} worse)")  # fmt: skip
             lines.append("")
             data["groups"][label] = entry
+    return lines, data
+
+
+def report(args: argparse.Namespace) -> int:
+    """The pilot's figures from its rows (no LLM); for a variant on the report set, the first
+    pilot's (``rows.jsonl``) follow as "before"."""
+    which = "tuning set" if args.tune else "report set"
+    title = (f"Self-RAG ({args.variant}) against always-retrieve (hybrid k=5, one generation), "
+             f"{which}")  # fmt: skip
+    lines, data = summarise(list(_rows(_rows_path(args)).values()), title)
+    data["variant"] = {"name": args.variant, "settings": VARIANTS[args.variant], "set": which}
+    if not args.tune and args.variant != "pipeline" and ROWS.is_file():
+        before, before_data = summarise(
+            list(_rows(ROWS).values()), "# before: the defaults of the first pilot, same questions"
+        )
+        lines += ["", *before]
+        data["before"] = before_data
     text = "\n".join(lines)
     print(text)
     if args.name:

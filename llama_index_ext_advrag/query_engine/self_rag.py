@@ -58,6 +58,7 @@ from llama_index_ext_advrag.query_engine import self_rag_critique as critique
 from llama_index_ext_advrag.query_engine.self_rag_critique import (
     Candidate,
     GenerationMode,
+    GenerationPassages,
     RetrieveDecision,
     WithoutEvidence,
 )
@@ -127,6 +128,10 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         isrel_threshold: ``None`` (default): a passage passes ISREL when the judge does not
             label it irrelevant; a number: when its calibrated score is at least this (a lower
             bar keeps more passages and refuses less; an unscored passage passes).
+        generation_passages: ``"relevant"`` (default: the passages that pass ISREL, the
+            paper's filter) or ``"retrieved"`` (once one passes, all the retrieval's passages
+            in retrieval order: always-retrieve's context; ISREL then decides whether to
+            answer, not from what).
         system_prompt: a system message before the generation and critique prompts when the
             LLM is a chat model (``QA_SYSTEM_PROMPT``: LlamaIndex's chat question-answering
             prompt, so the generation sends always-retrieve RAG's messages); ``None``: none.
@@ -171,6 +176,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         le=1.0,
         description="ISREL score a passage needs to pass (None: the judge's label).",
     )
+    generation_passages: GenerationPassages = Field(default=GenerationPassages.RELEVANT)
     system_prompt: str | None = Field(
         default=None,
         min_length=1,
@@ -354,6 +360,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             "min_support": self.min_support,
             "max_retrievals": self.max_retrievals,
             "isrel_threshold": self.isrel_threshold,
+            "generation_passages": self.generation_passages.value,
             "system_prompt": self.system_prompt is not None,
             "iterations": [],
         }
@@ -393,6 +400,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             grades = [Grade.unknown("judge", grades.error) for _ in texts]
         isrel = []
         relevant = []
+        graded = []
         for (node, text), grade in zip(fresh, grades, strict=True):
             state.judged[node.node.node_id] = grade
             keep = critique.passes_isrel(
@@ -400,8 +408,11 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             )
             isrel.append({"node_id": node.node.node_id, "kept": keep, **grade.to_dict()})
             _reflect(iteration, "isrel", node.node.node_id, grade.score, isrel[-1])
+            graded.append(Passage(node, text, grade, iteration))
             if keep:
-                relevant.append(Passage(node, text, grade, iteration))
+                relevant.append(graded[-1])
+        if relevant and self.generation_passages is GenerationPassages.RETRIEVED:
+            relevant = graded
         record["isrel"] = isrel
         record["already_judged"] = len(nodes) - len(fresh) - blank
         if blank:

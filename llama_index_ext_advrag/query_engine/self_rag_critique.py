@@ -144,6 +144,13 @@ class WithoutEvidence(str, Enum):
     DIRECT = "direct"  # the paper's no-retrieval branch: the LLM answers from its own knowledge
 
 
+class GenerationPassages(str, Enum):
+    """Which passages of a retrieval the candidates are generated from."""
+
+    RELEVANT = "relevant"  # those that pass ISREL (the paper's filter)
+    RETRIEVED = "retrieved"  # all of them once one passes ISREL: always-retrieve's context
+
+
 class GenerationMode(str, Enum):
     """How candidates are generated from the relevant passages of one retrieval."""
 
@@ -424,6 +431,7 @@ __all__ = [
     "Critique",
     "GENERATE_TEXT",
     "GenerationMode",
+    "GenerationPassages",
     "RetrieveDecision",
     "WithoutEvidence",
     "best_candidate",

@@ -1,4 +1,6 @@
-"""Self-RAG's ISREL threshold and its system prompt to chat models (always-retrieve's messages)."""
+"""Self-RAG's ISREL threshold, the passages it generates from, and its system prompt to chat
+models: with ``generation_passages="retrieved"`` and ``QA_SYSTEM_PROMPT`` the generation sends
+always-retrieve RAG's messages."""
 
 from __future__ import annotations
 
@@ -198,3 +200,63 @@ def test_a_completion_model_ignores_the_system_prompt(use_async: bool) -> None:
     llm = ScriptedLLM(reply)
     ask(build(llm, [FX], system_prompt="SYSTEM-TEXT"), use_async)
     assert len(llm.prompts) == 3 and not any("SYSTEM-TEXT" in p for p in llm.prompts)
+
+
+# ----- the passages generated from -----
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_retrieved_passages_are_generated_from_once_one_passes(use_async: bool) -> None:
+    llm = ScriptedChatLLM()
+    qe = build(llm, [WEAK, FX, CAT], generation_passages="retrieved",
+               system_prompt=critique.QA_SYSTEM_PROMPT)  # fmt: skip
+    response = ask(qe, use_async)
+    trace = trace_of(response)
+    assert [g["kept"] for g in trace["iterations"][0]["isrel"]] == [False, True, False]
+    expected = CHAT_TEXT_QA_PROMPT.format_messages(
+        context_str=f"{WEAK.text}\n\n{FX.text}\n\n{CAT.text}", query_str=QUESTION
+    )
+    assert [m.content for m in llm.chats[0]] == [m.content for m in expected]
+    assert trace["iterations"][0]["relevant"] == ["weak", "fx", "cat"]
+    assert [n.node.node_id for n in response.source_nodes] == ["weak", "fx", "cat"]
+    assert trace["generation_passages"] == "retrieved"
+    # the candidate's ISREL is the mean over the passages it was generated from
+    [candidate] = trace["iterations"][0]["candidates"]
+    assert candidate["isrel"] == pytest.approx((0.2 + 0.9 + 0.05) / 3)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_retrieved_passages_still_refuse_when_none_passes(use_async: bool) -> None:
+    llm = ScriptedChatLLM()
+    qe = build(llm, [WEAK, CAT], generation_passages="retrieved")
+    trace = trace_of(ask(qe, use_async))
+    assert trace["answer_kind"] == "insufficient_evidence" and llm.chats == llm.prompts == []
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_relevant_passages_are_the_default(use_async: bool) -> None:
+    llm = ScriptedLLM(reply)
+    qe = build(llm, [WEAK, FX, CAT])
+    assert qe.generation_passages is critique.GenerationPassages.RELEVANT
+    trace = trace_of(ask(qe, use_async))
+    [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
+    assert FX.text in generation and WEAK.text not in generation and CAT.text not in generation
+    assert trace["iterations"][0]["relevant"] == ["fx"]
+
+
+def test_unknown_generation_passages_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="generation_passages"):
+        build(ScriptedLLM(reply), [FX], generation_passages="all")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_retrieved_passages_need_one_passing_on_every_retrieval(use_async: bool) -> None:
+    """Past the first retrieval's decision (always_retrieve, or a re-retrieval), a retrieval
+    none of whose passages passes is not generated from either."""
+    llm = ScriptedLLM(reply)
+    qe = build(llm, [WEAK, CAT], generation_passages="retrieved", always_retrieve=True,
+               max_retrievals=2)  # fmt: skip
+    trace = trace_of(ask(qe, use_async))
+    assert not any(p.endswith("Answer: ") for p in llm.prompts)
+    assert trace["answer_kind"] == "insufficient_evidence"
+    assert all(it["relevant"] == [] for it in trace["iterations"])
