@@ -58,6 +58,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "qa-system": {"system_prompt": QA_SYSTEM_PROMPT},
     # ISREL decides whether to answer; once it does, from always-retrieve's messages
     "retrieved-qa": {"system_prompt": QA_SYSTEM_PROMPT, "generation_passages": "retrieved"},
+    # and ISSUP / ISUSE read from first-token log-probabilities
+    "retrieved-qa-logprobs": {
+        "system_prompt": QA_SYSTEM_PROMPT,
+        "generation_passages": "retrieved",
+        "critique_logprobs": True,
+    },
 }
 
 

@@ -56,10 +56,12 @@ class Retrieve:
 @dataclass(frozen=True)
 class Completions:
     """One LLM completion per prompt, in order; ``system``: a system message before each
-    prompt when the LLM is a chat model (see :func:`llm_completion`)."""
+    prompt when the LLM is a chat model (see :func:`llm_completion`); ``logprobs``: one output
+    token with its first-token log-probabilities (a label read from them)."""
 
     prompts: list[str]
     system: str | None = None
+    logprobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -249,18 +251,26 @@ async def arun_call(request: Call) -> Any:
     return await arun_within(request.async_, request.timeout, request.what, error=request.error)
 
 
-def llm_completion(llm: Any, prompt: str, timeout: float | None, system: str | None = None) -> Call:
+def llm_completion(
+    llm: Any,
+    prompt: str,
+    timeout: float | None,
+    system: str | None = None,
+    call_kwargs: dict[str, Any] | None = None,
+) -> Call:
     """``llm.complete(prompt)`` / ``llm.acomplete(prompt)`` bounded by ``timeout``; a timeout is
     the ``TimeoutError`` an LLM client would raise (:func:`plain_timeout`, "the LLM ...").
 
     With ``system`` and a chat model (``llm.metadata.is_chat_model``) the call is
     ``llm.chat([system, user: prompt])`` instead, read back as a ``CompletionResponse`` (text,
     log-probabilities, raw reply): the messages LlamaIndex's chat question-answering prompt
-    sends. A completion model gets the prompt alone."""
+    sends. A completion model gets the prompt alone. ``call_kwargs`` go to the call as they
+    are (e.g. ``logprobs=True``)."""
+    extra = dict(call_kwargs or {})
     if not system or not getattr(getattr(llm, "metadata", None), "is_chat_model", False):
         return Call(
-            lambda: llm.complete(prompt),
-            lambda: llm.acomplete(prompt),
+            lambda: llm.complete(prompt, **extra),
+            lambda: llm.acomplete(prompt, **extra),
             timeout,
             "the LLM",
             error=plain_timeout,
@@ -273,10 +283,10 @@ def llm_completion(llm: Any, prompt: str, timeout: float | None, system: str | N
     ]
 
     async def achat() -> Any:
-        return chat_as_completion(await llm.achat(messages))
+        return chat_as_completion(await llm.achat(messages, **extra))
 
     return Call(
-        lambda: chat_as_completion(llm.chat(messages)),
+        lambda: chat_as_completion(llm.chat(messages, **extra)),
         achat,
         timeout,
         "the LLM",

@@ -132,6 +132,11 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             paper's filter) or ``"retrieved"`` (once one passes, all the retrieval's passages
             in retrieval order: always-retrieve's context; ISREL then decides whether to
             answer, not from what).
+        critique_logprobs: ask ISSUP and ISUSE for one output token with its first-token
+            log-probabilities (``logprobs=True, top_logprobs=5``; OpenAI's clients get a
+            one-token copy of the LLM): the critique is then ``P(fully) + 0.5 P(partially)``
+            and the expected rating rather than the parsed label. An LLM that returns none
+            is read from its text as before.
         system_prompt: a system message before the generation and critique prompts when the
             LLM is a chat model (``QA_SYSTEM_PROMPT``: LlamaIndex's chat question-answering
             prompt, so the generation sends always-retrieve RAG's messages); ``None``: none.
@@ -177,6 +182,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         description="ISREL score a passage needs to pass (None: the judge's label).",
     )
     generation_passages: GenerationPassages = Field(default=GenerationPassages.RELEVANT)
+    critique_logprobs: bool = Field(
+        default=False, description="Read ISSUP and ISUSE from first-token log-probabilities."
+    )
     system_prompt: str | None = Field(
         default=None,
         min_length=1,
@@ -361,6 +369,7 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             "max_retrievals": self.max_retrievals,
             "isrel_threshold": self.isrel_threshold,
             "generation_passages": self.generation_passages.value,
+            "critique_logprobs": self.critique_logprobs,
             "system_prompt": self.system_prompt is not None,
             "iterations": [],
         }
@@ -498,7 +507,12 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             for c in candidates
         ]
         replies = yield from state.trace.step(
-            "critique", Completions(support_prompts + use_prompts, system=self.system_prompt)
+            "critique",
+            Completions(
+                support_prompts + use_prompts,
+                system=self.system_prompt,
+                logprobs=self.critique_logprobs,
+            ),
         )
         for index, candidate in enumerate(candidates):
             candidate.issup = critique.read_support(replies[index])

@@ -66,6 +66,7 @@ class ScriptedChatLLM(ScriptedLLM):
     last message, with first-token log-probabilities for the support question."""
 
     _chats: list[list[ChatMessage]] = PrivateAttr(default_factory=list)
+    _kwargs: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -75,8 +76,13 @@ class ScriptedChatLLM(ScriptedLLM):
     def chats(self) -> list[list[ChatMessage]]:
         return self._chats
 
+    @property
+    def call_kwargs(self) -> list[dict[str, Any]]:
+        return self._kwargs
+
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         self._chats.append(list(messages))
+        self._kwargs.append(kwargs)
         text = reply(str(messages[-1].content))
         logprobs = None
         if text == "fully":
@@ -260,3 +266,49 @@ def test_retrieved_passages_need_one_passing_on_every_retrieval(use_async: bool)
     assert not any(p.endswith("Answer: ") for p in llm.prompts)
     assert trace["answer_kind"] == "insufficient_evidence"
     assert all(it["relevant"] == [] for it in trace["iterations"])
+
+
+# ----- the critique from log-probabilities -----
+
+
+class TokenCappedLLM(ScriptedChatLLM):
+    """A chat model with its own ``max_tokens`` (as OpenAI's clients, which let it override a
+    per-call one)."""
+
+    max_tokens: int = 64
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return super().chat(messages, **{**kwargs, "own_max_tokens": self.max_tokens})
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_critique_logprobs_asks_one_token_with_alternatives(use_async: bool) -> None:
+    llm = TokenCappedLLM()
+    qe = build(llm, [FX], system_prompt="Be brief.", critique_logprobs=True)
+    trace = trace_of(ask(qe, use_async))
+    generation, support, usefulness = llm.call_kwargs
+    assert generation == {"own_max_tokens": 64}  # the generation as before
+    for kwargs in (support, usefulness):
+        assert kwargs == {"logprobs": True, "top_logprobs": 5, "max_tokens": 1,
+                          "own_max_tokens": 1}  # fmt: skip
+    assert llm.max_tokens == 64  # the caller's LLM is left as it is
+    assert trace["critique_logprobs"] is True
+    [candidate] = trace["iterations"][0]["candidates"]
+    assert candidate["issup"]["method"] == "logprobs"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_critique_without_logprobs_sends_no_extra_arguments(use_async: bool) -> None:
+    llm = TokenCappedLLM()
+    ask(build(llm, [FX], system_prompt="Be brief."), use_async)
+    assert llm.call_kwargs == [{"own_max_tokens": 64}] * 3
+
+
+def test_one_token_copy_leaves_llms_without_max_tokens_alone() -> None:
+    from llama_index_ext_advrag.judges.llm import one_token_copy
+
+    plain = ScriptedLLM(reply)
+    assert one_token_copy(plain) is plain
+    capped = TokenCappedLLM()
+    copy = one_token_copy(capped)
+    assert copy is not capped and copy.max_tokens == 1 and capped.max_tokens == 64
