@@ -129,14 +129,19 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"no LLM server at port {args.port}")
     llm = answers_run.make_llm(args.port, args.timeout)
     evaluator = AnswerEvaluator(llm, WORK_DIR / "cache", timeout=args.timeout)
-    done = _rows(_rows_path(args))
+    # several variants run one after the other on each question: with always-retrieve's
+    # messages their generations reuse its prompt on the server
+    variants = args.variant.split(",")
+    paths = {v: _rows_path(argparse.Namespace(**{**vars(args), "variant": v})) for v in variants}
+    done = {v: _rows(path) for v, path in paths.items()}
+    outs = {v: path.open("a", encoding="utf-8") for v, path in paths.items()}
     # the refusals first (Self-RAG refuses without an LLM call; always-retrieve's refusals only
     # with --unanswerable-baseline), then the answerable questions, both rows on each
     # (one process: the critique's prompt must follow its generation's on the server)
     plan = [("covidqa", slice(None), True), ("cmrc", slice(None), True),
             ("covidqa", slice(0, args.covidqa), False), ("cmrc", slice(0, args.cmrc), False)]  # fmt: skip
     datasets: dict[str, Any] = {}
-    with _rows_path(args).open("a", encoding="utf-8") as out:
+    try:
         for name, part, unanswerable in plan:
             if args.only and f"{name}:{'u' if unanswerable else 'a'}" not in args.only.split(","):
                 continue
@@ -147,9 +152,10 @@ def run(args: argparse.Namespace) -> int:
             data = datasets[name]
             questions = (data.unanswerable if unanswerable else data.questions)[part]
             hybrid = data.pipeline("hybrid")
-            engine = _self_rag_engine(data.pipeline("self-rag"), args.variant)
+            engines = {v: _self_rag_engine(data.pipeline("self-rag"), v) for v in variants}
             for question in questions:
-                if f"{name}:{question.id}" in done:
+                todo = [v for v in variants if f"{name}:{question.id}" not in done[v]]
+                if not todo:
                     continue
                 bundle = data.bundle(question.id)
                 started = time.perf_counter()
@@ -158,33 +164,37 @@ def run(args: argparse.Namespace) -> int:
                     context = context_text(hybrid.retrieve(bundle, K))
                     made = evaluator.generate(pipeline_key(hybrid), question.question, context)
                 base_s = time.perf_counter() - started
-                started = time.perf_counter()
-                response = engine.query(question.question)
-                self_s = time.perf_counter() - started
-                trace = response.metadata["advrag_trace"]["self_rag"]
-                answer = str(response)
-                groups = question.answer_groups
-                row = {
-                    "dataset": name, "id": question.id, "question": question.question,
-                    "unanswerable": unanswerable, "gold": [list(g) for g in groups],
-                    "base": None if made is None else {
-                        "answer": made.answer, "seconds": round(base_s, 1),
-                        "cached": made.cached, "calls": 1,
-                        "fact_recall": fact_recall(made.answer, groups),
-                        "token_f1": token_f1(made.answer, groups),
-                        "refused": bool(answers_run.REFUSAL.search(made.answer))},
-                    "self_rag": {"answer": answer, "seconds": round(self_s, 1),
-                                 "calls": trace["llm_calls"],
-                                 "fact_recall": fact_recall(answer, groups),
-                                 "token_f1": token_f1(answer, groups),
-                                 "refused": bool(answers_run.REFUSAL.search(answer)),
-                                 "trace": _slim(trace)},
-                }  # fmt: skip
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                out.flush()
-                logger.info("%s %s: base %.0f s %r | self-rag %.0f s, %d calls, %s: %r",
-                            name, question.id, base_s, made and made.answer[:60], self_s,
-                            trace["llm_calls"], trace["answer_kind"], answer[:60])  # fmt: skip
+                for variant in todo:
+                    started = time.perf_counter()
+                    response = engines[variant].query(question.question)
+                    self_s = time.perf_counter() - started
+                    trace = response.metadata["advrag_trace"]["self_rag"]
+                    answer = str(response)
+                    groups = question.answer_groups
+                    row = {
+                        "dataset": name, "id": question.id, "question": question.question,
+                        "unanswerable": unanswerable, "gold": [list(g) for g in groups],
+                        "base": None if made is None else {
+                            "answer": made.answer, "seconds": round(base_s, 1),
+                            "cached": made.cached, "calls": 1,
+                            "fact_recall": fact_recall(made.answer, groups),
+                            "token_f1": token_f1(made.answer, groups),
+                            "refused": bool(answers_run.REFUSAL.search(made.answer))},
+                        "self_rag": {"answer": answer, "seconds": round(self_s, 1),
+                                     "calls": trace["llm_calls"],
+                                     "fact_recall": fact_recall(answer, groups),
+                                     "token_f1": token_f1(answer, groups),
+                                     "refused": bool(answers_run.REFUSAL.search(answer)),
+                                     "trace": _slim(trace)},
+                    }  # fmt: skip
+                    outs[variant].write(json.dumps(row, ensure_ascii=False) + "\n")
+                    outs[variant].flush()
+                    logger.info("%s %s %s: base %.0f s %r | self-rag %.0f s, %d calls, %s: %r",
+                                variant, name, question.id, base_s, made and made.answer[:60], self_s,
+                                trace["llm_calls"], trace["answer_kind"], answer[:60])  # fmt: skip
+    finally:
+        for out in outs.values():
+            out.close()
     for data in datasets.values():
         data.close()
     return 0
@@ -343,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="self_rag_pilot", help="results name ('' : print)")
     parser.add_argument("--tune", action="store_true",
                         help="the tuning set (see the module docstring), not the report set")  # fmt: skip
-    parser.add_argument("--variant", default="pipeline", choices=sorted(VARIANTS),
-                        help="engine settings (VARIANTS) over the self-rag pipeline's")  # fmt: skip
+    parser.add_argument("--variant", default="pipeline",
+                        help="engine settings (VARIANTS) over the self-rag pipeline's; run: "
+                             "several, comma-separated")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     return {"run": run, "report": report, "gate": gate}[args.command](args)

@@ -138,8 +138,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             and the expected rating rather than the parsed label. An LLM that returns none
             is read from its text as before.
         system_prompt: a system message before the generation and critique prompts when the
-            LLM is a chat model (``QA_SYSTEM_PROMPT``: LlamaIndex's chat question-answering
-            prompt, so the generation sends always-retrieve RAG's messages); ``None``: none.
+            LLM is a chat model (``QA_SYSTEM_PROMPT``: the one LlamaIndex's query engines
+            send a chat model with its question-answering prompt); ``None`` (default): the
+            prompt alone, one user message.
         max_passages: relevant passages used per retrieval at most (the best by ISREL, given
             to the LLM in retrieval order).
         streaming: return a streaming response (see :meth:`custom_query`).

@@ -74,9 +74,10 @@ GENERATE_TEXT = (
     "Answer: "
 )
 DEFAULT_GENERATE_PROMPT = PromptTemplate(GENERATE_TEXT)
-# LlamaIndex's system message of its chat question-answering prompt (``CHAT_TEXT_QA_PROMPT``):
-# with it, a chat model receives from the generation exactly the messages always-retrieve RAG
-# sends, so with every passage kept both answers are the same.
+# LlamaIndex's system message of its chat question-answering prompt (``CHAT_TEXT_QA_PROMPT``,
+# what its response synthesizers send a chat model): with it, the generation sends a chat model
+# the messages of LlamaIndex's query engines. Without it (the default) a chat model receives
+# one user message, as ``DEFAULT_TEXT_QA_PROMPT`` sends it (the pack's answer benchmark).
 QA_SYSTEM_PROMPT = (
     "You are an expert Q&A system that is trusted around the world.\n"
     "Always answer the query using the provided context information, and not prior knowledge.\n"

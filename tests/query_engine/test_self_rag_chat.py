@@ -1,6 +1,7 @@
-"""Self-RAG's ISREL threshold, the passages it generates from, and its system prompt to chat
-models: with ``generation_passages="retrieved"`` and ``QA_SYSTEM_PROMPT`` the generation sends
-always-retrieve RAG's messages."""
+"""Self-RAG's ISREL threshold, the passages it generates from, its system prompt to chat
+models and its critique from log-probabilities. With ``generation_passages="retrieved"`` the
+generation sends what always-retrieve RAG sends: LlamaIndex's ``DEFAULT_TEXT_QA_PROMPT`` as one
+message, or with ``QA_SYSTEM_PROMPT`` the chat prompt its query engines send."""
 
 from __future__ import annotations
 
@@ -163,10 +164,12 @@ def test_bad_threshold_or_system_prompt_is_refused_by_name(field: str, value: An
 
 
 @pytest.mark.parametrize("use_async", [False, True])
-def test_generation_sends_always_retrieves_messages_to_a_chat_model(use_async: bool) -> None:
-    """With every passage kept, the generation's messages are LlamaIndex's chat
-    question-answering prompt over always-retrieve's context; the critique starts with the
-    same system message and the generation's user text."""
+def test_generation_sends_llamaindex_chat_qa_messages_with_the_system_prompt(
+    use_async: bool,
+) -> None:
+    """With every passage kept and ``QA_SYSTEM_PROMPT``, the generation's messages are
+    LlamaIndex's chat question-answering prompt over always-retrieve's context; the critique
+    starts with the same system message and the generation's user text."""
     llm = ScriptedChatLLM()
     qe = build(llm, [FX, WEAK], isrel_threshold=0.1, system_prompt=critique.QA_SYSTEM_PROMPT)
     response = ask(qe, use_async)
@@ -312,3 +315,17 @@ def test_one_token_copy_leaves_llms_without_max_tokens_alone() -> None:
     capped = TokenCappedLLM()
     copy = one_token_copy(capped)
     assert copy is not capped and copy.max_tokens == 1 and capped.max_tokens == 64
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_retrieved_passages_send_default_text_qa_prompt_as_one_message(use_async: bool) -> None:
+    """Without a system prompt the generation is what always-retrieve RAG with LlamaIndex's
+    ``DEFAULT_TEXT_QA_PROMPT`` sends over all retrieved passages."""
+    from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT
+
+    llm = ScriptedChatLLM()
+    ask(build(llm, [WEAK, FX, CAT], generation_passages="retrieved"), use_async)
+    expected = DEFAULT_TEXT_QA_PROMPT.format(
+        context_str=f"{WEAK.text}\n\n{FX.text}\n\n{CAT.text}", query_str=QUESTION
+    )
+    assert llm.prompts[0] == expected
