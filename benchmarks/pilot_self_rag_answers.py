@@ -54,16 +54,13 @@ TUNE_CMRC = 8
 # engine settings compared on the tuning set, over the self-rag pipeline's own
 VARIANTS: dict[str, dict[str, Any]] = {
     "pipeline": {},
-    # the generation sends always-retrieve's chat messages (LlamaIndex's system message)
+    # LlamaIndex's query engines' chat QA system message before the prompts
     "qa-system": {"system_prompt": QA_SYSTEM_PROMPT},
-    # ISREL decides whether to answer; once it does, from always-retrieve's messages
     "retrieved-qa": {"system_prompt": QA_SYSTEM_PROMPT, "generation_passages": "retrieved"},
+    # ISREL decides whether to answer; the generation sends always-retrieve's message
+    "retrieved": {"generation_passages": "retrieved"},
     # and ISSUP / ISUSE read from first-token log-probabilities
-    "retrieved-qa-logprobs": {
-        "system_prompt": QA_SYSTEM_PROMPT,
-        "generation_passages": "retrieved",
-        "critique_logprobs": True,
-    },
+    "retrieved-logprobs": {"generation_passages": "retrieved", "critique_logprobs": True},
 }
 
 

@@ -261,13 +261,15 @@ def llm_completion(
     """``llm.complete(prompt)`` / ``llm.acomplete(prompt)`` bounded by ``timeout``; a timeout is
     the ``TimeoutError`` an LLM client would raise (:func:`plain_timeout`, "the LLM ...").
 
-    With ``system`` and a chat model (``llm.metadata.is_chat_model``) the call is
-    ``llm.chat([system, user: prompt])`` instead, read back as a ``CompletionResponse`` (text,
-    log-probabilities, raw reply): the messages LlamaIndex's chat question-answering prompt
-    sends. A completion model gets the prompt alone. ``call_kwargs`` go to the call as they
+    With ``system`` or ``call_kwargs`` and a chat model (``llm.metadata.is_chat_model``) the
+    call is ``llm.chat([system, user: prompt])`` instead (the system message only with
+    ``system``), read back as a ``CompletionResponse`` (text, log-probabilities, raw reply):
+    a chat model's ``complete`` would drop the log-probabilities. A completion model gets the prompt alone. ``call_kwargs`` go to the call as they
     are (e.g. ``logprobs=True``)."""
     extra = dict(call_kwargs or {})
-    if not system or not getattr(getattr(llm, "metadata", None), "is_chat_model", False):
+    chat_model = getattr(getattr(llm, "metadata", None), "is_chat_model", False)
+    # a chat model's complete() answers through chat() but drops its log-probabilities
+    if not chat_model or not (system or extra):
         return Call(
             lambda: llm.complete(prompt, **extra),
             lambda: llm.acomplete(prompt, **extra),
@@ -277,10 +279,9 @@ def llm_completion(
         )
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-    messages = [
-        ChatMessage(role=MessageRole.SYSTEM, content=system),
-        ChatMessage(role=MessageRole.USER, content=prompt),
-    ]
+    messages = [ChatMessage(role=MessageRole.USER, content=prompt)]
+    if system:
+        messages.insert(0, ChatMessage(role=MessageRole.SYSTEM, content=system))
 
     async def achat() -> Any:
         return chat_as_completion(await llm.achat(messages, **extra))

@@ -329,3 +329,18 @@ def test_retrieved_passages_send_default_text_qa_prompt_as_one_message(use_async
         context_str=f"{WEAK.text}\n\n{FX.text}\n\n{CAT.text}", query_str=QUESTION
     )
     assert llm.prompts[0] == expected
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_critique_logprobs_reach_a_chat_model_without_a_system_prompt(use_async: bool) -> None:
+    """A chat model's complete() drops log-probabilities: the one-token critique calls go
+    through chat() as one user message; the generation stays a complete() call."""
+    llm = ScriptedChatLLM()
+    trace = trace_of(ask(build(llm, [FX], critique_logprobs=True), use_async))
+    assert llm.prompts[0].endswith("Answer: ")
+    assert not any(p.endswith(("Support:", "Rating:")) for p in llm.prompts)
+    assert [[m.role for m in chat] for chat in llm.chats[:2]] == [[MessageRole.USER]] * 2
+    assert all(str(chat[-1].content).endswith(("Support:", "Rating:")) for chat in llm.chats)
+    assert all(kwargs.get("logprobs") is True for kwargs in llm.call_kwargs)
+    [candidate] = trace["iterations"][0]["candidates"]
+    assert candidate["issup"]["method"] == "logprobs"
