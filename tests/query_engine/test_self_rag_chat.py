@@ -335,7 +335,7 @@ def test_retrieved_passages_send_default_text_qa_prompt_as_one_message(use_async
 def test_critique_logprobs_reach_a_chat_model_without_a_system_prompt(use_async: bool) -> None:
     """A chat model's complete() drops log-probabilities: the one-token critique calls go
     through chat() as one user message; the generation stays a complete() call."""
-    llm = ScriptedChatLLM()
+    llm = ScriptedChatLLM(reply)
     trace = trace_of(ask(build(llm, [FX], critique_logprobs=True), use_async))
     assert llm.prompts[0].endswith("Answer: ")
     assert not any(p.endswith(("Support:", "Rating:")) for p in llm.prompts)
