@@ -55,9 +55,13 @@ class Retrieve:
 
 @dataclass(frozen=True)
 class Completions:
-    """One LLM completion per prompt, in order."""
+    """One LLM completion per prompt, in order; ``system``: a system message before each
+    prompt when the LLM is a chat model (see :func:`llm_completion`); ``logprobs``: one output
+    token with its first-token log-probabilities (a label read from them)."""
 
     prompts: list[str]
+    system: str | None = None
+    logprobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,15 +251,60 @@ async def arun_call(request: Call) -> Any:
     return await arun_within(request.async_, request.timeout, request.what, error=request.error)
 
 
-def llm_completion(llm: Any, prompt: str, timeout: float | None) -> Call:
+def llm_completion(
+    llm: Any,
+    prompt: str,
+    timeout: float | None,
+    system: str | None = None,
+    call_kwargs: dict[str, Any] | None = None,
+) -> Call:
     """``llm.complete(prompt)`` / ``llm.acomplete(prompt)`` bounded by ``timeout``; a timeout is
-    the ``TimeoutError`` an LLM client would raise (:func:`plain_timeout`, "the LLM ...")."""
+    the ``TimeoutError`` an LLM client would raise (:func:`plain_timeout`, "the LLM ...").
+
+    With ``system`` or ``call_kwargs`` and a chat model (``llm.metadata.is_chat_model``) the
+    call is ``llm.chat([system, user: prompt])`` instead (the system message only with
+    ``system``), read back as a ``CompletionResponse`` (text, log-probabilities, raw reply):
+    a chat model's ``complete`` would drop the log-probabilities. A completion model gets the prompt alone. ``call_kwargs`` go to the call as they
+    are (e.g. ``logprobs=True``)."""
+    extra = dict(call_kwargs or {})
+    chat_model = getattr(getattr(llm, "metadata", None), "is_chat_model", False)
+    # a chat model's complete() answers through chat() but drops its log-probabilities
+    if not chat_model or not (system or extra):
+        return Call(
+            lambda: llm.complete(prompt, **extra),
+            lambda: llm.acomplete(prompt, **extra),
+            timeout,
+            "the LLM",
+            error=plain_timeout,
+        )
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+    messages = [ChatMessage(role=MessageRole.USER, content=prompt)]
+    if system:
+        messages.insert(0, ChatMessage(role=MessageRole.SYSTEM, content=system))
+
+    async def achat() -> Any:
+        return chat_as_completion(await llm.achat(messages, **extra))
+
     return Call(
-        lambda: llm.complete(prompt),
-        lambda: llm.acomplete(prompt),
+        lambda: chat_as_completion(llm.chat(messages, **extra)),
+        achat,
         timeout,
         "the LLM",
         error=plain_timeout,
+    )
+
+
+def chat_as_completion(response: Any) -> Any:
+    """A ``ChatResponse`` as the ``CompletionResponse`` a completion call returns (text,
+    log-probabilities, raw reply, extra fields)."""
+    from llama_index.core.base.llms.types import CompletionResponse
+
+    return CompletionResponse(
+        text=str(response.message.content or ""),
+        raw=response.raw,
+        logprobs=response.logprobs,
+        additional_kwargs=dict(response.additional_kwargs or {}),
     )
 
 
@@ -298,6 +347,7 @@ __all__ = [
     "arun_call",
     "arun_within",
     "as_failed",
+    "chat_as_completion",
     "attempt",
     "drive",
     "in_daemon_thread",

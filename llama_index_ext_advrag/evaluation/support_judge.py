@@ -29,6 +29,7 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 
 from llama_index_ext_advrag.judges.llm import (
     first_token_alternatives,
+    one_token_copy,
     parse_yes_no,
     yes_probability,
 )
@@ -105,14 +106,6 @@ def verdict_from_response(response: Any, threshold: float = DEFAULT_THRESHOLD) -
     return SupportVerdict(verdict, None, f"parsed reply: {reply[:80]!r}")
 
 
-def _one_token_copy(llm: Any) -> Any:
-    """``llm`` limited to one output token when it has a ``max_tokens`` setting (a copy: the
-    caller's LLM keeps its own)."""
-    if getattr(llm, "max_tokens", None) is None or not hasattr(llm, "model_copy"):
-        return llm
-    return llm.model_copy(update={"max_tokens": 1})
-
-
 class PrefixSupportJudge:
     """Judges an answer's sentence in the generation's own chat (one short call per sentence).
 
@@ -157,7 +150,7 @@ class PrefixSupportJudge:
             raise ValueError(f"top_logprobs must be in 1..20, got {top_logprobs!r}")
         self.llm = llm
         # one output token: an LLM's own max_tokens (OpenAI's) overrides a per-call argument
-        self._judge_llm = _one_token_copy(llm)
+        self._judge_llm = one_token_copy(llm)
         self.question = template
         self.threshold = float(threshold)
         self.timeout = float(timeout)

@@ -109,6 +109,15 @@ def yes_probability(alternatives: Sequence[tuple[str, float]]) -> tuple[float, f
     return yes / (yes + no), math.log(yes / no)
 
 
+def one_token_copy(llm: Any) -> Any:
+    """``llm`` limited to one output token when it has a ``max_tokens`` setting (a copy: the
+    caller's LLM keeps its own). OpenAI's clients let their own ``max_tokens`` override a
+    per-call one, so a one-token label call needs the copy."""
+    if getattr(llm, "max_tokens", None) is None or not hasattr(llm, "model_copy"):
+        return llm
+    return llm.model_copy(update={"max_tokens": 1})
+
+
 def first_token_alternatives(
     response: CompletionResponse | ChatResponse,
 ) -> list[tuple[str, float]] | None:
@@ -246,6 +255,7 @@ __all__ = [
     "DEFAULT_RELEVANCE_PROMPT",
     "LLMRelevanceJudge",
     "first_token_alternatives",
+    "one_token_copy",
     "parse_yes_no",
     "yes_probability",
 ]

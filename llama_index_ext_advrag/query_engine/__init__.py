@@ -18,6 +18,9 @@ if TYPE_CHECKING:  # the public names: read by type checkers and by lazy_exports
     from llama_index_ext_advrag.query_engine.self_rag_critique import (
         GenerationMode as GenerationMode,
     )
+    from llama_index_ext_advrag.query_engine.self_rag_critique import (
+        GenerationPassages as GenerationPassages,
+    )
 
 _TABLES = "import it from llama_index_ext_advrag.tables"
 

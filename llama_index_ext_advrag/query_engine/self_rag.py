@@ -58,6 +58,7 @@ from llama_index_ext_advrag.query_engine import self_rag_critique as critique
 from llama_index_ext_advrag.query_engine.self_rag_critique import (
     Candidate,
     GenerationMode,
+    GenerationPassages,
     RetrieveDecision,
     WithoutEvidence,
 )
@@ -124,6 +125,22 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
         accept_support: ISSUP from which a candidate ends the query (fully = 1, partially = 0.5).
         min_support: ISSUP a candidate needs to be answered after the last retrieval.
         w_rel, w_sup, w_use: the score weights (paper: 1, 1, 0.5).
+        isrel_threshold: ``None`` (default): a passage passes ISREL when the judge does not
+            label it irrelevant; a number: when its calibrated score is at least this (a lower
+            bar keeps more passages and refuses less; an unscored passage passes).
+        generation_passages: ``"relevant"`` (default: the passages that pass ISREL, the
+            paper's filter) or ``"retrieved"`` (once one passes, all the retrieval's passages
+            in retrieval order: always-retrieve's context; ISREL then decides whether to
+            answer, not from what).
+        critique_logprobs: ask ISSUP and ISUSE for one output token with its first-token
+            log-probabilities (``logprobs=True, top_logprobs=5``; OpenAI's clients get a
+            one-token copy of the LLM): the critique is then ``P(fully) + 0.5 P(partially)``
+            and the expected rating rather than the parsed label. An LLM that returns none
+            is read from its text as before.
+        system_prompt: a system message before the generation and critique prompts when the
+            LLM is a chat model (``QA_SYSTEM_PROMPT``: the one LlamaIndex's query engines
+            send a chat model with its question-answering prompt); ``None`` (default): the
+            prompt alone, one user message.
         max_passages: relevant passages used per retrieval at most (the best by ISREL, given
             to the LLM in retrieval order).
         streaming: return a streaming response (see :meth:`custom_query`).
@@ -159,6 +176,21 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
     w_rel: float = Field(default=critique.DEFAULT_WEIGHTS[0], ge=0.0, allow_inf_nan=False)
     w_sup: float = Field(default=critique.DEFAULT_WEIGHTS[1], ge=0.0, allow_inf_nan=False)
     w_use: float = Field(default=critique.DEFAULT_WEIGHTS[2], ge=0.0, allow_inf_nan=False)
+    isrel_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="ISREL score a passage needs to pass (None: the judge's label).",
+    )
+    generation_passages: GenerationPassages = Field(default=GenerationPassages.RELEVANT)
+    critique_logprobs: bool = Field(
+        default=False, description="Read ISSUP and ISUSE from first-token log-probabilities."
+    )
+    system_prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        description="System message of the generation and critique calls to a chat model.",
+    )
     max_passages: int = Field(default=DEFAULT_MAX_PASSAGES, ge=1, le=20)
     max_passage_chars: int = Field(default=DEFAULT_MAX_PASSAGE_CHARS, ge=1)
     extractive_sentences: int = Field(default=DEFAULT_EXTRACTIVE_SENTENCES, ge=1)
@@ -336,6 +368,10 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             "accept_support": self.accept_support,
             "min_support": self.min_support,
             "max_retrievals": self.max_retrievals,
+            "isrel_threshold": self.isrel_threshold,
+            "generation_passages": self.generation_passages.value,
+            "critique_logprobs": self.critique_logprobs,
+            "system_prompt": self.system_prompt is not None,
             "iterations": [],
         }
 
@@ -374,13 +410,19 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             grades = [Grade.unknown("judge", grades.error) for _ in texts]
         isrel = []
         relevant = []
+        graded = []
         for (node, text), grade in zip(fresh, grades, strict=True):
             state.judged[node.node.node_id] = grade
-            keep = grade.label is not GradeLabel.IRRELEVANT
+            keep = critique.passes_isrel(
+                grade.label is not GradeLabel.IRRELEVANT, grade.score, self.isrel_threshold
+            )
             isrel.append({"node_id": node.node.node_id, "kept": keep, **grade.to_dict()})
             _reflect(iteration, "isrel", node.node.node_id, grade.score, isrel[-1])
+            graded.append(Passage(node, text, grade, iteration))
             if keep:
-                relevant.append(Passage(node, text, grade, iteration))
+                relevant.append(graded[-1])
+        if relevant and self.generation_passages is GenerationPassages.RETRIEVED:
+            relevant = graded
         record["isrel"] = isrel
         record["already_judged"] = len(nodes) - len(fresh) - blank
         if blank:
@@ -412,7 +454,9 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             self.generate_prompt.format(query=state.query, passages=self._passages_text(state, g))
             for g in groups
         ]
-        answers = yield from state.trace.step("generate", Completions(prompts))
+        answers = yield from state.trace.step(
+            "generate", Completions(prompts, system=self.system_prompt)
+        )
         candidates = []
         unanswered = []
         for group, reply in zip(groups, answers, strict=True):
@@ -464,7 +508,12 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             for c in candidates
         ]
         replies = yield from state.trace.step(
-            "critique", Completions(support_prompts + use_prompts)
+            "critique",
+            Completions(
+                support_prompts + use_prompts,
+                system=self.system_prompt,
+                logprobs=self.critique_logprobs,
+            ),
         )
         for index, candidate in enumerate(candidates):
             candidate.issup = critique.read_support(replies[index])

@@ -74,6 +74,18 @@ GENERATE_TEXT = (
     "Answer: "
 )
 DEFAULT_GENERATE_PROMPT = PromptTemplate(GENERATE_TEXT)
+# LlamaIndex's system message of its chat question-answering prompt (``CHAT_TEXT_QA_PROMPT``,
+# what its response synthesizers send a chat model): with it, the generation sends a chat model
+# the messages of LlamaIndex's query engines. Without it (the default) a chat model receives
+# one user message, as ``DEFAULT_TEXT_QA_PROMPT`` sends it (the pack's answer benchmark).
+QA_SYSTEM_PROMPT = (
+    "You are an expert Q&A system that is trusted around the world.\n"
+    "Always answer the query using the provided context information, and not prior knowledge.\n"
+    "Some rules to follow:\n"
+    "1. Never directly reference the given context in your answer.\n"
+    "2. Avoid statements like 'Based on the context, ...' or 'The context information ...' or "
+    "anything along those lines."
+)
 DEFAULT_SUPPORT_PROMPT = PromptTemplate(
     GENERATE_TEXT + "{answer}\n\n"
     "Is the answer above supported by the passages? Reply with one word: fully, partially, or "
@@ -131,6 +143,13 @@ class WithoutEvidence(str, Enum):
 
     REFUSE = "refuse"  # the insufficient-evidence answer, no LLM call
     DIRECT = "direct"  # the paper's no-retrieval branch: the LLM answers from its own knowledge
+
+
+class GenerationPassages(str, Enum):
+    """Which passages of a retrieval the candidates are generated from."""
+
+    RELEVANT = "relevant"  # those that pass ISREL (the paper's filter)
+    RETRIEVED = "retrieved"  # all of them once one passes ISREL: always-retrieve's context
 
 
 class GenerationMode(str, Enum):
@@ -347,6 +366,19 @@ def best_candidate(candidates: Sequence[Candidate], min_support: float) -> int |
     return best
 
 
+def passes_isrel(label_relevant: bool, score: float | None, threshold: float | None) -> bool:
+    """Whether a graded passage passes ISREL: the judge's label (``label_relevant``: not
+    irrelevant) when ``threshold`` is ``None``, else its score ``>= threshold``; a passage the
+    judge could not score (``None``) passes.
+
+    >>> passes_isrel(False, 0.12, None), passes_isrel(False, 0.12, 0.1), passes_isrel(True, 0.05, 0.1)
+    (False, True, False)
+    """
+    if threshold is None:
+        return label_relevant
+    return score is None or score >= threshold
+
+
 def isrel_value(score: float | None) -> float:
     """A passage's ISREL term: the judge's score, :data:`UNKNOWN_ISREL` when unknown."""
     return UNKNOWN_ISREL if score is None else score
@@ -400,6 +432,7 @@ __all__ = [
     "Critique",
     "GENERATE_TEXT",
     "GenerationMode",
+    "GenerationPassages",
     "RetrieveDecision",
     "WithoutEvidence",
     "best_candidate",
@@ -407,6 +440,8 @@ __all__ = [
     "extractive_answer",
     "format_passages",
     "isrel_value",
+    "passes_isrel",
+    "QA_SYSTEM_PROMPT",
     "label_distribution",
     "parse_rating",
     "parse_support",

@@ -34,7 +34,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_ext_advrag.events import SelfRAGAnswerEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
-from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge
+from llama_index_ext_advrag.judges.llm import LLMRelevanceJudge, one_token_copy
 from llama_index_ext_advrag.models import resolve_llm
 from llama_index_ext_advrag.plan import (
     Completions,
@@ -58,6 +58,8 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 DEFAULT_MAX_CONCURRENCY = 4
+# a label read from the first token: one output token, its top alternatives
+LOGPROB_KWARGS = {"logprobs": True, "top_logprobs": 5, "max_tokens": 1}
 TRACE_COMPONENT = "self_rag"
 
 
@@ -142,6 +144,7 @@ class SelfRAGExecutor:
         self.max_concurrency = max_concurrency
         self.llm_timeout = llm_timeout
         self.judge: BaseRelevanceJudge | None = None
+        self._one_token_llm: Any = None
 
     @property
     def judge_uses_llm(self) -> bool:
@@ -156,7 +159,7 @@ class SelfRAGExecutor:
 
     def _execute(self, request: Any) -> Any:
         if isinstance(request, Completions):
-            return [self._complete(prompt) for prompt in request.prompts]
+            return [self._complete(prompt, request) for prompt in request.prompts]
         if isinstance(request, Judge):
             if not request.texts:
                 return []
@@ -173,10 +176,21 @@ class SelfRAGExecutor:
             return list(nodes)
         raise TypeError(f"unknown request {type(request).__name__}")
 
-    def _complete(self, prompt: str) -> Any:
+    def _call(self, prompt: str, request: Completions) -> Any:
+        """The bounded call for one prompt of ``request`` (a one-token call with
+        log-probabilities when it asks for them)."""
         assert self.llm is not None
+        if not request.logprobs:
+            return llm_completion(self.llm, prompt, self.llm_timeout, request.system)
+        if self._one_token_llm is None:
+            self._one_token_llm = one_token_copy(self.llm)
+        return llm_completion(
+            self._one_token_llm, prompt, self.llm_timeout, request.system, LOGPROB_KWARGS
+        )
+
+    def _complete(self, prompt: str, request: Completions) -> Any:
         try:
-            return run_call(llm_completion(self.llm, prompt, self.llm_timeout))
+            return run_call(self._call(prompt, request))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
@@ -193,7 +207,7 @@ class SelfRAGExecutor:
 
             async def one(prompt: str) -> Any:
                 async with semaphore:
-                    return await self._acomplete(prompt)
+                    return await self._acomplete(prompt, request)
 
             return list(await asyncio.gather(*(one(p) for p in request.prompts)))
         if isinstance(request, Judge):
@@ -211,10 +225,9 @@ class SelfRAGExecutor:
             return list(nodes)
         raise TypeError(f"unknown request {type(request).__name__}")
 
-    async def _acomplete(self, prompt: str) -> Any:
-        assert self.llm is not None
+    async def _acomplete(self, prompt: str, request: Completions) -> Any:
         try:
-            return await arun_call(llm_completion(self.llm, prompt, self.llm_timeout))
+            return await arun_call(self._call(prompt, request))
         except Exception as exc:
             logger.warning("Self-RAG LLM call failed: %r", exc)
             return Failed(f"LLM error: {exc!r}"[:200])
