@@ -72,6 +72,14 @@ class DroppedNodeRecord(TypedDict):
 
 
 @with_config(_PAYLOAD)
+class CjkScorerRecord(TypedDict):
+    """Which scorer graded a compression call's Chinese/Japanese pairs without a judge, and why."""
+
+    pairs: int  # the question-sentence pairs in Chinese or Japanese
+    scorer: str  # "cosine" or the CJK judge's name
+    reason: str
+
+
 class RerankRecord(TypedDict):
     """A node judge rerank returned: its retrieval rank, new rank, and grade or the error."""
 
@@ -463,7 +471,7 @@ class ContextCompressionEvent(AdvragEvent):
     )
     dropped: list[str] = Field(default_factory=list, description="Passages with nothing kept.")
     error: str | None = Field(default=None, description="Why the passages are as retrieved.")
-    cjk: dict[str, Any] | None = Field(
+    cjk: CjkScorerRecord | None = Field(
         default=None,
         description="Without a judge: which scorer graded the Chinese/Japanese pairs "
         "(scorer, pairs) and why (reason); None when there were none.",

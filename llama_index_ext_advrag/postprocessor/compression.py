@@ -24,7 +24,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_ext_advrag.embeddings.language import is_english_only, model_name_of
-from llama_index_ext_advrag.events import ContextCompressionEvent
+from llama_index_ext_advrag.events import CjkScorerRecord, ContextCompressionEvent
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade, node_texts
 from llama_index_ext_advrag.judges.routed import pair_language
 from llama_index_ext_advrag.layout import NodeLayout, deterministic_node_id
@@ -298,7 +298,7 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
 
     def _cjk_plan(
         self, query: str, candidates: list[Candidate]
-    ) -> tuple[list[int], dict[str, Any] | None]:
+    ) -> tuple[list[int], CjkScorerRecord | None]:
         """The candidates whose pairs the CJK judge scores, and the decision's record (``None``
         when no pair is Chinese or Japanese, or a judge was given: it scores every pair)."""
         if self._judge is not None:
@@ -306,9 +306,9 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         cjk = [i for i, c in enumerate(candidates) if pair_language(query, c.text) == "zh"]
         if not cjk:
             return [], None
-        record: dict[str, Any] = {"pairs": len(cjk), "scorer": "cosine"}
+        record = CjkScorerRecord(pairs=len(cjk), scorer="cosine", reason="cjk_judge is off")
         if not self.cjk_judge:
-            return [], {**record, "reason": "cjk_judge is off"}
+            return [], record
         model = model_name_of(self.embed_model) or type(self.embed_model).__name__
         if not is_english_only(self.embed_model):
             return [], {
@@ -324,7 +324,7 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         reason = f"the embedding model {model!r} reads English only"
         return cjk, {**record, "scorer": self._cjk_judge.name, "reason": reason}
 
-    def _cjk_unavailable(self, record: dict[str, Any], exc: ImportError) -> dict[str, Any]:
+    def _cjk_unavailable(self, record: CjkScorerRecord, exc: ImportError) -> CjkScorerRecord:
         """Remember (and warn once) that the CJK judge's extra is missing: the cosine it is."""
         self._cjk_missing = f"the multilingual extra is missing ({CJK_EXTRA_HINT}): {exc}"
         logger.warning("context compression scores Chinese pairs by cosine: %s", self._cjk_missing)
@@ -382,7 +382,7 @@ class ContextCompressionPostprocessor(StoreBackedPostprocessor, PromptMixin):
         cosines: list[float | None] | None,
         vector_counts: dict[str, int],
         cosine_groups: list[str] | None = None,
-        cjk: dict[str, Any] | None = None,
+        cjk: CjkScorerRecord | None = None,
     ) -> list[NodeWithScore]:
         query, texts, sentences, candidates, before = prepared
         judge_values = [g.raw if g.raw is not None else g.score for g in grades] if grades else None

@@ -65,7 +65,7 @@ PUBLIC: dict[str, list[str]] = {
         "DriftAwareWindowPostprocessor", "JudgeRerankPostprocessor", "PrevNextPostprocessor",
         "WindowReplacementPostprocessor",
     ],
-    "query_engine": ["GenerationMode", "SelfRAGQueryEngine"],
+    "query_engine": ["GenerationMode", "GenerationPassages", "SelfRAGQueryEngine"],
     "retrievers": [
         "HierarchicalAutoMergingRetriever", "HybridFusionRetriever", "JiebaBM25Retriever",
         "MilvusBM25Retriever", "RecursiveIndexNodeRetriever", "SecondHopRetriever",
