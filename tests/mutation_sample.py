@@ -32,6 +32,7 @@ import difflib
 import fnmatch
 import functools
 import hashlib
+import importlib.util
 import os
 import random
 import resource
@@ -51,6 +52,7 @@ import tomllib
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "llama_index_ext_advrag"
 EQUIVALENTS = Path("benchmarks") / "mutation_equivalents.toml"
+DOCTESTS = "tests/unit/test_doctests.py"  # runs the examples of the public modules
 SEED_ENV, SIZE_ENV, NAMES_ENV = (
     "ADVRAG_MUTATION_SEED", "ADVRAG_MUTATION_SAMPLE", "ADVRAG_MUTATION_MUTANTS"
 )  # fmt: skip
@@ -179,13 +181,28 @@ class Config:
         return files
 
     def tests_for(self, module: str) -> list[str]:
-        """The selected test files that import ``module`` (directly or by a re-exported name)."""
+        """The selected test files that import ``module`` (directly or by a re-exported name),
+        and its docstring examples where the selected doctest file runs them (as the full
+        mutmut run does: a mutant its examples notice is killed there too)."""
         dotted = dotted_name(module)
-        return [
+        tests = [
             f.relative_to(self.root).as_posix()
             for f in self.test_files()
             if dotted in imported_modules(f, self.root)
         ]
+        if DOCTESTS in self.selection and dotted in doctested_modules(self.root):
+            tests.append(f"{DOCTESTS}::test_docstring_examples[{dotted}]")
+        return tests
+
+
+@functools.cache
+def doctested_modules(root: Path) -> frozenset[str]:
+    """The modules whose examples ``tests/unit/test_doctests.py`` runs in the unit tier."""
+    spec = importlib.util.spec_from_file_location("_advrag_doctests", root / DOCTESTS)
+    assert spec is not None and spec.loader is not None
+    doctests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(doctests)
+    return frozenset(doctests.public_modules()) - frozenset(doctests.MILVUS_MODULES)
 
 
 def dotted_name(module: str) -> str:
