@@ -456,3 +456,37 @@ def test_keep_back_respects_the_floor_with_real_scores() -> None:
     assert keep_back([0.2, 0.05, 0.9], [False, False, True], 2, 0.1) == [0]
     assert keep_back([0.3, 0.2], [False, False], 2, 0.25) == [0]
     assert keep_back([0.05], [False], 1, 0.1) == []
+
+
+def test_a_score_exactly_at_upper_passes_the_margin_rule() -> None:
+    from llama_index_ext_advrag.postprocessor.crag import within_margin
+
+    # 0.9 is far below the best's log-odds (6.9 - 1.0 > 2.2) but sits exactly on upper
+    assert within_margin([0.999, 0.9], 0.9, 1.0) == [True, True]
+    assert within_margin([0.999, 0.89], 0.9, 1.0) == [True, False]
+
+
+def test_the_margin_rule_keeps_a_score_exactly_at_its_floor() -> None:
+    from llama_index_ext_advrag.postprocessor.crag import within_margin
+
+    assert within_margin([0.7, 0.7], 0.9, 0.0) == [True, True]  # log-odds equal to the floor
+
+
+def test_keep_retrieved_applies_the_margin_below_upper() -> None:
+    from llama_index_ext_advrag.postprocessor.crag import CRAGAction, keep_retrieved
+
+    # 0.5 passes lower but is more than 1 log-odds below the best (0.95), which is above upper
+    kept = keep_retrieved([0.95, 0.5], CRAGAction.AMBIGUOUS, 0.9, 0.3, keep_within=1.0)
+    assert kept == [True, False]
+    assert keep_retrieved([0.95, 0.5], CRAGAction.AMBIGUOUS, 0.9, 0.3) == [True, True]
+
+
+def test_keep_back_counts_what_is_kept_and_reads_zero_scores_as_zero() -> None:
+    from llama_index_ext_advrag.postprocessor.crag import keep_back
+
+    assert keep_back([0.5, 0.4, 0.9], [False, False, True], 2, 0.0) == [0]  # one is missing
+    assert keep_back([0.0, 0.5], [False, False], 1, 0.0) == [1]  # 0.0 ranks last
+    assert keep_back([0.0], [False], 1, 0.1) == []  # 0.0 is below the floor
+    assert keep_back([0.1], [False], 1, 0.1) == [0]  # at the floor: kept back
+    with pytest.raises(ValueError):
+        keep_back([0.5, 0.4], [False], 1, 0.0)  # one flag per score
