@@ -490,3 +490,20 @@ def test_keep_back_counts_what_is_kept_and_reads_zero_scores_as_zero() -> None:
     assert keep_back([0.1], [False], 1, 0.1) == [0]  # at the floor: kept back
     with pytest.raises(ValueError):
         keep_back([0.5, 0.4], [False], 1, 0.0)  # one flag per score
+
+
+def test_crag_without_a_judge_uses_the_offline_judge_and_names_a_bad_one() -> None:
+    from llama_index_ext_advrag.postprocessor.crag import CRAGPostprocessor
+
+    assert CRAGPostprocessor().judge.name == "offline"  # built lazily: no model is loaded here
+    with pytest.raises(TypeError, match="judge must be a BaseRelevanceJudge .* got str"):
+        CRAGPostprocessor(judge="cross-encoder")
+
+
+def test_a_given_keep_within_wins_over_the_judges_even_none() -> None:
+    from llama_index_ext_advrag.postprocessor.crag import CRAGPostprocessor
+
+    default = CRAGPostprocessor()
+    assert default.keep_within == default.judge.default_keep_within is not None
+    assert CRAGPostprocessor(keep_within=None).keep_within is None
+    assert CRAGPostprocessor(keep_within=2.5).keep_within == 2.5
