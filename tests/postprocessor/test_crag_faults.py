@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from advrag_testing import instrumented
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.bridge.pydantic import ValidationError
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
@@ -125,13 +126,17 @@ def test_bad_scores_everywhere_keep_every_node(bad: float, use_async: bool) -> N
     the rest, -0.2 made all Incorrect."""
     crag = CRAGPostprocessor(judge=HandBuiltJudge(lambda t: grade_of(bad)), upper=0.7, lower=0.3)
     retrieved = nodes(*RETRIEVED)
-    result = run(crag, use_async, retrieved)
+    with instrumented() as (events, _):
+        result = run(crag, use_async, retrieved)
     assert [n.node.node_id for n in result] == ["n0", "n1", "n2"]
     assert [n.node.text for n in result] == list(RETRIEVED)
     assert crag_trace(result[0]) == {
         "action": "keep_as_retrieved",
         "error": "every grade is unknown",
     }
+    # the first (and only) decision is announced once, with why
+    actions = [(e.action, e.error) for e in events if e.class_name() == "CRAGActionEvent"]
+    assert actions == [("keep_as_retrieved", "every grade is unknown")]
 
 
 @pytest.mark.parametrize("use_async", [False, True])
