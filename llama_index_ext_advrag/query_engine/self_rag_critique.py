@@ -33,6 +33,7 @@ from typing import Any
 
 from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts.chat_prompts import TEXT_QA_SYSTEM_PROMPT
 
 from llama_index_ext_advrag.judges.llm import first_token_alternatives, parse_yes_no
 from llama_index_ext_advrag.judges.llm import yes_probability as yes_no_probability
@@ -75,17 +76,11 @@ GENERATE_TEXT = (
 )
 DEFAULT_GENERATE_PROMPT = PromptTemplate(GENERATE_TEXT)
 # LlamaIndex's system message of its chat question-answering prompt (``CHAT_TEXT_QA_PROMPT``,
-# what its response synthesizers send a chat model): with it, the generation sends a chat model
-# the messages of LlamaIndex's query engines. Without it (the default) a chat model receives
-# one user message, as ``DEFAULT_TEXT_QA_PROMPT`` sends it (the pack's answer benchmark).
-QA_SYSTEM_PROMPT = (
-    "You are an expert Q&A system that is trusted around the world.\n"
-    "Always answer the query using the provided context information, and not prior knowledge.\n"
-    "Some rules to follow:\n"
-    "1. Never directly reference the given context in your answer.\n"
-    "2. Avoid statements like 'Based on the context, ...' or 'The context information ...' or "
-    "anything along those lines."
-)
+# what its response synthesizers send a chat model), read from LlamaIndex: with it, the
+# generation sends a chat model the messages of LlamaIndex's query engines. Without it (the
+# default) a chat model receives one user message, as ``DEFAULT_TEXT_QA_PROMPT`` sends it (the
+# pack's answer benchmark).
+QA_SYSTEM_PROMPT: str = str(TEXT_QA_SYSTEM_PROMPT.content)
 DEFAULT_SUPPORT_PROMPT = PromptTemplate(
     GENERATE_TEXT + "{answer}\n\n"
     "Is the answer above supported by the passages? Reply with one word: fully, partially, or "
