@@ -99,7 +99,7 @@ REFUSAL = re.compile(
     r"insufficient|not (?:mentioned|provided|specified|stated|available|given|found|included)|"
     r"does not (?:mention|provide|specify|state|say|contain|include)|no information|"
     r"cannot (?:be )?(?:determine|answer|found)|unable to|unknown|"
-    r"没有(?:提到|提及|提供|说明|相关)|未(?:提及|提到|说明|提供)|无法|不知道|不清楚",
+    r"没有(?:提到|提及|提供|说明|相关)|未(?:提及|提到|说明|提供)|无法|不知道|不清楚|不足以",
     re.IGNORECASE,
 )
 DESIGN_NUMBERS = {  # the design's table: hallucination, fact recall (EM), latency ms, tokens

@@ -141,6 +141,8 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
             LLM is a chat model (``QA_SYSTEM_PROMPT``: the one LlamaIndex's query engines
             send a chat model with its question-answering prompt); ``None`` (default): the
             prompt alone, one user message.
+        insufficient_answer: the refusal's text; ``None`` (default): the pack's, in the
+            question's language (Chinese when at least half its letters are CJK, else English).
         max_passages: relevant passages used per retrieval at most (the best by ISREL, given
             to the LLM in retrieval order).
         streaming: return a streaming response (see :meth:`custom_query`).
@@ -195,7 +197,11 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
     max_passage_chars: int = Field(default=DEFAULT_MAX_PASSAGE_CHARS, ge=1)
     extractive_sentences: int = Field(default=DEFAULT_EXTRACTIVE_SENTENCES, ge=1)
     corpus_description: str | None = Field(default=None)
-    insufficient_answer: str = Field(default=critique.DEFAULT_INSUFFICIENT_ANSWER, min_length=1)
+    insufficient_answer: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The refusal (None: the default one in the question's language).",
+    )
     streaming: bool = Field(default=False)
     max_concurrency: int = Field(default=4, ge=1, le=64)
     llm_timeout: float | None = Field(
@@ -306,7 +312,11 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
                 if self.without_evidence is WithoutEvidence.DIRECT:
                     return (yield from self._direct(state))
                 state.trace.record["stop_reason"] = "no_relevant_passage"
-                return state.outcome("insufficient_evidence", self.insufficient_answer, [])
+                return state.outcome(
+                    "insufficient_evidence",
+                    critique.insufficient_answer_for(state.query, self.insufficient_answer),
+                    [],
+                )
             if relevant:
                 outcome = yield from self._answer_from(state, relevant, iteration, record, has_llm)
                 if outcome is not None:
@@ -571,7 +581,11 @@ class SelfRAGQueryEngine(Configured, CustomQueryEngine):
     def _final(self, state: _State) -> Outcome:
         best = critique.best_candidate(state.candidates, self.min_support)
         if best is None:
-            return state.outcome("insufficient_evidence", self.insufficient_answer, [])
+            return state.outcome(
+                "insufficient_evidence",
+                critique.insufficient_answer_for(state.query, self.insufficient_answer),
+                [],
+            )
         chosen = state.candidates[best]
         state.trace.record["chosen_iteration"] = chosen.iteration
         return state.outcome(

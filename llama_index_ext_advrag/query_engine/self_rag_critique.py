@@ -38,6 +38,7 @@ from llama_index.core.prompts.chat_prompts import TEXT_QA_SYSTEM_PROMPT
 from llama_index_ext_advrag.judges.llm import first_token_alternatives, parse_yes_no
 from llama_index_ext_advrag.judges.llm import yes_probability as yes_no_probability
 from llama_index_ext_advrag.text.sentences import split_sentences
+from llama_index_ext_advrag.text.words import cjk_share
 
 DEFAULT_RETRIEVE_THRESHOLD = 0.2
 DEFAULT_WEIGHTS = (1.0, 1.0, 0.5)
@@ -107,6 +108,26 @@ PROMPT_VARIABLES = {
     "rewrite_prompt": {"query", "avoid"},
 }
 DEFAULT_INSUFFICIENT_ANSWER = "The retrieved evidence is insufficient to answer this question."
+# the refusal in the question's language: Chinese when at least this share of its letters is CJK
+DEFAULT_INSUFFICIENT_ANSWER_ZH = "检索到的证据不足以回答这个问题。"
+INSUFFICIENT_CJK_SHARE = 0.5
+
+
+def insufficient_answer_for(query: str, configured: str | None = None) -> str:
+    """``configured`` when given, else the default refusal in ``query``'s language.
+
+    >>> insufficient_answer_for("色林错每年接待多少名游客？")
+    '检索到的证据不足以回答这个问题。'
+    >>> insufficient_answer_for("How many visitors?"), insufficient_answer_for("游客?", "No.")
+    ('The retrieved evidence is insufficient to answer this question.', 'No.')
+    """
+    if configured is not None:
+        return configured
+    if cjk_share(query) >= INSUFFICIENT_CJK_SHARE:
+        return DEFAULT_INSUFFICIENT_ANSWER_ZH
+    return DEFAULT_INSUFFICIENT_ANSWER
+
+
 EXTRACTIVE_LABEL = "[extractive] "
 
 # Negatives first: "not fully" is no, "不支持" contains "支持".
@@ -413,6 +434,7 @@ def extractive_answer(
 
 __all__ = [
     "DEFAULT_INSUFFICIENT_ANSWER",
+    "DEFAULT_INSUFFICIENT_ANSWER_ZH",
     "DEFAULT_RETRIEVE_THRESHOLD",
     "DEFAULT_WEIGHTS",
     "EXTRACTIVE_LABEL",
@@ -444,4 +466,5 @@ __all__ = [
     "read_support",
     "read_usefulness",
     "sentence_pool",
+    "insufficient_answer_for",
 ]

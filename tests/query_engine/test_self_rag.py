@@ -820,3 +820,47 @@ def test_passages_reach_the_llm_in_retrieval_order_the_best_by_isrel(use_async: 
     assert trace["iterations"][0]["relevant"] == ["fx", "fx2"]  # weak (0.55) left out
     [generation] = [p for p in llm.prompts if p.endswith("Answer: ")]
     assert f"\n{FX.text}\n\n{FX2.text}\n" in generation
+
+
+# ----- the refusal in the question's language -----
+
+ZH_QUESTION = "株洲北站现任站长是谁？"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_refusal_without_evidence_is_in_the_questions_language(use_async: bool) -> None:
+    llm = ScriptedLLM(script())
+    qe = engine(llm, MapRetriever({}, [CAT]), retrieve_decision="scores")
+    zh = ask(qe, ZH_QUESTION, use_async)
+    assert (
+        zh.response == critique.DEFAULT_INSUFFICIENT_ANSWER_ZH == "检索到的证据不足以回答这个问题。"
+    )
+    assert trace_of(zh)["answer_kind"] == "insufficient_evidence" and llm.prompts == []
+    # half the letters CJK is Chinese; less is English
+    assert ask(qe, "FXYZ站长是谁", use_async).response == critique.DEFAULT_INSUFFICIENT_ANSWER_ZH
+    assert ask(qe, "FXY站长是谁", use_async).response == critique.DEFAULT_INSUFFICIENT_ANSWER_ZH
+    assert ask(qe, "FXYZ站长是", use_async).response == critique.DEFAULT_INSUFFICIENT_ANSWER
+    assert ask(qe, QUESTION, use_async).response == critique.DEFAULT_INSUFFICIENT_ANSWER
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_refusal_after_the_last_retrieval_is_in_the_questions_language(use_async: bool) -> None:
+    retriever = MapRetriever({}, [FX])
+    rewrites = iter(f"query {i}" for i in range(10))
+    llm = ScriptedLLM(lambda p: next(rewrites) if "Query:" in p else script(support="no")(p))
+    qe = engine(llm, retriever, max_retrievals=2, judge=KeywordJudge(keyword="FX"))
+    response = ask(qe, ZH_QUESTION + " FX", use_async)
+    assert trace_of(response)["stop_reason"] == "max_retrievals"
+    assert response.response == critique.DEFAULT_INSUFFICIENT_ANSWER_ZH
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_given_refusal_is_kept_in_every_language(use_async: bool) -> None:
+    llm = ScriptedLLM(script())
+    qe = engine(
+        llm, MapRetriever({}, [CAT]), retrieve_decision="scores", insufficient_answer="无可奉告"
+    )
+    assert ask(qe, ZH_QUESTION, use_async).response == "无可奉告"
+    assert ask(qe, QUESTION, use_async).response == "无可奉告"
+    with pytest.raises(ValueError, match="insufficient_answer"):
+        engine(llm, insufficient_answer="")
