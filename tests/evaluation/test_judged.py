@@ -163,3 +163,22 @@ def test_self_rag_refuses_without_a_relevant_passage_and_reads_passages_whole(
     )  # always-retrieve's prompt, word for word
     assert len(llm.prompts) == 3  # generation, ISSUP, ISUSE: no retrieve-decision call
     pipeline.close()
+
+
+def test_self_rag_pipeline_generates_from_the_retrieval_and_reads_the_critique_by_logprobs(
+    context: BuildContext,
+) -> None:
+    """The settings picked on the pilot's tuning set: once a passage passes ISREL the
+    generation reads all the retrieved passages, and ISSUP / ISUSE ask for log-probabilities;
+    the answer cache's key names both."""
+    from llama_index_ext_advrag.query_engine.self_rag_critique import GenerationPassages
+
+    context.llm = ScriptedLLM(scripted)
+    pipeline = get_pipeline("self-rag").build(context)
+    engine = pipeline._engine(2)
+    assert engine.generation_passages is GenerationPassages.RETRIEVED
+    assert engine.critique_logprobs is True
+    assert pipeline.settings.endswith(
+        "passages uncut, generation from the retrieved passages, critique by logprobs"
+    )
+    pipeline.close()
