@@ -25,7 +25,11 @@ E5 = "intfloat/multilingual-e5-small"
 
 
 def test_a_query_half_cjk_uses_the_chinese_thresholds() -> None:
-    assert default_thresholds(E5, "潜伏ab") == (E5_ZH_MIN_SIM, E5_ZH_PRUNE_SIM, "multilingual-e5/zh")
+    assert default_thresholds(E5, "潜伏ab") == (
+        E5_ZH_MIN_SIM,
+        E5_ZH_PRUNE_SIM,
+        "multilingual-e5/zh",
+    )
     assert default_thresholds(E5, "潜abc")[2] == "multilingual-e5"
     assert default_thresholds(E5)[2] == "multilingual-e5"
 

@@ -48,7 +48,9 @@ def without(nodes, *starts: str):
 def test_every_missing_gap_is_counted_and_later_gaps_still_filled(nodes, mode: str) -> None:
     results = hits(nodes, "The harbour of", "In 1901", "The lighthouse", "Keepers lived")
     both_missing = without(nodes, "Its stone piers", "Its lamp")
-    output = run(ConsecutiveMergePostprocessor(docstore=both_missing, fill_gaps=True), mode, results)
+    output = run(
+        ConsecutiveMergePostprocessor(docstore=both_missing, fill_gaps=True), mode, results
+    )
     trace = get_trace(output[0].node, "consecutive_merge")
     assert (trace["gaps_filled"], trace["gaps_unfilled"], trace["round_trips"]) == (0, 2, 1)
     assert len(output) == 4
@@ -127,6 +129,7 @@ def test_hit_pieces_keep_each_hits_score(nodes) -> None:
     locations = locate_all((r.node for r in results), NodeLayout())
     pieces = hit_pieces(results, locations)
     assert [p.rank for p in pieces] == [0, 1]
-    assert [
-        (m.role, m.score) for p in pieces for m in p.members.values()
-    ] == [("hit", 0.5), ("hit", 0.49)]
+    assert [(m.role, m.score) for p in pieces for m in p.members.values()] == [
+        ("hit", 0.5),
+        ("hit", 0.49),
+    ]

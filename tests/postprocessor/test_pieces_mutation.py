@@ -8,7 +8,7 @@ expansion event."""
 from __future__ import annotations
 
 from llama_index.core.schema import (
-    ImageNode,
+    Document,
     NodeRelationship,
     NodeWithScore,
     RelatedNodeInfo,
@@ -83,6 +83,9 @@ def test_merge_pieces_at_the_gap_bound() -> None:
     assert two(1, 0) == [(0, 2), (3, 5)]
     assert two(2, 2) == [(0, 6)]
     assert two(3, 2) == [(0, 2), (5, 7)]
+    # by default only touching or overlapping pieces merge
+    apart = [Piece("a", 0, 2, 0), Piece("a", 3, 5, 1)]
+    assert [(p.first, p.last) for p in merge_pieces(apart)] == [(0, 2), (3, 5)]
     # overlapping pieces sorted by start, then end
     overlapping = [Piece("a", 1, 5, 0), Piece("a", 1, 2, 1), Piece("a", 0, 1, 2)]
     assert [(p.first, p.last, p.rank) for p in merge_pieces(overlapping)] == [(0, 5, 0)]
@@ -93,14 +96,21 @@ def test_merge_pieces_orders_documents_by_best_rank_then_name() -> None:
     assert [(p.doc_id, p.first) for p in merge_pieces(pieces)] == [
         ("c", 0), ("a", 0), ("a", 5), ("b", 0)
     ]  # fmt: skip
+    # a document's best rank is its best piece's, wherever that piece lies
+    pieces = [Piece("z", 0, 1, 2), Piece("z", 5, 6, 4), Piece("b", 0, 1, 3)]
+    assert [(p.doc_id, p.first) for p in merge_pieces(pieces)] == [("z", 0), ("z", 5), ("b", 0)]
 
 
 def test_join_keeps_both_sides() -> None:
-    left = piece_from_members([member("a", 2, "neighbour")], hit("a", 0.2), 4, {"l": 1})
+    left = piece_from_members(
+        [member("a", 2, "neighbour"), member("z", 1, "neighbour")], hit("a", 0.2), 4, {"l": 1}
+    )
     right = piece_from_members([member("a", 2), member("b", 3)], hit("b", 0.9), 1, {"r": 2})
     joined = _join(left, right)
-    assert (joined.doc_id, joined.first, joined.last, joined.rank) == ("d", 2, 4, 1)
-    assert {i: m.role for i, m in joined.members.items()} == {"a": "hit", "b": "hit"}
+    assert (joined.doc_id, joined.first, joined.last, joined.rank) == ("d", 1, 4, 1)
+    assert {i: m.role for i, m in joined.members.items()} == {
+        "a": "hit", "z": "neighbour", "b": "hit"
+    }  # fmt: skip
     assert [h.node.node_id for h in joined.hits] == ["a", "b"]
     assert joined.records == [{"l": 1}, {"r": 2}]
     assert left.members["a"].role == "neighbour"  # the left piece's own members untouched
@@ -111,7 +121,7 @@ def test_join_keeps_both_sides() -> None:
 def test_char_span_and_ordered_members() -> None:
     assert char_span(node("abc", "x", start=4)) == (4, 7)
     assert char_span(node("abc", "x")) == (None, None)
-    assert char_span(ImageNode(id_="i")) == (None, None)
+    assert char_span(Document(id_="i")) == (None, None)  # a node without character offsets
     piece = Piece("d", 0, 5, 0)
     for m in (member("c", 3), member("a", 0, width=3), member("b", 0, width=2)):
         add_member(piece, m)
@@ -142,6 +152,12 @@ def test_join_texts_separators_overlap_and_empty_members() -> None:
         Member(node("three four", "3", start=8), Location("d", 2, 4), "hit"),
     ]
     assert join_texts(inside, "|") == "one two three|four"
+    # a member starting exactly where the covered text ends keeps its own leading spaces
+    touching = [
+        Member(node("one", "1", start=0), Location("d", 0, 1), "hit"),
+        Member(node("  two", "2", start=3), Location("d", 1, 2), "hit"),
+    ]
+    assert join_texts(touching, "|") == "one|  two"
     # a text whose span does not match its length is not cut
     shifted = node("two three", "2", start=4)
     shifted.end_char_idx = 20
@@ -191,14 +207,15 @@ def test_piece_to_node_builds_one_node_from_its_members() -> None:
 
 def test_piece_to_node_keeps_what_it_cannot_recompute() -> None:
     # a member without a character span: the hit's own span stays
-    a, b = node("A.", "a", 0), node("B.", "b")
+    a, b, c = node("A.", "a", 5), node("B.", "b"), node("C.", "c", 10)
     a.metadata["sentence_span"] = [0, 1]
-    piece = Piece("d", 0, 2, 0, hits=[NodeWithScore(node=a, score=0.5)])
+    piece = Piece("d", 0, 3, 0, hits=[NodeWithScore(node=a, score=0.5)])
     add_member(piece, Member(a, Location("d", 0, 1), "hit"))
     add_member(piece, Member(b, Location("d", 1, 2), "neighbour"))
+    add_member(piece, Member(c, Location("d", 2, 3), "neighbour"))
     out = piece_to_node(piece, "comp", {}, NodeLayout()).node
-    assert (out.get_content(), out.start_char_idx, out.end_char_idx) == ("A. B.", 0, 2)
-    assert out.metadata["sentence_span"] == [0, 2]
+    assert (out.get_content(), out.start_char_idx, out.end_char_idx) == ("A. B. C.", 5, 7)
+    assert out.metadata["sentence_span"] == [0, 3]
     # chain coordinates are not sentence spans: the metadata is left alone
     chain = Piece("chain:x", 0, 2, 0, hits=[NodeWithScore(node=a, score=0.5)])
     chain.members = dict(piece.members)
