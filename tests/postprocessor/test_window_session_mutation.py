@@ -188,3 +188,14 @@ def test_rows_are_summed_over_the_rounds_and_known_nodes_not_fetched_again() -> 
         assert (trace["round_trips"], trace["rows_read"], trace["fetched"]) == (3, 20, 21)
         assert trace["embedded_units"] == (0 if embedded else 20)
     assert by_text(long_nodes, "Sentence 15 ").node_id in {n.node_id for n in long_nodes}
+
+
+def test_cues_come_from_the_annotation_when_stored() -> None:
+    from llama_index_ext_advrag.layout import UNIT_CUES_KEY
+    from llama_index_ext_advrag.text import extract_cues
+
+    state = session(text_node("h"))
+    annotated = TextNode(text="Velmar harbour", id_="a", metadata={UNIT_CUES_KEY: ["zeppelin"]})
+    plain = TextNode(text="Velmar harbour", id_="p")
+    assert state.cues_of(annotated) == frozenset({"zeppelin"})
+    assert state.cues_of(plain) == extract_cues("Velmar harbour") != frozenset({"zeppelin"})
