@@ -1,0 +1,159 @@
+"""The compression postprocessor's own code, exactly (kills mutants of
+postprocessor/compression.py that its other tests leave; the scoring maths is _compression.py's,
+tested in test_compression_mutation.py): the sentence units inside a passage's span, which
+stored vector a sentence gets, the judge's prompts as a module, passages as retrieved (record,
+event, warning only on an error), the cosine deciding what is kept, a judge's score when it has
+no raw value, and the warning when the CJK judge's extra is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import SimpleNamespace
+
+import pytest
+from advrag_testing import HashEmbedding, instrumented
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_ext_advrag.events import ContextCompressionEvent
+from llama_index_ext_advrag.judges import BaseRelevanceJudge, Grade
+from llama_index_ext_advrag.layout import NodeLayout, deterministic_node_id
+from llama_index_ext_advrag.postprocessor._compression import candidates_of, cut_passages
+from llama_index_ext_advrag.postprocessor.compression import (
+    CJK_EXTRA_HINT,
+    ContextCompressionPostprocessor,
+    match_vectors,
+    sentence_unit_ids,
+)
+from llama_index_ext_advrag.trace import get_trace
+
+MODES = ["sync", "async"]
+LOGGER = "llama_index_ext_advrag.postprocessor.compression"
+EMBED = HashEmbedding(dim=64)
+
+
+def run(post, mode: str, nodes, query: str) -> list[NodeWithScore]:
+    if mode == "sync":
+        return post.postprocess_nodes(nodes, query_str=query)
+    return asyncio.run(post.apostprocess_nodes(nodes, query_str=query))
+
+
+def passage(text: str, node_id: str = "p", **metadata) -> NodeWithScore:
+    return NodeWithScore(node=TextNode(text=text, id_=node_id, metadata=metadata), score=0.5)
+
+
+def test_class_name_and_the_judge_as_a_prompt_module() -> None:
+    assert ContextCompressionPostprocessor.class_name() == "ContextCompressionPostprocessor"
+    judge = Scripted(name="s")
+    assert ContextCompressionPostprocessor(judge=judge)._get_prompt_modules() == {"judge": judge}
+    assert ContextCompressionPostprocessor(embed_model=EMBED)._get_prompt_modules() == {}
+
+
+def test_sentence_unit_ids_cover_the_span_only() -> None:
+    spanned = passage("x", "a", document_id="doc", sentence_span=[3, 5])
+    again = passage("y", "b", document_id="doc", sentence_span=[4, 6])
+    ids = sentence_unit_ids([spanned, again, passage("z", "c")], NodeLayout())
+    unit = NodeLayout().id_unit
+    assert ids == [deterministic_node_id("doc", unit, i, i + 1) for i in (3, 4, 5)]
+
+
+def test_match_vectors_prefers_a_unit_then_a_one_sentence_passage() -> None:
+    nodes = [passage("One. Two."), passage("Three.", "q")]
+    nodes[0].node.embedding = [9.0]
+    nodes[1].node.embedding = [3.0]
+    candidates = candidates_of(cut_passages([n.node.get_content() for n in nodes]))
+    assert [c.text for c in candidates] == ["One.", "Two.", "Three."]
+    units = [
+        TextNode(text=" Two. ", embedding=[2.0]),
+        TextNode(text="One.", embedding=None),
+        SimpleNamespace(),  # a unit without any vector attribute is passed over
+    ]
+    # "One." has no stored vector and its passage has two sentences: none; "Three." is its
+    # passage: the passage's own vector
+    assert match_vectors(nodes, candidates, units) == [None, [2.0], [3.0]]
+    units.append(TextNode(text="Three.", embedding=[4.0]))
+    assert match_vectors(nodes, candidates, units)[2] == [4.0]
+    nodes[1].node.embedding = None
+    assert match_vectors(nodes, candidates, units[:3]) == [None, [2.0], None]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_passages_that_fit_are_returned_as_retrieved_without_a_warning(mode: str, caplog) -> None:
+    post = ContextCompressionPostprocessor(embed_model=EMBED)
+    with caplog.at_level(logging.WARNING, logger=LOGGER), instrumented() as (events, _):
+        (result,) = run(post, mode, [passage("Short. Text.")], "text")
+    assert [r for r in caplog.records if r.name == LOGGER] == []
+    record = {"retrieval_rank": 0, "compressed": False, "budget": 600}
+    assert get_trace(result.node, "compression") == record
+    (event,) = [e for e in events if isinstance(e, ContextCompressionEvent)]
+    assert event.nodes == [{"node_id": "p", **record}]
+
+
+class Scripted(BaseRelevanceJudge):
+    """Scores the sentence holding the word ``key``: 0.9, others 0.1; ``raw`` left out."""
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        return [self.grade(0.9 if "key" in t else 0.1) for t in texts]
+
+
+class Broken(BaseRelevanceJudge):
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        raise RuntimeError("judge down")
+
+
+LONG = "Cats sleep a lot. Dogs bark at night. The key opens the old door."
+LAST = "The key opens the old door."  # 7 tokens; two sentences take 11 or more
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failing_judge_is_warned_about_and_recorded(mode: str, caplog) -> None:
+    post = ContextCompressionPostprocessor(judge=Broken(name="b"), max_context_tokens=5)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        (result,) = run(post, mode, [passage(LONG)], "question")
+    (message,) = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    error = get_trace(result.node, "compression")["error"]
+    assert "judge down" in error
+    assert message == f"context compression skipped; passages as retrieved: {error}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_judge_score_without_a_raw_value_decides(mode: str) -> None:
+    post = ContextCompressionPostprocessor(
+        judge=Scripted(name="s"), cosine_weight=0, rank_weight=0, neighbours=0,
+        max_context_tokens=9,
+    )  # fmt: skip
+    (result,) = run(post, mode, [passage(LONG)], "question")
+    assert result.node.get_content() == LAST
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_cosine_decides_without_a_judge(mode: str) -> None:
+    post = ContextCompressionPostprocessor(
+        embed_model=EMBED, rank_weight=0, neighbours=0, max_context_tokens=9
+    )
+    (result,) = run(post, mode, [passage(LONG)], "old door key")
+    assert result.node.get_content() == LAST
+
+
+class NoExtra(BaseRelevanceJudge):
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        raise ImportError("no e5 here")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_missing_cjk_extra_is_warned_about_once(mode: str, caplog) -> None:
+    english = HashEmbedding(dim=64, model_name="BAAI/bge-small-en-v1.5")
+    post = ContextCompressionPostprocessor(
+        embed_model=english, cjk_judge=NoExtra(name="e5"), max_context_tokens=20
+    )
+    text = "潜伏期一般为三到七天。病人需要隔离观察。医院提供免费检测服务。"
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        run(post, mode, [passage(text)], "潜伏期多长？")
+        run(post, mode, [passage(text)], "潜伏期多长？")
+    missing = f"the multilingual extra is missing ({CJK_EXTRA_HINT}): no e5 here"
+    assert [r.getMessage() for r in caplog.records if r.name == LOGGER] == [
+        f"context compression scores Chinese pairs by cosine: {missing}"
+    ]
+    bundle = QueryBundle("潜伏期多长？")
+    result = post.postprocess_nodes([passage(text)], bundle)
+    assert get_trace(result[0].node, "compression")["cjk"]["reason"] == missing
