@@ -157,3 +157,64 @@ def test_a_missing_cjk_extra_is_warned_about_once(mode: str, caplog) -> None:
     bundle = QueryBundle("潜伏期多长？")
     result = post.postprocess_nodes([passage(text)], bundle)
     assert get_trace(result[0].node, "compression")["cjk"]["reason"] == missing
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_record_of_a_compressed_passage(mode: str) -> None:
+    post = ContextCompressionPostprocessor(
+        judge=Scripted(name="s"), cosine_weight=0, rank_weight=0, neighbours=0,
+        max_context_tokens=9,
+    )  # fmt: skip
+    (result,) = run(post, mode, [passage(LONG)], "question")
+    start = LONG.index(LAST)
+    assert get_trace(result.node, "compression") == {
+        "retrieval_rank": 0,
+        "rank": 0,
+        "compressed": True,
+        "spans": [[start, start + len(LAST)]],
+        "kept_sentences": 1,
+        "sentences": 3,
+        "budget": 9,
+        "scorer": "judge",
+        "vectors": {},
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_passages_keep_their_order_unless_ranked(mode: str) -> None:
+    first, second = passage("Cats sleep a lot. Dogs bark.", "a"), passage(LAST, "b")
+    post = ContextCompressionPostprocessor(
+        judge=Scripted(name="s"), cosine_weight=0, rank_weight=0, neighbours=0,
+        max_context_tokens=13,
+    )  # fmt: skip
+    assert [r.node.node_id for r in run(post, mode, [first, second], "q")] == ["a", "b"]
+    post.rank_passages = True
+    assert [r.node.node_id for r in run(post, mode, [first, second], "q")] == ["b", "a"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ranking_passages_that_fit_keeps_each_whole(mode: str) -> None:
+    post = ContextCompressionPostprocessor(judge=Scripted(name="s"), rank_passages=True)
+    output = run(post, mode, [passage(LONG, "a"), passage("", "e")], "q")
+    assert [r.node.node_id for r in output] == ["a"]
+    trace = get_trace(output[0].node, "compression")
+    assert (trace["spans"], trace["kept_sentences"]) == ([[0, len(LONG)]], 3)
+
+
+class Short(HashEmbedding):
+    """Returns one vector too few for a batch."""
+
+    def get_text_embedding_batch(self, texts, **kwargs):  # type: ignore[override]
+        return super().get_text_embedding_batch(texts, **kwargs)[:-1]
+
+    async def aget_text_embedding_batch(self, texts, **kwargs):  # type: ignore[override]
+        return super().get_text_embedding_batch(texts, **kwargs)[:-1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_short_embedding_batch_leaves_the_passages_as_retrieved(mode: str) -> None:
+    post = ContextCompressionPostprocessor(embed_model=Short(dim=64), max_context_tokens=9)
+    (result,) = run(post, mode, [passage(LONG)], "old door key")
+    trace = get_trace(result.node, "compression")
+    assert trace["compressed"] is False and "embedding" in trace["error"]
+    assert result.node.get_content() == LONG
