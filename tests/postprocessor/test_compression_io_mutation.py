@@ -218,3 +218,84 @@ def test_a_short_embedding_batch_leaves_the_passages_as_retrieved(mode: str) -> 
     trace = get_trace(result.node, "compression")
     assert trace["compressed"] is False and "embedding" in trace["error"]
     assert result.node.get_content() == LONG
+
+
+class Unnamed:
+    """An embedding model whose name cannot be read: the CJK plan fails on it."""
+
+    @property
+    def model_name(self) -> str:
+        raise RuntimeError("no model here")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unusable_embedding_model_leaves_the_passages_as_retrieved(mode: str) -> None:
+    from llama_index_ext_advrag.plan import as_failed
+
+    post = ContextCompressionPostprocessor(embed_model=Unnamed(), max_context_tokens=20)
+    text = "潜伏期一般为三到七天。病人需要隔离观察。医院提供免费检测服务。"
+    with instrumented() as (events, _):
+        (result,) = run(post, mode, [passage(text)], "潜伏期多长？")
+    error = as_failed("embedding", RuntimeError("no model here")).error
+    assert get_trace(result.node, "compression") == {
+        "retrieval_rank": 0, "compressed": False, "budget": 20, "error": error,
+    }  # fmt: skip
+    (event,) = [e for e in events if isinstance(e, ContextCompressionEvent)]
+    assert (event.query, event.tokens_before, event.error) == ("潜伏期多长？", 43, error)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_judge_failure_is_named(mode: str) -> None:
+    from llama_index_ext_advrag.plan import as_failed
+
+    post = ContextCompressionPostprocessor(judge=Broken(name="b"), max_context_tokens=5)
+    (result,) = run(post, mode, [passage(LONG)], "question")
+    expected = as_failed("judge", RuntimeError("judge down")).error
+    assert get_trace(result.node, "compression")["error"] == expected
+
+
+class Scripted_e5(BaseRelevanceJudge):
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        return [self.grade(0.9 if "隔离" in t else 0.1) for t in texts]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_all_pairs_judged_by_the_cjk_judge_read_no_vector(mode: str) -> None:
+    english = HashEmbedding(dim=64, model_name="BAAI/bge-small-en-v1.5")
+    post = ContextCompressionPostprocessor(
+        embed_model=english, cjk_judge=Scripted_e5(name="e5"), max_context_tokens=20,
+        rank_weight=0, neighbours=0,
+    )  # fmt: skip
+    text = "潜伏期一般为三到七天。病人需要隔离观察。医院提供免费检测服务。"
+    (result,) = run(post, mode, [passage(text)], "潜伏期多长？")
+    trace = get_trace(result.node, "compression")
+    assert trace["vectors"] == {"stored": 0, "embedded": 0}
+    assert result.node.get_content() == "病人需要隔离观察。"
+
+
+class QueryGiven(HashEmbedding):
+    def _get_query_embedding(self, query: str) -> list[float]:
+        raise AssertionError("the bundle's query vector must be used")
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        raise AssertionError("the bundle's query vector must be used")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_bundles_query_vector_is_used(mode: str) -> None:
+    post = ContextCompressionPostprocessor(
+        embed_model=QueryGiven(dim=64), rank_weight=0, neighbours=0, max_context_tokens=9
+    )
+    bundle = QueryBundle("old door key", embedding=EMBED.get_query_embedding("old door key"))
+    if mode == "sync":
+        (result,) = post.postprocess_nodes([passage(LONG)], bundle)
+    else:
+        (result,) = asyncio.run(post.apostprocess_nodes([passage(LONG)], bundle))
+    assert result.node.get_content() == LAST
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_passage_at_the_budget_is_left_alone(mode: str) -> None:
+    post = ContextCompressionPostprocessor(embed_model=EMBED, neighbours=0, max_context_tokens=7)
+    (result,) = run(post, mode, [passage(LAST)], "door")  # LAST is exactly 7 tokens
+    assert get_trace(result.node, "compression")["compressed"] is False
