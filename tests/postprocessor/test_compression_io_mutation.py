@@ -299,3 +299,18 @@ def test_a_passage_at_the_budget_is_left_alone(mode: str) -> None:
     post = ContextCompressionPostprocessor(embed_model=EMBED, neighbours=0, max_context_tokens=7)
     (result,) = run(post, mode, [passage(LAST)], "door")  # LAST is exactly 7 tokens
     assert get_trace(result.node, "compression")["compressed"] is False
+
+
+def test_the_constructor_errors_word_for_word() -> None:
+    with pytest.raises(ValueError, match="vector_store must be a MilvusVectorStore, got str"):
+        ContextCompressionPostprocessor(embed_model=EMBED, vector_store="not a store")
+    message = (
+        r"^no sentence score: pass a judge= or set cosine_weight > 0 "
+        r"\(got judge=None, cosine_weight=0.0\)$"
+    )
+    with pytest.raises(ValueError, match=message):
+        ContextCompressionPostprocessor(cosine_weight=0)
+    with pytest.raises(
+        ValueError, match="^judge_weight and cosine_weight are both 0: no sentence score$"
+    ):
+        ContextCompressionPostprocessor(judge=Scripted(name="s"), judge_weight=0, cosine_weight=0)
