@@ -314,3 +314,57 @@ def test_the_constructor_errors_word_for_word() -> None:
         ValueError, match="^judge_weight and cosine_weight are both 0: no sentence score$"
     ):
         ContextCompressionPostprocessor(judge=Scripted(name="s"), judge_weight=0, cosine_weight=0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_judge_of_weight_zero_is_not_asked(mode: str) -> None:
+    post = ContextCompressionPostprocessor(
+        judge=Broken(name="b"), judge_weight=0, embed_model=EMBED, max_context_tokens=9
+    )
+    (result,) = run(post, mode, [passage(LONG)], "old door key")
+    assert get_trace(result.node, "compression")["compressed"] is True
+
+
+class BrokenCjk(BaseRelevanceJudge):
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        raise RuntimeError("e5 crashed")
+
+
+class SlowCjk(BaseRelevanceJudge):
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        import time
+
+        time.sleep(0.5)
+        return [self.grade(0.5) for _ in texts]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failing_or_slow_cjk_judge_leaves_the_passages_as_retrieved(mode: str) -> None:
+    from llama_index_ext_advrag.plan import as_failed
+
+    english = HashEmbedding(dim=64, model_name="BAAI/bge-small-en-v1.5")
+    text = "潜伏期一般为三到七天。病人需要隔离观察。医院提供免费检测服务。"
+    post = ContextCompressionPostprocessor(
+        embed_model=english, cjk_judge=BrokenCjk(name="e5"), max_context_tokens=20
+    )
+    (result,) = run(post, mode, [passage(text)], "潜伏期多长？")
+    expected = as_failed("judge", RuntimeError("e5 crashed")).error
+    assert get_trace(result.node, "compression")["error"] == expected
+    post = ContextCompressionPostprocessor(
+        embed_model=english, cjk_judge=SlowCjk(name="e5"), max_context_tokens=20,
+        judge_timeout=0.05,
+    )  # fmt: skip
+    (result,) = run(post, mode, [passage(text)], "潜伏期多长？")
+    assert get_trace(result.node, "compression")["error"] == "judge timed out after 0.05 s"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failing_embedding_is_named_and_the_event_names_each_node(mode: str) -> None:
+    post = ContextCompressionPostprocessor(embed_model=Short(dim=64), max_context_tokens=9)
+    (result,) = run(post, mode, [passage(LONG)], "old door key")
+    assert get_trace(result.node, "compression")["error"].startswith("embedding failed: ")
+    post = ContextCompressionPostprocessor(embed_model=EMBED, max_context_tokens=9)
+    with instrumented() as (events, _):
+        run(post, mode, [passage(LONG)], "old door key")
+    (event,) = [e for e in events if isinstance(e, ContextCompressionEvent)]
+    assert [n["node_id"] for n in event.nodes] == ["p"]
