@@ -507,3 +507,34 @@ def test_a_given_keep_within_wins_over_the_judges_even_none() -> None:
     assert default.keep_within == default.judge.default_keep_within is not None
     assert CRAGPostprocessor(keep_within=None).keep_within is None
     assert CRAGPostprocessor(keep_within=2.5).keep_within == 2.5
+
+
+def test_update_prompts_names_the_optional_avoid_variable_in_its_error() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    post = crag(by_text({}))
+    with pytest.raises(ValueError, match=r"\(and may use \{avoid\}, the queries already tried\)"):
+        post.update_prompts({"rewrite_prompt": PromptTemplate("Rewrite: {question}")})
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_min_kept_keeps_back_a_retrieved_node_never_a_dropped_corrective_one(
+    use_async: bool,
+) -> None:
+    # Incorrect: the retrieved node (0.2) and the corrective hit (0.25) are both below lower;
+    # min_kept brings back the retrieved one although the corrective one graded higher.
+    post = crag(
+        by_text({"Maybe": 0.2, "Corrective": 0.25}),
+        corrective_retriever=ListRetriever(nodes("Corrective text.", prefix="c")),
+        min_kept=1,
+    )
+    retrieved = nodes("Maybe here.")
+    if use_async:
+        result = await post.apostprocess_nodes(retrieved, query_str=QUERY)
+    else:
+        result = post.postprocess_nodes(retrieved, query_str=QUERY)
+    assert [n.node.node_id for n in result] == ["n0"]
+    assert trace(result[0])["kept_by"] == "min_kept"
+    assert [(d["node_id"], d["source"]) for d in trace(result[0])["dropped"]] == [
+        ("c0", "corrective")
+    ]
