@@ -538,3 +538,49 @@ async def test_min_kept_keeps_back_a_retrieved_node_never_a_dropped_corrective_o
     assert [(d["node_id"], d["source"]) for d in trace(result[0])["dropped"]] == [
         ("c0", "corrective")
     ]
+
+
+class HangingJudge(BaseRelevanceJudge):
+    """Answers after ``release`` is set (sync, in the worker thread) or never (async)."""
+
+    _release: Any
+
+    def __init__(self, release: Any, **data: Any) -> None:
+        super().__init__(**data)
+        object.__setattr__(self, "_release", release)
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        self._release.wait(5.0)
+        return [self.grade(0.9) for _ in texts]
+
+    async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
+        await asyncio.sleep(5.0)
+        return [self.grade(0.9) for _ in texts]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_timed_out_judge_is_named_in_the_result_event_with_the_retrieved_nodes(
+    use_async: bool,
+) -> None:
+    import threading
+
+    from advrag_testing import instrumented
+
+    from llama_index_ext_advrag.events import CRAGResultEvent
+
+    release = threading.Event()
+    post = CRAGPostprocessor(judge=HangingJudge(release), judge_timeout=0.2, refine=False)
+    try:
+        with instrumented() as (events, _):
+            if use_async:
+                await post.apostprocess_nodes(nodes("A.", "B."), query_str=QUERY)
+            else:
+                post.postprocess_nodes(nodes("A.", "B."), query_str=QUERY)
+    finally:
+        release.set()
+    (outcome,) = [e for e in events if isinstance(e, CRAGResultEvent)]
+    assert (outcome.action, outcome.timed_out) == ("keep_as_retrieved", "judge")
+    assert [(k["node_id"], k["source"]) for k in outcome.kept] == [
+        ("n0", "retrieved"),
+        ("n1", "retrieved"),
+    ]
