@@ -584,3 +584,19 @@ async def test_a_timed_out_judge_is_named_in_the_result_event_with_the_retrieved
         ("n0", "retrieved"),
         ("n1", "retrieved"),
     ]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_node_below_lower_is_dropped_by_grade_even_far_below_the_best(
+    use_async: bool,
+) -> None:
+    # 0.05 is below lower and more than keep_within log-odds below the best (0.99): the
+    # thresholds dropped it, so "grade" is why, not "margin".
+    post = crag(by_text({"Paris": 0.99, "Cats": 0.05}), keep_within=2.0, min_kept=0)
+    retrieved = nodes("Paris has it.", "Cats.")
+    if use_async:
+        result = await post.apostprocess_nodes(retrieved, query_str=QUERY)
+    else:
+        result = post.postprocess_nodes(retrieved, query_str=QUERY)
+    assert [n.node.node_id for n in result] == ["n0"]
+    assert [(d["node_id"], d["why"]) for d in trace(result[0])["dropped"]] == [("n1", "grade")]
