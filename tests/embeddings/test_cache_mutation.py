@@ -164,3 +164,46 @@ def test_a_damaged_file_that_cannot_be_moved_is_named_with_its_error(
     with pytest.raises(sqlite3.DatabaseError, match=r"database \(file is not a database\) and"):
         cached.get_text_embedding("one")
     cached.close()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_query_batches_share_the_single_querys_entries(use_async: bool) -> None:
+    cached = CachedEmbedding(HashEmbedding(dim=4))
+    if use_async:
+        asyncio.run(cached.aget_query_embedding_batch(["a", "b"]))
+    else:
+        cached.get_query_embedding_batch(["a", "b"])
+    cached.reset_stats()
+    cached.get_query_embedding("a")
+    assert (cached.stats.hits, cached.stats.misses) == (1, 0)
+
+
+@pytest.mark.parametrize("cache_queries", [True, False])
+def test_async_query_batches_of_a_core_model(cache_queries: bool) -> None:
+    inner = HashEmbedding(dim=4)  # a core BaseEmbedding: asked once per query
+    cached = CachedEmbedding(inner, cache_queries=cache_queries)
+    vectors = asyncio.run(cached.aget_query_embedding_batch(["a b", "c"]))
+    expected = [inner.get_query_embedding("a b"), inner.get_query_embedding("c")]
+    assert vectors == [pytest.approx(v, abs=1e-6) for v in expected]  # stored as float32
+
+
+class DropsOnce(HashEmbedding):
+    """Returns one vector too few for its first batch."""
+
+    dropped: bool = False
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        vectors = [self._get_text_embedding(t) for t in texts]
+        if not self.dropped:
+            self.dropped = True
+            return vectors[1:]
+        return vectors
+
+
+def test_a_model_returning_too_few_vectors_leaves_nothing_cached() -> None:
+    cached = CachedEmbedding(DropsOnce(dim=4))
+    with pytest.raises(ValueError, match="zip"):
+        cached.get_text_embedding_batch(["a", "b"])
+    cached.reset_stats()
+    assert cached.get_text_embedding("a") == HashEmbedding(dim=4).get_text_embedding("a")
+    assert (cached.stats.hits, cached.stats.misses) == (0, 1)

@@ -157,15 +157,6 @@ def test_an_unfollowed_pointer_becomes_a_text_node_with_all_its_fields() -> None
     assert plain.relationships[NodeRelationship.SOURCE].node_id == "doc"
 
 
-def test_a_pointer_carrying_its_retriever_is_followed_without_a_dict_entry() -> None:
-    inline = ListRetriever([NodeWithScore(node=TextNode(text="in", id_="in"), score=0.5)])
-    node = IndexNode(text="to inline", index_id="inline", id_="p", obj=inline)
-    router = RecursiveIndexNodeRetriever(
-        root_id="root", retriever_dict={"root": ListRetriever([NodeWithScore(node=node)])}
-    )
-    assert [r.node.node_id for r in router.retrieve("q")] == ["in"]
-
-
 def test_a_pointer_to_nowhere_is_named() -> None:
     router = RecursiveIndexNodeRetriever(
         root_id="root", retriever_dict={"root": ListRetriever([pointer("p", "gone")])}
@@ -196,3 +187,80 @@ def test_a_node_reached_twice_is_returned_once_and_the_result_event_has_its_rout
     assert [r.node.node_id for r in results] == ["same"]
     (event,) = [e for e in events if isinstance(e, RecursiveResultEvent)]
     assert event.results == [{"node_id": "same", "route": ["root"], "depth": 0}]
+
+
+def frames() -> dict:
+    import pandas as pd
+
+    return {"prices": pd.DataFrame({"fruit": ["apple", "pear"], "price": [1.0, 2.0]})}
+
+
+def test_from_dataframes_passes_the_limits_the_timeout_and_the_settings() -> None:
+    from llama_index_ext_advrag.tables.pandas_sandbox import SandboxLimits
+
+    built = RecursiveIndexNodeRetriever.from_dataframes(
+        frames(),
+        summarize=False,
+        limits=SandboxLimits(max_chars=500),
+        timeout_seconds=7.5,
+        embed_model=HashEmbedding(dim=8),
+        max_depth=2,
+    )
+    limits = built.query_engine_dict["table::prices"].limits
+    assert (limits.timeout_seconds, limits.max_chars) == (7.5, 500)
+    assert built.max_depth == 2
+    given = RecursiveIndexNodeRetriever.from_dataframes(
+        frames(),
+        summarize=False,
+        limits=SandboxLimits(max_chars=400),
+        embed_model=HashEmbedding(dim=8),
+    )
+    assert given.query_engine_dict["table::prices"].limits.max_chars == 400
+    default = RecursiveIndexNodeRetriever.from_dataframes(
+        frames(), summarize=False, timeout_seconds=9.0, embed_model=HashEmbedding(dim=8)
+    )
+    assert default.query_engine_dict["table::prices"].limits.max_chars == SandboxLimits().max_chars
+
+
+def test_a_summary_prompt_without_its_variable_is_named() -> None:
+    with pytest.raises(ValueError, match="^summary_prompt lacks the variables"):
+        RecursiveIndexNodeRetriever.from_dataframes(frames(), summary_prompt="no variable here")
+
+
+def test_from_pointers_uses_the_given_store_and_weights() -> None:
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    store = SimpleVectorStore()
+    pointers = [IndexNode(text="pointer to the apple price table", index_id="a", id_="pa")]
+    built = RecursiveIndexNodeRetriever.from_pointers(
+        pointers,
+        retriever_dict={"a": ListRetriever([])},
+        embed_model=HashEmbedding(dim=8),
+        vector_store=store,
+        root_weights=(0.25, 0.75),
+        max_concurrency=2,
+    )
+    assert list(store.data.embedding_dict) == ["pa"]
+    assert list(built.retriever_dict["root"].weights) == [0.25, 0.75]
+    assert built.max_concurrency == 2
+
+
+def test_a_cycle_is_warned_and_traced_with_its_target(caplog: pytest.LogCaptureFixture) -> None:
+    router = RecursiveIndexNodeRetriever(
+        root_id="root",
+        retriever_dict={
+            "root": ListRetriever([pointer("p", "sub")]),
+            "sub": ListRetriever([pointer("back", "root")]),
+        },
+    )
+    with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.retrievers.recursive"):
+        (stopped,) = router.retrieve("q")
+    assert caplog.messages == ["cycle: back leads back to root on route ('root', 'sub')"]
+    assert route(stopped) == {
+        "route": ["root", "sub"],
+        "depth": 1,
+        "stopped": "cycle",
+        "kind": "retriever",
+        "via": "p",
+        "index_id": "root",
+    }
