@@ -264,3 +264,26 @@ def test_a_cycle_is_warned_and_traced_with_its_target(caplog: pytest.LogCaptureF
         "via": "p",
         "index_id": "root",
     }
+
+
+def via_node_dict(inner: IndexNode) -> RecursiveIndexNodeRetriever:
+    """A root pointing at a node_dict entry that is itself a pointer (core's retrieve never
+    resolves it: the node comes from the dict, not from a retriever)."""
+    return RecursiveIndexNodeRetriever(
+        root_id="root",
+        retriever_dict={"root": ListRetriever([pointer("p", "n")])},
+        node_dict={"n": inner},
+    )
+
+
+def test_a_pointer_from_the_node_dict_carrying_its_retriever_is_followed() -> None:
+    inline = ListRetriever([NodeWithScore(node=TextNode(text="in", id_="in"), score=0.5)])
+    router = via_node_dict(IndexNode(text="to inline", index_id="inline", id_="n", obj=inline))
+    (hit,) = router.retrieve("q")
+    assert hit.node.node_id == "in" and route(hit)["route"] == ["root", "n", "inline"]
+
+
+def test_an_unroutable_obj_is_named_with_its_type() -> None:
+    router = via_node_dict(IndexNode(text="to x", index_id="x", id_="n", obj=42))
+    with pytest.raises(ValueError, match="^index_id 'x' leads to an unroutable int$"):
+        router.retrieve("q")
