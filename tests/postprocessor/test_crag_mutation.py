@@ -507,3 +507,96 @@ def test_a_given_keep_within_wins_over_the_judges_even_none() -> None:
     assert default.keep_within == default.judge.default_keep_within is not None
     assert CRAGPostprocessor(keep_within=None).keep_within is None
     assert CRAGPostprocessor(keep_within=2.5).keep_within == 2.5
+
+
+def test_update_prompts_names_the_optional_avoid_variable_in_its_error() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    post = crag(by_text({}))
+    with pytest.raises(ValueError, match=r"\(and may use \{avoid\}, the queries already tried\)"):
+        post.update_prompts({"rewrite_prompt": PromptTemplate("Rewrite: {question}")})
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_min_kept_keeps_back_a_retrieved_node_never_a_dropped_corrective_one(
+    use_async: bool,
+) -> None:
+    # Incorrect: the retrieved node (0.2) and the corrective hit (0.25) are both below lower;
+    # min_kept brings back the retrieved one although the corrective one graded higher.
+    post = crag(
+        by_text({"Maybe": 0.2, "Corrective": 0.25}),
+        corrective_retriever=ListRetriever(nodes("Corrective text.", prefix="c")),
+        min_kept=1,
+    )
+    retrieved = nodes("Maybe here.")
+    if use_async:
+        result = await post.apostprocess_nodes(retrieved, query_str=QUERY)
+    else:
+        result = post.postprocess_nodes(retrieved, query_str=QUERY)
+    assert [n.node.node_id for n in result] == ["n0"]
+    assert trace(result[0])["kept_by"] == "min_kept"
+    assert [(d["node_id"], d["source"]) for d in trace(result[0])["dropped"]] == [
+        ("c0", "corrective")
+    ]
+
+
+class HangingJudge(BaseRelevanceJudge):
+    """Answers after ``release`` is set (sync, in the worker thread) or never (async)."""
+
+    _release: Any
+
+    def __init__(self, release: Any, **data: Any) -> None:
+        super().__init__(**data)
+        object.__setattr__(self, "_release", release)
+
+    def _judge(self, query: str, texts: list[str]) -> list[Grade]:
+        self._release.wait(5.0)
+        return [self.grade(0.9) for _ in texts]
+
+    async def _ajudge(self, query: str, texts: list[str]) -> list[Grade]:
+        await asyncio.sleep(5.0)
+        return [self.grade(0.9) for _ in texts]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_timed_out_judge_is_named_in_the_result_event_with_the_retrieved_nodes(
+    use_async: bool,
+) -> None:
+    import threading
+
+    from advrag_testing import instrumented
+
+    from llama_index_ext_advrag.events import CRAGResultEvent
+
+    release = threading.Event()
+    post = CRAGPostprocessor(judge=HangingJudge(release), judge_timeout=0.2, refine=False)
+    try:
+        with instrumented() as (events, _):
+            if use_async:
+                await post.apostprocess_nodes(nodes("A.", "B."), query_str=QUERY)
+            else:
+                post.postprocess_nodes(nodes("A.", "B."), query_str=QUERY)
+    finally:
+        release.set()
+    (outcome,) = [e for e in events if isinstance(e, CRAGResultEvent)]
+    assert (outcome.action, outcome.timed_out) == ("keep_as_retrieved", "judge")
+    assert [(k["node_id"], k["source"]) for k in outcome.kept] == [
+        ("n0", "retrieved"),
+        ("n1", "retrieved"),
+    ]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_node_below_lower_is_dropped_by_grade_even_far_below_the_best(
+    use_async: bool,
+) -> None:
+    # 0.05 is below lower and more than keep_within log-odds below the best (0.99): the
+    # thresholds dropped it, so "grade" is why, not "margin".
+    post = crag(by_text({"Paris": 0.99, "Cats": 0.05}), keep_within=2.0, min_kept=0)
+    retrieved = nodes("Paris has it.", "Cats.")
+    if use_async:
+        result = await post.apostprocess_nodes(retrieved, query_str=QUERY)
+    else:
+        result = post.postprocess_nodes(retrieved, query_str=QUERY)
+    assert [n.node.node_id for n in result] == ["n0"]
+    assert [(d["node_id"], d["why"]) for d in trace(result[0])["dropped"]] == [("n1", "grade")]
