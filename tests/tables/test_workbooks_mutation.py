@@ -99,6 +99,16 @@ def test_pointers_without_a_summary_use_the_description() -> None:
     engine = engines["table::people"]
     assert engine.limits == LIMITS
     assert engine.name == "people"
+    assert engine.description == describe_frame("people", people())
+    assert engine._df.equals(clean_frame(people()))  # the cleaned frame is the one queried
+
+
+def test_summarize_false_never_calls_the_llm_but_hands_it_to_the_engines() -> None:
+    llm = ScriptedLLM(["A summary."])
+    pointers, engines = table_pointers({"people": people()}, llm=llm, summarize=False)
+    assert pointers[0].get_content() == describe_frame("people", people())
+    assert llm.prompts == []
+    assert engines["table::people"]._llm is llm
 
 
 def test_pointers_summarise_by_default_with_the_given_prompt() -> None:
