@@ -138,6 +138,9 @@ def test_relation_id() -> None:
     linked = node("n", next="m")
     assert relation_id(linked, NodeRelationship.NEXT) == "m"
     assert relation_id(linked, NodeRelationship.PREVIOUS) is None
+    listed = node("n")  # a relationship may hold a list (as CHILD does): no single id
+    listed.relationships[NodeRelationship.NEXT] = [RelatedNodeInfo(node_id="m")]
+    assert relation_id(listed, NodeRelationship.NEXT) is None
 
 
 def test_ids_are_computable_checks_next_first_then_previous() -> None:
