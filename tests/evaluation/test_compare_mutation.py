@@ -90,6 +90,8 @@ def test_text_evidence_matches_a_node_holding_it_or_a_long_node_inside_it() -> N
     assert evidence_rank([hit(inside)], question) == 1
     assert evidence_rank([hit(inside[:-1])], question) == 0  # one character short
     assert evidence_rank([hit("Unrelated node.")], question) == 0  # no doc ids: no doc match
+    titled = TextNode(text=inside, metadata={"section": "Intro"})  # metadata is not read
+    assert evidence_rank([NodeWithScore(node=titled, score=1.0)], question) == 1
 
 
 # --- counting LLM calls -------------------------------------------------------------------------
@@ -105,7 +107,8 @@ def test_the_counter_counts_llm_events_only() -> None:
         pass
     assert counter.calls == 2
     assert counter.on_event_start(CBEventType.LLM, event_id="e7") == "e7"
-    assert counter.calls == 3
+    assert counter.on_event_start(CBEventType.LLM) == ""
+    assert counter.calls == 4
     assert counter.on_event_end(CBEventType.LLM, event_id="e7") is None
     assert counter.start_trace("t") is None and counter.end_trace("t") is None
 
@@ -153,7 +156,7 @@ class ScriptedPipeline:
         self.counter = counter
         self.calls: list[tuple[str, int]] = []
         if warm:
-            self.warm = lambda bundle, k: self.calls.append(("warm", k))
+            self.warm = lambda bundle, k: self.calls.append((f"warm {bundle.query_str}", k))
 
     def retrieve(self, bundle, k: int) -> list[NodeWithScore]:
         self.calls.append((bundle.query_str, k))
@@ -171,8 +174,8 @@ def test_run_questions_times_the_main_k_and_scores_every_k() -> None:
     bundles = embed_questions(questions, RecordingEmbedding(), show_progress=False)
     results = run_questions(pipeline, questions, bundles, ks=[3, 1, 3], main_k=2,
                             counter=counter, show_progress=False)  # fmt: skip
-    assert pipeline.calls == [("Pump?", 2), ("warm", 3), ("Pump?", 1), ("Pump?", 3),
-                              ("Fan?", 2), ("warm", 3), ("Fan?", 1), ("Fan?", 3)]  # fmt: skip
+    assert pipeline.calls == [("Pump?", 2), ("warm Pump?", 3), ("Pump?", 1), ("Pump?", 3),
+                              ("Fan?", 2), ("warm Fan?", 3), ("Fan?", 1), ("Fan?", 3)]  # fmt: skip
     assert [(r.question_id, r.k, r.llm_calls, r.nodes) for r in results] == [
         ("a", 2, 1, 2), ("a", 1, 0, 1), ("a", 3, 2, 3),
         ("b", 2, 1, 2), ("b", 1, 0, 1), ("b", 3, 2, 3),
@@ -187,6 +190,39 @@ def test_run_questions_times_the_main_k_and_scores_every_k() -> None:
         None, None, "multi-hop", True,
     )  # fmt: skip
     assert {r.pipeline for r in results} == {"scripted"}
+
+
+def test_progress_bars_show_by_default_and_are_cleared(capsys) -> None:
+    questions = [Question(id="a", question="Pump?")]
+    bundles = embed_questions(questions, RecordingEmbedding())
+    err = capsys.readouterr().err
+    assert "embedding questions: " in err and err.endswith("\r")  # leave=False: cleared
+    run_questions(ScriptedPipeline(LLMCallCounter()), questions, bundles, ks=[1], main_k=1)
+    err = capsys.readouterr().err
+    assert "scripted: " in err and err.endswith("\r")
+    run_questions(ScriptedPipeline(LLMCallCounter()), questions, bundles, ks=[1], main_k=1,
+                  show_progress=False)  # fmt: skip
+    assert capsys.readouterr().err == ""
+
+
+def test_the_main_k_latency_is_in_milliseconds(monkeypatch) -> None:
+    from llama_index_ext_advrag.evaluation import compare
+
+    clock = iter([10.0, 10.25])
+    monkeypatch.setattr(compare.time, "perf_counter", lambda: next(clock))
+    questions = [Question(id="a", question="Pump?")]
+    bundles = embed_questions(questions, RecordingEmbedding(), show_progress=False)
+    [scored] = run_questions(ScriptedPipeline(LLMCallCounter()), questions, bundles, ks=[1],
+                             main_k=1, show_progress=False)  # fmt: skip
+    assert scored.latency_ms == 250.0
+
+
+def test_a_pipeline_is_not_warmed_without_other_k() -> None:
+    pipeline = ScriptedPipeline(LLMCallCounter())
+    questions = [Question(id="a", question="Pump?")]
+    bundles = embed_questions(questions, RecordingEmbedding(), show_progress=False)
+    run_questions(pipeline, questions, bundles, ks=[2], main_k=2, show_progress=False)
+    assert pipeline.calls == [("Pump?", 2)]
 
 
 def test_run_questions_without_warm_or_other_k_and_with_its_own_counter() -> None:

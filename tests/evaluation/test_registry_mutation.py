@@ -5,9 +5,11 @@ error's message."""
 from __future__ import annotations
 
 import json
+import locale
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llama_index_ext_advrag.evaluation import judged, registry
 from llama_index_ext_advrag.evaluation.compose import (
@@ -81,6 +83,10 @@ def test_register_a_function_with_its_flags(own_registry) -> None:
         "", False, False, False,
     )  # fmt: skip
     assert "plain" in offline_pipeline_names() and "mine" not in offline_pipeline_names()
+    register_pipeline("asks", build, needs_llm=True)
+    register_pipeline("answers", build, generates=True)
+    assert "asks" not in offline_pipeline_names()
+    assert "answers" not in offline_pipeline_names()
 
 
 def test_a_taken_name_needs_replace(own_registry) -> None:
@@ -111,7 +117,7 @@ def test_self_rag_wraps_the_hybrid_pipeline(own_registry, monkeypatch) -> None:
     monkeypatch.setattr(judged, "SelfRAGPipeline", self_rag)
     assert get_pipeline("self-rag").build("context") == "self-rag pipeline"
     assert made == [("self-rag", "pipeline of hybrid", "context")]
-    assert own_registry[0][0] is registry.HYBRID
+    assert own_registry == [(registry.HYBRID, "context")]
 
 
 def test_an_unknown_name_lists_the_registered_ones() -> None:
@@ -218,8 +224,11 @@ def test_spec_file_errors_name_the_file(tmp_path: Path) -> None:
     bad_yaml.write_text("pipelines: [baseline\n  - x: {", encoding="utf-8")
     with pytest.raises(SpecError) as caught:
         load_spec(bad_yaml)
-    message = str(caught.value)
-    assert message.startswith("bad.yaml: not valid YAML (") and "\n" not in message
+    try:
+        yaml.safe_load(bad_yaml.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        first = str(error).splitlines()[0]
+    assert str(caught.value) == f"bad.yaml: not valid YAML ({first})"
     for text in ("pipelines: {}\n", "other: [baseline]\n", "3\n"):
         path = tmp_path / "shape.yaml"
         path.write_text(text, encoding="utf-8")
@@ -243,3 +252,28 @@ def test_spec_file_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as missing:
         load_spec(tmp_path / "gone.yaml")
     assert str(missing.value) == f"spec file {str(tmp_path / 'gone.yaml')!r} does not exist"
+
+
+def test_a_yaml_error_without_text_is_named_by_its_type(tmp_path: Path, monkeypatch) -> None:
+    def refuse(text: str) -> None:
+        raise yaml.YAMLError()
+
+    monkeypatch.setattr(yaml, "safe_load", refuse)
+    path = tmp_path / "stack.yml"
+    path.write_text("pipelines: [baseline]\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert str(caught.value) == "stack.yml: not valid YAML (YAMLError)"
+
+
+def test_a_spec_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    path = tmp_path / "stack.yaml"
+    path.write_text("pipelines: [{name: 泵, retriever: dense, description: 泵站}]\n",
+                    encoding="utf-8")  # fmt: skip
+    before = locale.setlocale(locale.LC_CTYPE)
+    try:
+        locale.setlocale(locale.LC_CTYPE, "C")  # the locale's encoding is ASCII
+        [entry] = load_spec(path)
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert (entry.name, entry.description) == ("泵", "泵站")
