@@ -76,12 +76,16 @@ def test_settings_model_is_made_once_and_shared_by_a_subclass_with_the_same_sett
     assert list(settings_model(Wider).model_fields) == ["size", "label", "extra"]
 
 
+class Opaque:
+    """A class pydantic knows no schema for."""
+
+
 def test_a_settings_model_holds_arbitrary_types() -> None:
     class Holder(Configured):
-        thing: object = Field(default=None, description="Any object.")
+        thing: Opaque | None = Field(default=None, description="An arbitrary type.")
 
     model = settings_model(Holder)
-    marker = object()
+    marker = Opaque()
     assert model(thing=marker).thing is marker
 
 
@@ -190,9 +194,14 @@ def test_prompt_from_data_reads_templates_back() -> None:
     bare = prompt_from_data({"template": "T", "metadata": None})
     assert bare.metadata["prompt_type"] == PromptType.CUSTOM
     chat = ChatPromptTemplate(message_templates=[ChatMessage(role="user", content="Q {q}")])
-    back = prompt_from_data(chat.model_dump())
+    data = chat.model_dump()
+    data["metadata"] = {"prompt_type": "summary"}
+    data["kwargs"] = {"q": "fixed"}
+    back = prompt_from_data(data)
     assert isinstance(back, ChatPromptTemplate)
     assert back.message_templates[0].content == "Q {q}"
+    assert back.metadata["prompt_type"] == PromptType.SUMMARY
+    assert back.kwargs == {"q": "fixed"}
     with pytest.raises(ValueError) as caught:
         prompt_from_data({"b": 1, "a": 2})
     assert str(caught.value) == "a prompt needs a 'template' or 'message_templates', got ['a', 'b']"
@@ -232,6 +241,9 @@ def test_check_prompts_and_prompt_fields() -> None:
     with pytest.raises(ValueError) as caught:
         check_prompts(component, VARIABLES, hints={"second": "(hint)"})
     assert str(caught.value) == "second lacks the variables ['b']; it needs ['b'] (hint)"
+    with pytest.raises(ValueError) as caught:
+        check_prompts(component, VARIABLES, hints={"first": "(not this one)"})
+    assert str(caught.value) == "second lacks the variables ['b']; it needs ['b']"
 
 
 def test_update_prompt_fields_checks_everything_before_setting_anything() -> None:
@@ -252,6 +264,9 @@ def test_update_prompt_fields_checks_everything_before_setting_anything() -> Non
         )
     assert str(caught.value).endswith("(hint)")
     assert (component.first, component.second) == before  # one bad prompt changes nothing
+    with pytest.raises(ValueError) as caught:
+        update_prompt_fields(component, {"first": PromptTemplate("{z}")}, VARIABLES)
+    assert str(caught.value) == "first lacks the variables ['a']; it needs ['a']"
 
 
 # --- Configured -----------------------------------------------------------------------------------
@@ -266,6 +281,17 @@ def test_a_refused_assignment_keeps_the_old_value() -> None:
     assert toy.size == 6
     with pytest.raises(ValueError):
         toy.bogus = 1  # not a field: pydantic refuses it as before
+
+
+def test_to_dict_is_json_data() -> None:
+    class Tagged(Configured):
+        tags: tuple[str, ...] = Field(default=("a", "b"), description="A tuple setting.")
+
+        @classmethod
+        def class_name(cls) -> str:
+            return "Tagged"
+
+    assert Tagged().to_dict() == {"tags": ["a", "b"], "class_name": "Tagged"}  # a list
 
 
 def test_to_dict_from_dict_and_with_settings() -> None:
