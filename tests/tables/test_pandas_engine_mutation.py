@@ -205,3 +205,21 @@ def test_traced_value_counts_characters_not_escapes() -> None:
 def test_traced_value_measures_values_json_cannot_hold() -> None:
     stamp = pd.Timestamp("2024-01-02")
     assert traced_value(stamp) == {"value": stamp}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_fallback_keeps_the_llm_output_and_no_pandas_output(df, mode) -> None:
+    bad = "```python\ndf.to_csv('x')\n```"
+    engine = SafePandasQueryEngine(df, llm=ScriptedLLM([bad]), limits=LIMITS, max_retries=0)
+    metadata = run(engine, "q", mode).metadata
+    assert metadata["pandas_instruction_str"] == bad and metadata["raw_pandas_output"] == ""
+    assert set(metadata) == {"pandas_instruction_str", "raw_pandas_output", TRACE_KEY}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_sandbox_runs_with_the_engine_limits(df, mode) -> None:
+    limits = SandboxLimits(timeout_seconds=60, cpu_seconds=3, memory_mb=256, max_chars=100)
+    llm = ScriptedLLM(["```python\ndf['Note'].iloc[0]\n```"])
+    frame = df.assign(Note="n" * 150)
+    engine = SafePandasQueryEngine(frame, llm=llm, limits=limits)
+    assert str(run(engine, "q", mode)) == "n" * 100 + " ..."
