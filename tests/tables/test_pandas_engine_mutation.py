@@ -223,3 +223,52 @@ def test_the_sandbox_runs_with_the_engine_limits(df, mode) -> None:
     frame = df.assign(Note="n" * 150)
     engine = SafePandasQueryEngine(frame, llm=llm, limits=limits)
     assert str(run(engine, "q", mode)) == "n" * 100 + " ..."
+
+
+def test_prompts_given_to_the_constructor_are_used(df) -> None:
+    prompts = {
+        "pandas_prompt": PromptTemplate("P {df_str} {query_str} {instruction_str}"),
+        "retry_prompt": PromptTemplate("R {code} {reason}"),
+        "response_synthesis_prompt": PromptTemplate("S {pandas_output}"),
+    }
+    engine = SafePandasQueryEngine(df, **prompts)
+    assert {key: p.get_template() for key, p in engine.get_prompts().items()} == {
+        key: p.get_template() for key, p in prompts.items()
+    }
+
+
+def test_the_last_fenced_block_is_the_code() -> None:
+    from llama_index_ext_advrag.tables.pandas_engine import extract_code
+
+    assert extract_code("```python\nlen(df)\n```\nor\n```python\ndf.shape[0]\n```") == "df.shape[0]"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failure_falls_back_naming_the_failure(df, mode) -> None:
+    llm = ScriptedLLM(["```python\ndf['Missing'].sum()\n```"])
+    engine = SafePandasQueryEngine(df, llm=llm, name="p", limits=LIMITS, max_retries=0)
+    response = run(engine, "q", mode)
+    assert str(response).startswith(
+        "No answer was computed from table 'p' (the generated code failed)"
+    )
+    assert response.metadata[TRACE_KEY]["pandas"]["reason"] == "the generated code failed"
+
+
+def test_no_llm_fallback_has_no_llm_output(df, monkeypatch) -> None:
+    from llama_index.core import Settings
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(Settings, "_llm", None)
+    metadata = SafePandasQueryEngine(df, name="p").query("q").metadata
+    assert metadata["pandas_instruction_str"] == "" and metadata["raw_pandas_output"] == ""
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_query_with_lone_surrogates_is_cleaned_naming_the_engine(df, caplog, mode) -> None:
+    engine = SafePandasQueryEngine(df, llm=ScriptedLLM([GOOD]), limits=LIMITS)
+    with caplog.at_level(logging.WARNING):
+        run(engine, "bad \ud800", mode)
+    assert any(
+        r.getMessage().startswith("SafePandasQueryEngine: the query holds 1 lone")
+        for r in caplog.records
+    )
