@@ -526,3 +526,63 @@ def test_the_load_is_logged_with_its_skips(
     with caplog.at_level(logging.INFO, logger="llama_index_ext_advrag.evaluation.questions"):
         load_questions(path, "qa")
     assert [r.levelno for r in caplog.records] == [logging.INFO]
+
+
+# ----- after the first mutation run -----
+
+
+def test_squad_and_hotpot_name_a_question_that_is_not_a_string(tmp_path: Path) -> None:
+    path = whole(tmp_path / "covid.json", squad([{"question": 3, "answers": []}]))
+    assert error_of(path) == (
+        "covid.json: data[0].paragraphs[0].qas[0]: 'question' must be a string, got int 3"
+    )
+    path = whole(tmp_path / "hotpot.json", [hotpot(question=None)])
+    assert error_of(path) == "hotpot.json: record 0: 'question' must be a string, got NoneType None"
+
+
+def test_given_ids_are_read_in_hotpot_and_rgb(tmp_path: Path) -> None:
+    [question] = load_questions(whole(tmp_path / "hotpot.json", [hotpot(_id="h9")]))
+    assert question.id == "h9"
+    path = jsonl(tmp_path / "rgb.json", [{"id": "r7", "query": "Q", "answer": ["a"]}])
+    [question] = load_questions(path)
+    assert question.id == "r7"
+
+
+def test_beir_counts_every_unjudged_query_and_places_skips(tmp_path: Path) -> None:
+    queries = jsonl(
+        tmp_path / "queries.jsonl",
+        [{"_id": "1", "text": "a"}, {"_id": "2", "text": "b"}, {"_id": "3", "text": " "},
+         {"_id": "4", "text": "c"}, {"_id": "5", "text": "d"}],
+    )  # fmt: skip
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text("1\td1\n3\td3\n", encoding="utf-8")
+    result = read_questions(queries)
+    assert result.unjudged == 3
+    [skipped] = result.skipped
+    assert (skipped.where, skipped.question_id, skipped.reason) == (
+        "queries.jsonl:3",
+        "3",
+        "empty question",
+    )
+
+
+def test_an_rgb_record_with_only_query_and_answer_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "rgb.json"
+    path.write_text('{"query": "q", "answer": ["a"]}', encoding="utf-8")
+    assert detect_format(path) is QuestionFormat.RGB
+
+
+def test_the_no_questions_message_joins_its_lines_with_spaces(tmp_path: Path) -> None:
+    path = jsonl(tmp_path / "qa.jsonl", [{"id": "1", "question": " ", "answers": ["x"]}])
+    assert error_of(path) == (
+        "qa.jsonl: no questions found (read as qa); Skipped 1 question row (not asked, not "
+        "counted):   qa.jsonl:1 (id 1): empty question"
+    )
+
+
+def test_load_questions_passes_the_format_and_the_qrels(tmp_path: Path) -> None:
+    path = jsonl(tmp_path / "queries.jsonl", [{"_id": "1", "text": "t", "question": "x"}])
+    given = tmp_path / "judged.tsv"
+    given.write_text("1\td1\n", encoding="utf-8")
+    [question] = load_questions(path, "beir", given)
+    assert question == Question(id="1", question="t", evidence_docs=("beir:d1",))
