@@ -170,3 +170,124 @@ def test_log_lines(caplog):
         f"AdaptiveSlidingWindowNodeParser: {len(parser.get_nodes_from_documents(docs(FIVE)))}"
         f" nodes from 1 documents, storage expansion {expansion:.2f}x",
     ]
+
+
+# --- breakpoints: each setting reaches the planner ------------------------------------------
+
+TWO_TOPICS = (
+    "The virus binds the host cell receptor. The virus then enters the host cell. "
+    "Inside the cell the virus copies its genome. New virus particles leave the host cell. "
+    "The court heard the contract case. The judge read the contract clause aloud. "
+    "The court ruled the contract void. The judge closed the court session."
+)
+HALVES = [(0, 4), (4, 8)]
+SINGLES = [(i, i + 1) for i in range(8)]
+
+
+def spans_of(**settings):
+    settings.setdefault("max_window_tokens", 400)
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", stride_ratio=1.0, embed_model=HashEmbedding(), **settings
+    )
+    nodes = parser.get_nodes_from_documents([Document(text=TWO_TOPICS, id_="d")])
+    return [tuple(n.metadata["sentence_span"]) for n in nodes]
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        # percentile (the default threshold None): 10 cuts almost everywhere, 90 at the topic
+        ({"breakpoint_percentile": 10, "breakpoint_buffer": 1}, [(0, 2), *SINGLES[2:]]),
+        ({"breakpoint_percentile": 90, "breakpoint_buffer": 1}, HALVES),
+        # the buffer: 2 differs from the lexical default 3 and from 1
+        ({"breakpoint_percentile": 10, "breakpoint_buffer": 2}, [(0, 1), (1, 3), *SINGLES[3:]]),
+        # threshold with the default percentile
+        ({"breakpoint_threshold": 0.01, "breakpoint_buffer": 1}, HALVES),
+        ({"breakpoint_threshold": 0.3, "breakpoint_buffer": 1}, [(0, 2), *SINGLES[2:]]),
+    ],
+)
+def test_lexical_breakpoint_settings(settings, expected):
+    assert spans_of(breakpoint_signal="lexical", **settings) == expected
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"breakpoint_percentile": 10, "breakpoint_buffer": 1}, [(0, 2), *SINGLES[2:]]),
+        ({"breakpoint_percentile": 90, "breakpoint_buffer": 1}, HALVES),
+        # the buffer: 3 differs from the embedding default 1
+        ({"breakpoint_percentile": 10, "breakpoint_buffer": 3}, [(0, 1), (1, 3), *SINGLES[3:]]),
+        ({"breakpoint_threshold": 0.3, "breakpoint_buffer": 1}, [(0, 8)]),
+        ({"breakpoint_threshold": 0.9, "breakpoint_buffer": 1}, SINGLES),
+    ],
+)
+def test_embedding_breakpoint_settings(settings, expected):
+    assert spans_of(breakpoint_signal="embedding", **settings) == expected
+
+
+def test_embedding_breakpoints_of_several_documents_match_each_alone():
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive",
+        max_window_tokens=400,
+        stride_ratio=1.0,
+        breakpoint_signal="embedding",
+        breakpoint_percentile=90,
+        embed_model=HashEmbedding(),
+    )
+    documents = docs(FIVE, TWO_TOPICS, CHINESE)
+    together = parser.get_nodes_from_documents(documents)
+    alone = [n for d in documents for n in parser.get_nodes_from_documents([d])]
+    assert [(n.node_id, n.text) for n in together] == [(n.node_id, n.text) for n in alone]
+
+
+@pytest.mark.parametrize("embed_unit", ["sentence", "window"])
+def test_max_window_sentences_bounds_adaptive_windows(embed_unit):
+    spans = spans_of(
+        embed_unit=embed_unit, max_window_sentences=2, breakpoint_percentile=90, breakpoint_buffer=1
+    )
+    assert spans and all(last - first <= 2 for first, last in spans)
+
+
+def test_forward_ratio_reaches_centred_windows():
+    def spans(ratio):
+        return spans_of(
+            embed_unit="sentence",
+            max_window_tokens=30,
+            forward_ratio=ratio,
+            breakpoint_percentile=None,
+        )
+
+    assert spans(0.0)[:4] == [(0, 3), (0, 3), (0, 3), (1, 4)]
+    assert spans(1.0)[:4] == [(0, 3), (1, 4), (2, 5), (3, 7)]
+
+
+def test_section_title_of_a_centred_node_is_its_centres():
+    # sentences: "One." (no section), "# B", "Two.", "Three.", "Four."
+    text = "One.\n\n# B\nTwo. Three. Four."
+    parser = AdaptiveSlidingWindowNodeParser(embed_unit="sentence", window_size=5)
+    first = parser.get_nodes_from_documents(docs(text))[0]
+    assert first.metadata["sentence_span"] == [0, 3]
+    assert first.metadata["section_title"] is None
+
+
+def test_section_title_of_an_odd_window_is_its_middle_sentence():
+    text = "One.\n\n# B\nTwo. Three. Four."
+    parser = AdaptiveSlidingWindowNodeParser(window_size=3, stride=3)
+    first = parser.get_nodes_from_documents(docs(text))[0]
+    assert first.metadata["sentence_span"] == [0, 3]
+    assert first.metadata["section_title"] == "B"
+
+
+# --- progress bars --------------------------------------------------------------------------
+
+
+def test_progress_bars_only_when_asked(capsys):
+    parser = AdaptiveSlidingWindowNodeParser(
+        mode="adaptive", breakpoint_signal="embedding", embed_model=HashEmbedding()
+    )
+    parser.get_nodes_from_documents(docs(FIVE))
+    assert "Building windows" not in capsys.readouterr().err
+    parser.get_nodes_from_documents(docs(FIVE), show_progress=True)
+    err = capsys.readouterr().err
+    assert "Building windows: 100%" in err
+    assert "Generating embeddings" in err
