@@ -37,6 +37,7 @@ from llama_index.core.prompts.chat_prompts import TEXT_QA_SYSTEM_PROMPT
 
 from llama_index_ext_advrag.judges.llm import first_token_alternatives, parse_yes_no
 from llama_index_ext_advrag.judges.llm import yes_probability as yes_no_probability
+from llama_index_ext_advrag.models import DEFAULT_CJK_THRESHOLD
 from llama_index_ext_advrag.text.sentences import split_sentences
 from llama_index_ext_advrag.text.words import cjk_share
 
@@ -108,9 +109,9 @@ PROMPT_VARIABLES = {
     "rewrite_prompt": {"query", "avoid"},
 }
 DEFAULT_INSUFFICIENT_ANSWER = "The retrieved evidence is insufficient to answer this question."
-# the refusal in the question's language: Chinese when at least this share of its letters is CJK
+# the refusal in the question's language: Chinese when the question counts as Chinese (the
+# pack's one rule, ``models.DEFAULT_CJK_THRESHOLD`` of its letters CJK)
 DEFAULT_INSUFFICIENT_ANSWER_ZH = "检索到的证据不足以回答这个问题。"
-INSUFFICIENT_CJK_SHARE = 0.5
 
 
 def insufficient_answer_for(query: str, configured: str | None = None) -> str:
@@ -123,7 +124,7 @@ def insufficient_answer_for(query: str, configured: str | None = None) -> str:
     """
     if configured is not None:
         return configured
-    if cjk_share(query) >= INSUFFICIENT_CJK_SHARE:
+    if cjk_share(query) >= DEFAULT_CJK_THRESHOLD:
         return DEFAULT_INSUFFICIENT_ANSWER_ZH
     return DEFAULT_INSUFFICIENT_ANSWER
 
