@@ -23,7 +23,14 @@ from llama_index_ext_advrag.events import (
 )
 from llama_index_ext_advrag.judges.base import BaseRelevanceJudge, Grade
 from llama_index_ext_advrag.query_engine import SelfRAGQueryEngine
-from llama_index_ext_advrag.query_engine.self_rag_critique import DEFAULT_DIRECT_PROMPT
+from llama_index_ext_advrag.query_engine.self_rag_critique import (
+    DEFAULT_DIRECT_PROMPT,
+    DEFAULT_GENERATE_PROMPT,
+    DEFAULT_RETRIEVE_PROMPT,
+    DEFAULT_REWRITE_PROMPT,
+    DEFAULT_SUPPORT_PROMPT,
+    DEFAULT_USEFULNESS_PROMPT,
+)
 
 FX = TextNode(text="The FX-40 syncs every 15 minutes.", id_="fx")
 FX2 = TextNode(text="FX-40 sync uses port 7400.", id_="fx2")
@@ -182,7 +189,10 @@ def test_two_retrievals_read_back_whole(use_async: bool, events: list[Any]) -> N
     response, trace = run(engine, use_async)
     assert (str(response), sources(response)) == (ANSWER, ["fx"])
     assert retriever.queries == [QUESTION, "FX-40 sync interval"]
-    assert "about the document collection (FX manuals).\n" in llm.prompts[0]
+    assert llm.prompts[0] == DEFAULT_RETRIEVE_PROMPT.format(query=QUESTION, corpus=" (FX manuals)")
+    assert llm.prompts[-1] == DEFAULT_REWRITE_PROMPT.format(
+        query=QUESTION, avoid=f"Not: {QUESTION}\n"
+    )
     partially, four = parsed(0.5, "partially"), parsed(0.5, "4")
     first_isrel = [graded("fx", 0.9, True), graded("cat", 0.1, False), graded("fx2", 0.6, True)]
     decision = {"value": 1.0, "method": "parsed", "label": "yes", "reply": "yes", "threshold": 0.2}
@@ -251,7 +261,7 @@ def test_without_a_corpus_description_the_collection_is_unnamed(use_async: bool)
         retriever=TableRetriever([FX]), llm=llm, judge=GradedJudge(), retrieve_decision="llm"
     )
     run(engine, use_async)
-    assert "about the document collection.\n" in llm.prompts[0]
+    assert llm.prompts[0] == DEFAULT_RETRIEVE_PROMPT.format(query=QUESTION, corpus="")
 
 
 # ----- a generation that gives nothing -----
@@ -582,3 +592,80 @@ def test_a_direct_answer_without_evidence_read_back_whole(
     )
     assert routes(events) == [(QUESTION, decision)]
     assert answers(events) == [("direct", "no_retrieval", 1, 1)]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_a_streamed_direct_answer_is_traced_as_direct(use_async: bool) -> None:
+    llm = script(retrieve="no")
+    engine = SelfRAGQueryEngine(
+        retriever=TableRetriever([FX]),
+        llm=llm,
+        judge=GradedJudge(),
+        retrieve_decision="llm",
+        streaming=True,
+    )
+
+    async def read_async() -> tuple[str, Any]:
+        response = await engine.aquery(QUESTION)
+        return "".join([chunk async for chunk in response.response_gen]), response
+
+    if use_async:
+        text, response = asyncio.run(read_async())
+    else:
+        response = engine.query(QUESTION)
+        text = "".join(response.response_gen)
+    trace = response.metadata[TRACE_KEY]["self_rag"]
+    assert (text, sources(response)) == ("42", [])
+    assert (trace["answer_kind"], trace["stop_reason"]) == ("direct", "no_retrieval")
+    assert llm.prompts[-1] == DEFAULT_DIRECT_PROMPT.format(query=QUESTION)
+
+
+# ----- the refusal after the last retrieval, the rewrite prompts, passages cut -----
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_a_given_refusal_is_said_after_the_last_retrieval(use_async: bool) -> None:
+    engine = SelfRAGQueryEngine(
+        retriever=TableRetriever([FX]),
+        llm=script(support="no"),
+        judge=GradedJudge(),
+        max_retrievals=2,
+        insufficient_answer="Not in the manuals.",
+    )
+    response, trace = run(engine, use_async)
+    assert (str(response), sources(response)) == ("Not in the manuals.", [])
+    assert trace["stop_reason"] == "max_retrievals"
+    assert trace["answer_kind"] == "insufficient_evidence"
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_each_rewrite_prompt_names_every_query_tried(use_async: bool) -> None:
+    llm = script(support="no", rewrite="FX-40 sync interval")
+    engine = SelfRAGQueryEngine(
+        retriever=TableRetriever([FX]), llm=llm, judge=GradedJudge(), max_retrievals=3
+    )
+    run(engine, use_async)
+    rewrites = [p for p in llm.prompts if p.startswith("Rewrite the question")]
+    assert rewrites == [
+        DEFAULT_REWRITE_PROMPT.format(query=QUESTION, avoid=f"Not: {QUESTION}\n"),
+        DEFAULT_REWRITE_PROMPT.format(
+            query=QUESTION, avoid=f"Not: {QUESTION}\nNot: FX-40 sync interval\n"
+        ),
+    ]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_passages_are_cut_to_max_passage_chars_in_every_prompt(use_async: bool) -> None:
+    llm = script(support="fully", rating="5")
+    engine = SelfRAGQueryEngine(
+        retriever=TableRetriever([FX]), llm=llm, judge=GradedJudge(), max_passage_chars=10
+    )
+    run(engine, use_async)
+    cut = FX.text[:10]
+    assert sorted(llm.prompts) == sorted(
+        [
+            DEFAULT_GENERATE_PROMPT.format(query=QUESTION, passages=cut),
+            DEFAULT_SUPPORT_PROMPT.format(query=QUESTION, passages=cut, answer=ANSWER),
+            DEFAULT_USEFULNESS_PROMPT.format(query=QUESTION, passages=cut, answer=ANSWER),
+        ]
+    )
