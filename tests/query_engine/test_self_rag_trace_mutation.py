@@ -422,6 +422,13 @@ def test_a_later_retrieval_generates_from_its_new_passages_only(
     )
     response, trace = run(engine, use_async)
     assert (str(response), sources(response)) == (ANSWER, ["fx2"])
+    [source] = response.source_nodes
+    assert source.node.metadata[TRACE_KEY]["self_rag"] == {
+        "isrel": {
+            k: v for k, v in graded("fx2", 0.6, True).items() if k not in ("node_id", "kept")
+        },
+        "iteration": 2,
+    }
     first, second = trace["iterations"]
     assert first["candidates"] == [
         candidate(["fx"], 0.9, parsed(0.0, "no"), parsed(0.5, "4"), 1.15)
@@ -669,3 +676,19 @@ def test_passages_are_cut_to_max_passage_chars_in_every_prompt(use_async: bool) 
             DEFAULT_USEFULNESS_PROMPT.format(query=QUESTION, passages=cut, answer=ANSWER),
         ]
     )
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_per_passage_candidates_follow_the_passages_in_retrieval_order(use_async: bool) -> None:
+    third = TextNode(text="The FX-40 manual covers syncing.", id_="fx3")
+    llm = script(support="no", answer=lambda p: p.split("---------------------\n")[1][:12])
+    engine = SelfRAGQueryEngine(
+        retriever=TableRetriever([FX, FX2, third]), llm=llm, judge=GradedJudge(), max_retrievals=1
+    )
+    _, trace = run(engine, use_async)
+    [iteration] = trace["iterations"]
+    assert [(c["passages"], c["answer"]) for c in iteration["candidates"]] == [
+        (["fx"], FX.text[:12]),
+        (["fx2"], FX2.text[:12]),
+        (["fx3"], third.text[:12]),
+    ]
