@@ -692,3 +692,19 @@ def test_per_passage_candidates_follow_the_passages_in_retrieval_order(use_async
         (["fx2"], FX2.text[:12]),
         (["fx3"], third.text[:12]),
     ]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_every_blank_passage_is_counted(use_async: bool) -> None:
+    blanks = [TextNode(text=text, id_=f"blank{i}") for i, text in enumerate(["", "  ", "\n"])]
+    engine = SelfRAGQueryEngine(
+        retriever=TableRetriever([blanks[0], FX, blanks[1], blanks[2]]),
+        llm=script(support="no"),
+        judge=GradedJudge(),
+        max_retrievals=2,
+    )
+    _, trace = run(engine, use_async)
+    first, second = trace["iterations"]
+    assert (first["retrieved"], first["without_text"], first["already_judged"]) == (4, 3, 0)
+    assert (second["retrieved"], second["without_text"], second["already_judged"]) == (4, 3, 1)
+    assert [g["node_id"] for g in first["isrel"]] == ["fx"]
