@@ -18,6 +18,7 @@ import json
 import locale
 import logging
 import math
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, replace
@@ -149,6 +150,20 @@ def ascii_locale() -> Iterator[None]:
         yield
     finally:
         locale.setlocale(locale.LC_CTYPE, before)
+
+
+@pytest.fixture
+def crlf_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files opened by Path.open behave as on Windows: the pure-Python text layer (_pyio)
+    with os.linesep = CRLF, so a text file opened without newline='' writes '\\n' as CRLF."""
+    import _pyio
+
+    def open_(self: Path, mode: str = "r", buffering: int = -1, encoding: str | None = None,
+              errors: str | None = None, newline: str | None = None) -> Any:  # fmt: skip
+        return _pyio.open(os.fspath(self), mode, buffering, encoding, errors, newline)
+
+    monkeypatch.setattr(Path, "open", open_)
+    monkeypatch.setattr(os, "linesep", "\r\n")
 
 
 MAIN_PLAIN = """\
@@ -410,6 +425,33 @@ def test_write_csv_writes_the_main_k_rows_and_every_summary(tmp_path: Path) -> N
     ]  # fmt: skip
     assert lines[2] == "baseline,3,all,2,2,0.0,1.0,0.5,300.0,318.0,20.0,29.0,0"
     assert lines[-1] == ""
+
+
+def test_csv_files_end_rows_with_one_crlf_on_windows(tmp_path: Path, crlf_platform: None) -> None:
+    with (tmp_path / "probe.txt").open("w") as handle:
+        handle.write("a\n")
+    assert (tmp_path / "probe.txt").read_bytes() == b"a\r\n"  # the emulation translates
+    run = answered_run()
+    files = write_report(run, tmp_path / "out")
+    for name in ("results", "answers"):
+        data = files[name].read_bytes()
+        assert b"\r\r" not in data and data.count(b"\r\n") == data.count(b"\n") > 2, name
+    assert (tmp_path / "out" / "results.csv").read_bytes().decode().split("\r\n")[1] == (
+        "baseline,q1,fact,False,3,False,2,280,3,10.0,0"
+    )
+    frontier = (tmp_path / "out" / "frontier.csv").read_bytes()
+    assert b"\r\r" not in frontier and frontier.count(b"\r\n") == 9
+
+
+def test_write_csv_writes_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    rows = [replace(r, pipeline="泵站", question_id=f"问{r.question_id}") for r in results()]
+    run = make_run(results=rows, summaries=summarize_all(rows))
+    with ascii_locale():
+        write_csv(run, tmp_path)
+    text = (tmp_path / "results.csv").read_bytes().decode("utf-8")
+    assert text.splitlines()[1].startswith("泵站,问q1,fact,False,3,")
+    frontier = (tmp_path / "frontier.csv").read_bytes().decode("utf-8").splitlines()
+    assert [line.split(",")[:2] for line in frontier[1:]] == [["泵站", "1"], ["泵站", "3"]]
 
 
 # --- the charts ----------------------------------------------------------------------------
