@@ -899,3 +899,75 @@ def test_a_compressed_pipeline_keeps_its_budget_per_k() -> None:
                        (Component("ContextCompressionPostprocessor", {"tokens_per_slot": 0}),))  # fmt: skip
     with pytest.raises(SpecError, match=r"^pipeline 'cb': tokens_per_slot must be an integer"):
         compose.compose(bad, context_of())
+
+
+# --- the first run's survivors ----------------------------------------------------------------
+
+ADAPTIVE_AUTO = Component("AdaptiveSlidingWindowNodeParser", {"preset": "auto"})
+
+
+def test_the_hybrid_bm25_leg_parses_with_the_run_context() -> None:
+    store = MemoryStore()
+    context = context_of(store, doc_type="article", english_only_embedding=False)
+    spec = PipelineSpec("ha", Component("hybrid"), ADAPTIVE_AUTO)
+    compose.compose(spec, context)
+    [(_, parser)] = store.bm25_calls
+    assert isinstance(parser, AdaptiveSlidingWindowNodeParser) and parser.preset == "article"
+    assert parser.embed_model is context.embed_model
+
+
+def test_crag_bm25_parses_with_the_run_context() -> None:
+    store = MemoryStore()
+    context = context_of(store, doc_type="article", judge=keyword_judge())
+    component = Component("CRAGPostprocessor")
+    spec = PipelineSpec("ca", Component("dense"), ADAPTIVE_AUTO, (component,))
+    built = compose.dense_index(spec, context)
+    compose._postprocessor(component, spec, context, built)(2)
+    [(bm25_built, parser)] = store.bm25_calls
+    assert bm25_built is built and parser.preset == "article"
+
+
+def test_auto_merging_without_a_parser_builds_with_none(fake_layouts) -> None:
+    compose.compose(PipelineSpec("am", Component("auto-merging")), context_of())
+    [(event, options)] = fake_layouts
+    assert event == "build" and options["node_parser"] is None
+
+
+def test_the_drift_window_takes_its_params() -> None:
+    context, built = dense_built()
+    params = {"max_window_tokens": 64, "drift_patience": 2}
+    drift = post("DriftAwareWindowPostprocessor", params, context=context, built=built)(3)
+    assert (drift.max_window_tokens, drift.drift_patience) == (64, 2)
+
+
+def test_a_hybrid_with_a_second_hop_composes_and_returns_k() -> None:
+    spec = PipelineSpec("hh", Component("hybrid", {"second_hop": {}}), SPLITTER)
+    pipeline = compose.compose(spec, context_of(english_only_embedding=False))
+    nodes = pipeline.retrieve(PUMP_QUERY, 2)
+    assert len(nodes) == 2 and "3.5 bar" in " ".join(texts(nodes))
+
+
+def test_compose_gives_the_store_postprocessors_the_dense_index() -> None:
+    store = MemoryStore()
+    spec = PipelineSpec(
+        "pn",
+        Component("dense"),
+        SPLITTER,
+        (Component("PrevNextPostprocessor"), Component("CRAGPostprocessor")),
+    )
+    pipeline = compose.compose(spec, context_of(store, judge=keyword_judge()))
+    prev, crag = (make(2) for make in pipeline._postprocessors)
+    assert isinstance(prev.vector_store, MilvusVectorStore)
+    assert isinstance(crag._retriever, JiebaBM25Retriever) and len(store.bm25_calls) == 1
+
+
+def test_a_budget_valid_at_one_slot_composes() -> None:
+    """Validated at k=1: a per-slot budget at the bound (1,000,000 tokens) is accepted."""
+    spec = PipelineSpec(
+        "big",
+        Component("dense"),
+        SPLITTER,
+        (Component("ContextCompressionPostprocessor", {"tokens_per_slot": 1_000_000}),),
+    )
+    pipeline = compose.compose(spec, context_of())
+    assert pipeline._postprocessors[0](1).max_context_tokens == 1_000_000
