@@ -728,8 +728,9 @@ def test_write_report_writes_every_file(tmp_path: Path) -> None:
         "report": out / "report.md",
         "json": out / "report.json",
         "results": out / "results.csv",
-        "frontier": out / "frontier.png",  # the chart's stem replaces frontier.csv's key
-        "latency": out / "latency.png",
+        "frontier": out / "frontier.csv",  # every file written is listed
+        "frontier_chart": out / "frontier.png",
+        "latency_chart": out / "latency.png",
         "answers": out / "answers.csv",
     }
     assert (out / "frontier.csv").is_file()
@@ -758,6 +759,7 @@ def test_write_report_writes_every_file(tmp_path: Path) -> None:
 
 def test_write_report_without_answers_writes_no_answers_file(tmp_path: Path) -> None:
     files = write_report(make_run(), tmp_path)
-    assert set(files) == {"report", "json", "results", "frontier", "latency"}
+    assert set(files) == {"report", "json", "results", "frontier", "frontier_chart",
+                          "latency_chart"}  # fmt: skip
     assert not (tmp_path / "answers.csv").exists()
     assert (tmp_path / "results.csv").read_text(encoding="utf-8").startswith(RESULTS_HEADER)
