@@ -400,6 +400,16 @@ def total_calls(row: Row, result: Any, evaluator: Any, pipeline: Any, question: 
     return int(hit.get("calls", 0)) + result.sentences
 
 
+def fresh(record: Any, pipeline: str) -> bool:
+    """Whether a cached row stands: a generating pipeline's row made before its refusals were
+    told apart (no ``refused`` field) is scored again from its cached answer and verdicts."""
+    from llama_index_ext_advrag.evaluation.registry import get_pipeline
+
+    if record is None:
+        return False
+    return "refused" in record or not get_pipeline(pipeline).generates
+
+
 def run(args: argparse.Namespace) -> int:
     from llama_index_ext_advrag.evaluation.answers import AnswerEvaluator, pipeline_key
 
@@ -448,7 +458,7 @@ def run(args: argparse.Namespace) -> int:
                         ks[row.label] = choose_row_k(row, data, evaluator.cache)
                     k = ks[row.label]
                     key = row_key(row, question.id, identity, k)
-                    if evaluator.cache.get(key) is not None:
+                    if fresh(evaluator.cache.get(key), row.pipeline):
                         continue
                     pipeline = data.pipeline(row.pipeline)
                     result = evaluator.score(pipeline, question, data.bundle(question.id), k,
@@ -710,7 +720,7 @@ def report(args: argparse.Namespace) -> int:
         lines.append(f"## {dataset}: {len({r.question_id for r in results})} questions answered")
         header = (f"{'row':22s} {'n':>4s} {'halluc':>7s} {'EM':>6s} {'F1':>6s} {'lat p50':>8s} "
                   f"{'ctx tok':>8s} {'ans tok':>8s} {'calls/q':>8s} {'trunc':>6s} {'err':>4s} "
-                  f"{'judged':>6s}")  # fmt: skip
+                  f"{'judged':>6s} {'refused':>7s}")  # fmt: skip
         lines += [header, "-" * len(header)]
         for s in summaries:
             rows = [r for r in results if r.pipeline == s.pipeline]
@@ -720,17 +730,18 @@ def report(args: argparse.Namespace) -> int:
                 f"{_pct(s.fact_recall)} {_num(s.token_f1)} {_num(s.p50_latency_ms, 8, 0)} "
                 f"{_num(s.mean_context_tokens, 8, 0)} {_num(s.mean_answer_tokens, 8, 1)} "
                 f"{s.llm_calls / max(1, s.questions):8.2f} {truncated:6d} {s.errors:4d} "
-                f"{s.judged:6d}"
+                f"{s.judged:6d} {s.refused:7d}"
             )
             data["rows"][f"{dataset}:{s.pipeline}"] = {**dataclasses.asdict(s),
                                                         "truncated": truncated}  # fmt: skip
         for s in summaries:
             if s.pipeline.endswith(" unanswerable"):
                 rows = [r for r in results if r.pipeline == s.pipeline and r.error is None]
-                refused = sum(bool(REFUSAL.search(r.answer)) for r in rows)
-                lines.append(f"{s.pipeline}: refused {refused}/{len(rows)} unanswerable "
+                # any declining answer: the pipeline's own refusal or the LLM's phrasing
+                declined = sum(bool(REFUSAL.search(r.answer)) for r in rows)
+                lines.append(f"{s.pipeline}: declined {declined}/{len(rows)} unanswerable "
                              f"questions, {s.llm_calls / max(1, s.questions):.2f} LLM calls each")  # fmt: skip
-                data["rows"][f"{dataset}:{s.pipeline}"]["refused"] = refused
+                data["rows"][f"{dataset}:{s.pipeline}"]["declined"] = declined
         for baseline in ("baseline@520", "baseline-1024@1050"):
             if not any(r.pipeline == baseline for r in results):
                 continue

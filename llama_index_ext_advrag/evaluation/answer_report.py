@@ -46,6 +46,7 @@ class AnswerSummary:
     llm_calls: int
     cached: int
     truncated: int = 0  # answers cut at the LLM's output limit
+    refused: int = 0  # the pipeline's own refusals (not judged, no hallucination)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -80,6 +81,7 @@ def summarize_answers(results: Sequence[AnswerResult]) -> list[AnswerSummary]:
                 llm_calls=sum(r.llm_calls for r in rows),
                 cached=sum(r.cached for r in rows),
                 truncated=sum(r.truncated for r in ok),
+                refused=sum(r.refused for r in ok),
             )
         )
     return out
@@ -152,7 +154,7 @@ def _fmt(value: float | None, digits: int = 3, percent: bool = False) -> str:
 def answer_rows(summaries: Sequence[AnswerSummary]) -> tuple[list[str], list[list[str]]]:
     headers = ["pipeline", "k", "n", "hallucination rate", "fact recall (EM)", "token F1",
                "latency p50 ms", "context tokens", "answer tokens", "judged", "errors",
-               "LLM calls", "cached", "truncated"]  # fmt: skip
+               "LLM calls", "cached", "truncated", "refused"]  # fmt: skip
     rows = [
         [
             s.pipeline,
@@ -169,6 +171,7 @@ def answer_rows(summaries: Sequence[AnswerSummary]) -> tuple[list[str], list[lis
             str(s.llm_calls),
             str(s.cached),
             str(s.truncated),
+            str(s.refused),
         ]  # fmt: skip
         for s in summaries
     ]

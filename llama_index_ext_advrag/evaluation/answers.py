@@ -88,6 +88,9 @@ class AnswerResult:
     truncated: bool = False  # the generation stopped at its token limit
     verdicts: tuple[SupportVerdict, ...] = ()  # one per sentence, in order
     context: str = ""  # the context the answer was made from (for reading and labelling)
+    # the pipeline declined to answer (Self-RAG's insufficient-evidence answer): its sentences
+    # are not judged and it is no hallucination; it counts against fact recall like any miss
+    refused: bool = False
 
 
 class EmptyAnswerError(RuntimeError):
@@ -102,6 +105,7 @@ class _Answered(NamedTuple):
     latency_ms: float  # retrieval + generation
     cached: bool
     truncated: bool = False
+    refused: bool = False  # the pipeline's own refusal (``pipeline.refused(answer, question)``)
 
 
 class Generated(NamedTuple):
@@ -360,7 +364,9 @@ class AnswerEvaluator:
         """Retrieve (timed) and generate, or let a generating pipeline answer itself (a sync
         retrieval runs in a worker thread on the async path)."""
         if getattr(pipeline, "generates", False):
-            return _Answered(*(yield from self._generation_with(pipeline, pipeline_key, bundle, k)))
+            own = yield from self._generation_with(pipeline, pipeline_key, bundle, k)
+            refused = getattr(pipeline, "refused", None)
+            return _Answered(*own, refused=bool(refused and refused(own[0], question.question)))
         started = time.perf_counter()
         nodes = yield Call(
             lambda: pipeline.retrieve(bundle, k),
@@ -382,7 +388,7 @@ class AnswerEvaluator:
             except Exception as exc:  # recorded on the row and counted in the report
                 return _failed(pipeline.name, question, k, exc, counter.calls)
             verdicts: list[SupportVerdict] = []
-            for sentence in answer_sentences(answered.answer):
+            for sentence in () if answered.refused else answer_sentences(answered.answer):
                 judging = self._judgement(
                     question.question, sentence, answered.context, answered.answer
                 )
@@ -524,7 +530,7 @@ def _scored(
         answer=answer,
         fact_recall=fact_recall(answer, question.answer_groups),
         token_f1=token_f1(answer, question.answer_groups),
-        hallucinated=hallucinated(verdicts),
+        hallucinated=hallucinated(verdicts),  # a refusal has no sentence judged: False
         sentences=len(verdicts),
         unsupported=sum(v is False for v in verdicts),
         unjudged=sum(v is None for v in verdicts),
@@ -536,6 +542,7 @@ def _scored(
         truncated=answered.truncated,
         verdicts=tuple(judged),
         context=context,
+        refused=answered.refused,
     )
 
 

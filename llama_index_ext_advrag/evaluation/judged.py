@@ -82,6 +82,20 @@ class SelfRAGPipeline:
         response = self._engine(k).query(query.query_str)
         return str(response), list(response.source_nodes)
 
+    @staticmethod
+    def refused(answer: str, question: str) -> bool:
+        """Whether ``answer`` is the engine's refusal (its insufficient-evidence answer, in the
+        question's language): the answer evaluation judges no sentence of it.
+
+        >>> SelfRAGPipeline.refused("检索到的证据不足以回答这个问题。", "游客有多少？")
+        True
+        >>> SelfRAGPipeline.refused("The evidence is insufficient.", "How many?")
+        False
+        """
+        from llama_index_ext_advrag.query_engine.self_rag_critique import insufficient_answer_for
+
+        return answer.strip() == insufficient_answer_for(question)
+
     def close(self) -> None:
         self._base.close()
 

@@ -380,7 +380,9 @@ def json_report(run: CompareRun) -> dict[str, Any]:
 
 def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
     """Write report.md, report.json, results.csv, frontier.csv and the charts into
-    ``out_dir``."""
+    ``out_dir``; returns every file written by key (``report``, ``json``, ``results``,
+    ``frontier``, ``answers`` when answers were measured, ``frontier_chart`` and
+    ``latency_chart`` when matplotlib is installed)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results, frontier = write_csv(run, out)
@@ -397,7 +399,7 @@ def write_report(run: CompareRun, out_dir: str | Path) -> dict[str, Path]:
             writer = csv.DictWriter(handle, fieldnames=list(AnswerResult.__dataclass_fields__))
             writer.writeheader()
             writer.writerows(asdict(a) for a in run.answers)
-    files.update({p.stem: p for p in charts})
+    files.update({f"{p.stem}_chart": p for p in charts})  # frontier.csv keeps "frontier"
     return files
 
 

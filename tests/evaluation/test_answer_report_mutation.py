@@ -86,19 +86,19 @@ def test_fmt_rows_of_the_answer_table() -> None:
     summary = AnswerSummary(
         pipeline="base", k=3, questions=4, errors=1, judged=2, hallucination_rate=0.125,
         fact_recall=0.5, token_f1=0.33333, p50_latency_ms=1234.6, mean_context_tokens=150.4,
-        mean_answer_tokens=15.5, llm_calls=7, cached=2, truncated=1,
+        mean_answer_tokens=15.5, llm_calls=7, cached=2, truncated=1, refused=3,
     )  # fmt: skip
     empty = AnswerSummary("none", 1, 0, 0, 0, None, math.nan, None, None, None, None, 0, 0)
     headers, rows = answer_rows([summary, empty])
     assert headers == [
         "pipeline", "k", "n", "hallucination rate", "fact recall (EM)", "token F1",
         "latency p50 ms", "context tokens", "answer tokens", "judged", "errors", "LLM calls",
-        "cached", "truncated",
+        "cached", "truncated", "refused",
     ]  # fmt: skip
     assert rows == [
         ["base", "3", "4", "12.5%", "50.0%", "0.333", "1235", "150", "16", "2", "1", "7", "2",
-         "1"],
-        ["none", "1", "0", "-", "-", "-", "-", "-", "-", "0", "0", "0", "0", "0"],
+         "1", "3"],
+        ["none", "1", "0", "-", "-", "-", "-", "-", "-", "0", "0", "0", "0", "0", "0"],
     ]  # fmt: skip
 
 

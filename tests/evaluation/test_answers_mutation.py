@@ -494,3 +494,50 @@ def test_async_judge_failures_are_logged_in_words(tmp_path: Path, caplog) -> Non
     with caplog.at_level(logging.WARNING, logger="llama_index_ext_advrag.evaluation.answers"):
         assert asyncio.run(evaluator.asupported("q", "s", "c")) is None
     assert caplog.messages == ["support judgement failed (judge down): sentence left unjudged"]
+
+
+class Refusing(SelfAnswering):
+    """A generating pipeline whose answer here is its own refusal."""
+
+    REFUSAL = "The retrieved evidence is insufficient to answer this question."
+
+    def __init__(self) -> None:
+        super().__init__(self.REFUSAL)
+
+    @staticmethod
+    def refused(answer: str, question: str) -> bool:
+        return answer == Refusing.REFUSAL and question == QUESTION.question
+
+
+def no(prompt: str) -> str:
+    return "NO"  # every sentence judged unsupported
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_pipelines_own_refusal_is_no_hallucination_and_not_judged(
+    mode: str, tmp_path: Path
+) -> None:
+    llm = ScriptedLLM(no)
+    result = run(mode, Refusing(), AnswerEvaluator(llm, tmp_path))
+    assert (result.refused, result.hallucinated, result.fact_recall) == (True, False, False)
+    assert (result.sentences, result.unsupported, result.verdicts) == (0, 0, ())
+    assert llm.prompts == []  # no support judgement asked
+    # the same text from a pipeline that does not call it a refusal is judged as any answer
+    judged = run(mode, SelfAnswering(Refusing.REFUSAL), AnswerEvaluator(ScriptedLLM(no), tmp_path))
+    assert (judged.refused, judged.hallucinated, judged.unsupported) == (False, True, 1)
+    # and a pipeline that can refuse, answering, is judged
+    answering = Refusing()
+    answering.answer_text = "It runs at 3.5 bar."
+    judged = run(mode, answering, AnswerEvaluator(ScriptedLLM(no), tmp_path / "answering"))
+    assert (judged.refused, judged.hallucinated, judged.unsupported) == (False, True, 1)
+
+
+def test_refusals_are_counted_in_the_summary_and_kept_in_the_hallucination_rate(
+    tmp_path: Path,
+) -> None:
+    from llama_index_ext_advrag.evaluation.answer_report import summarize_answers
+
+    refused = run("sync", Refusing(), AnswerEvaluator(ScriptedLLM(no), tmp_path))
+    answered = run("sync", SelfAnswering(), AnswerEvaluator(ScriptedLLM(no), tmp_path / "b"))
+    [summary] = summarize_answers([refused, answered])
+    assert (summary.refused, summary.judged, summary.hallucination_rate) == (1, 2, 0.5)

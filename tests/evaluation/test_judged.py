@@ -182,3 +182,17 @@ def test_self_rag_pipeline_generates_from_the_retrieval_and_reads_the_critique_b
         "passages uncut, generation from the retrieved passages, critique by logprobs"
     )
     pipeline.close()
+
+
+def test_self_rag_pipeline_tells_its_own_refusal_in_either_language() -> None:
+    from llama_index_ext_advrag.evaluation.judged import SelfRAGPipeline
+    from llama_index_ext_advrag.query_engine.self_rag_critique import (
+        DEFAULT_INSUFFICIENT_ANSWER,
+        DEFAULT_INSUFFICIENT_ANSWER_ZH,
+    )
+
+    assert SelfRAGPipeline.refused(DEFAULT_INSUFFICIENT_ANSWER + "\n", "How often?")
+    assert SelfRAGPipeline.refused(DEFAULT_INSUFFICIENT_ANSWER_ZH, "多久一次？")
+    # the other language's refusal, or a reworded one, is an answer to be judged
+    assert not SelfRAGPipeline.refused(DEFAULT_INSUFFICIENT_ANSWER_ZH, "How often?")
+    assert not SelfRAGPipeline.refused("The evidence is insufficient.", "How often?")

@@ -28,10 +28,10 @@ def test_compare_writes_every_output(tmp_path: Path) -> None:
         k=2, ks=[1, 3], embed_model=HashEmbedding(dim=64), use_llm=False, show_progress=False,
     )  # fmt: skip
     run, files = run_compare(options)
-    assert set(files) >= {"report", "results", "frontier", "latency"}
-    assert files["frontier"].read_bytes()[:4] == b"\x89PNG" or files["frontier"].suffix == ".csv"
-    png = tmp_path / "report" / "frontier.png"
-    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert set(files) >= {"report", "results", "frontier", "frontier_chart", "latency_chart"}
+    assert files["frontier"] == tmp_path / "report" / "frontier.csv"
+    assert files["frontier_chart"] == tmp_path / "report" / "frontier.png"
+    assert files["frontier_chart"].read_bytes()[:4] == b"\x89PNG"
     with files["results"].open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * len(QUESTIONS)  # one row per pipeline x question
