@@ -79,8 +79,9 @@ def register_pipeline(
     """Add a pipeline under ``name`` (a spec, or a function of the build context).
 
     ``generates``: the pipeline answers itself (an ``answer(query, k)`` method returning the
-    answer and its passages) and runs only with answers evaluated. ``by_name_only``: run only
-    when named, not in the default set.
+    answer and its passages) and runs only with answers evaluated; an optional
+    ``refused(answer, question)`` method tells its own refusals, which are counted and not
+    judged. ``by_name_only``: run only when named, not in the default set.
 
     Raises:
         ValueError: ``name`` is taken (unless ``replace``).
