@@ -157,3 +157,15 @@ def require_full_text(uri: str) -> None:
         client.close()
     if not support.supported:
         pytest.skip(support.reason)
+
+
+def self_rag_reply(prompt: str) -> str:
+    """A scripted LLM's replies for ``SelfRAGQueryEngine``: retrieve, the answer fully
+    supported and rated 5, and "Every 15 minutes." for anything else (the generation)."""
+    if "Does it need documents?" in prompt:
+        return "yes"
+    if "Support:" in prompt:
+        return "fully"
+    if "Rating:" in prompt:
+        return "5"
+    return "Every 15 minutes."

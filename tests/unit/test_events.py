@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from advrag_testing import EventCollector, ScriptedLLM
+from advrag_testing import EventCollector, ScriptedLLM, self_rag_reply
 from llama_index.core import Document
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.embeddings import MockEmbedding
@@ -263,16 +263,6 @@ def test_drift_window_event_matches_its_trace(events: list[Any], mode: str) -> N
     assert event.round_trips == trace["round_trips"]
     method = "_apostprocess_nodes" if mode == "async" else "_postprocess_nodes"
     assert in_span(event, f"DriftAwareWindowPostprocessor.{method}")
-
-
-def self_rag_reply(prompt: str) -> str:
-    if "Does it need documents?" in prompt:
-        return "yes"
-    if "Support:" in prompt:
-        return "fully"
-    if "Rating:" in prompt:
-        return "5"
-    return "Every 15 minutes."
 
 
 @pytest.mark.parametrize("mode", MODES)
